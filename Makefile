@@ -1,0 +1,42 @@
+# Two commands do everything on a fresh Debian 12 machine (as root):
+#   make demo   builds the lab fleet, deploys vLLM behind nginx, smoke-checks, prints the recap
+#   make test   unit + integration tests against the lab (what .ci/run calls)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iproute2 dbus procps
+LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
+
+.PHONY: setup apt venv demo test unit integration lab-down clean
+
+setup: apt venv
+
+apt:
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); \
+	fi
+
+venv: $(BIN)/vfleet
+
+$(BIN)/vfleet: pyproject.toml requirements-lab.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]' -r requirements-lab.txt
+	touch $@
+
+demo: setup
+	$(BIN)/python -m lab.demo
+
+test: setup
+	$(BIN)/python -m pytest -q -ra tests
+
+unit: venv
+	$(BIN)/python -m pytest -q -ra tests/unit
+
+integration: setup
+	$(BIN)/python -m pytest -q -ra tests/integration
+
+lab-down: venv
+	$(BIN)/vfleet lab.down
+
+clean: lab-down
+	rm -rf $(VENV)

@@ -1,0 +1,204 @@
+"""Connections to hosts: Fabric's Connection for SSH, a subprocess for `localhost`.
+
+Both expose the same three calls (run, put_bytes, close) so operations never care which one
+they talk to. Fabric's defaults are changed where a fleet tool needs stricter ones: host keys
+are checked against known_hosts unless the inventory explicitly opts out, every command has a
+timeout, and failures become UnreachableError/CommandError with a one-line operator message."""
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import paramiko
+from fabric import Config, Connection
+from invoke.exceptions import CommandTimedOut
+
+from fleet.errors import VfleetError
+
+
+class UnreachableError(VfleetError):
+    """The host could not be connected to (refused, timed out, unknown host key, bad auth)."""
+
+
+class CommandError(VfleetError):
+    """A command the operation depends on failed; carries its output for the report."""
+
+    def __init__(self, message: str, result: "CommandResult | None" = None):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class CommandResult:
+    command: str
+    exited: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exited == 0 and not self.timed_out
+
+    def tail(self, lines: int = 5) -> str:
+        """The last lines of stderr (or stdout), for one-line failure messages."""
+        text = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return " | ".join(text[-lines:])
+
+
+@dataclass
+class ConnectionSettings:
+    address: str
+    user: str | None = None
+    port: int = 22
+    key_file: str | None = None
+    connect_timeout: float = 10.0
+    command_timeout: float = 600.0
+    host_key_checking: bool = True
+    known_hosts_file: str | None = None
+    become: bool = False
+
+
+class HostConnection(Protocol):
+    def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult: ...
+    def put_bytes(self, data: bytes, remote_path: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _wrap_become(command: str, become: bool) -> str:
+    return f"sudo -n -- sh -c {shlex.quote(command)}" if become else command
+
+
+class SSHConnection:
+    """A Fabric Connection with host key checking on and timeouts everywhere."""
+
+    def __init__(self, name: str, settings: ConnectionSettings):
+        self.name = name
+        self.settings = settings
+        connect_kwargs: dict = {"banner_timeout": settings.connect_timeout, "auth_timeout": settings.connect_timeout}
+        if settings.key_file:
+            connect_kwargs["key_filename"] = os.path.expanduser(settings.key_file)
+            connect_kwargs["look_for_keys"] = False
+        self.conn = Connection(
+            host=settings.address,
+            user=settings.user,
+            port=settings.port,
+            connect_timeout=settings.connect_timeout,
+            connect_kwargs=connect_kwargs,
+            config=Config(overrides={"run": {"hide": True, "warn": True, "in_stream": False}}),
+        )
+        client: paramiko.SSHClient = self.conn.client
+        if settings.host_key_checking:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            client.load_system_host_keys()
+            known = settings.known_hosts_file
+            if known:
+                path = Path(os.path.expanduser(known))
+                if not path.is_file():
+                    raise UnreachableError(
+                        f"{name}: known_hosts_file {path} does not exist; create it "
+                        f"(ssh-keyscan after verifying the keys) or fix the inventory"
+                    )
+                client.load_host_keys(str(path))
+        else:
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        self._open()
+
+    def _open(self) -> None:
+        s = self.settings
+        where = f"{self.name} ({s.user + '@' if s.user else ''}{s.address}:{s.port})"
+        try:
+            self.conn.open()
+        except paramiko.BadHostKeyException:
+            raise UnreachableError(
+                f"{where}: host key does NOT match known_hosts (host reinstalled, or someone in "
+                f"between); verify it, then remove the old line with `ssh-keygen -R {s.address}`"
+            ) from None
+        except paramiko.SSHException as exc:
+            text = str(exc)
+            if "not found in known_hosts" in text:
+                known = s.known_hosts_file or "~/.ssh/known_hosts"
+                raise UnreachableError(
+                    f"{where}: unknown host key (not in {known}); verify and add it with "
+                    f"`ssh-keyscan -p {s.port} {s.address} >> {known}`, or set host_key_checking: false"
+                ) from None
+            if isinstance(exc, paramiko.AuthenticationException):
+                raise UnreachableError(f"{where}: authentication failed ({text}); check ssh_user/ssh_key_file") from None
+            raise UnreachableError(f"{where}: SSH error: {text}") from None
+        except (socket.timeout, TimeoutError):
+            raise UnreachableError(f"{where}: connection timed out after {s.connect_timeout:g}s") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UnreachableError(f"{where}: cannot connect: {reason}") from None
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
+        timeout = self.settings.command_timeout if timeout is None else timeout
+        full = _wrap_become(command, self.settings.become)
+        kwargs: dict = {"timeout": timeout}
+        if stdin is not None:
+            import io
+
+            kwargs["in_stream"] = io.StringIO(stdin)
+        try:
+            r = self.conn.run(full, **kwargs)
+        except CommandTimedOut as exc:
+            res = exc.result
+            return CommandResult(command, -1, res.stdout, res.stderr, timed_out=True)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise UnreachableError(f"{self.name}: connection lost: {exc}") from None
+        return CommandResult(command, r.exited, r.stdout, r.stderr)
+
+    def put_bytes(self, data: bytes, remote_path: str) -> None:
+        import io
+
+        try:
+            self.conn.put(io.BytesIO(data), remote=remote_path)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise CommandError(f"{self.name}: upload to {remote_path} failed: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class LocalConnection:
+    """The controller itself (`localhost` or `ansible_connection: local`): same calls, no SSH."""
+
+    def __init__(self, name: str, settings: ConnectionSettings):
+        self.name = name
+        self.settings = settings
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
+        timeout = self.settings.command_timeout if timeout is None else timeout
+        full = _wrap_become(command, self.settings.become)
+        try:
+            p = subprocess.run(
+                ["/bin/sh", "-c", full], input=stdin if stdin is not None else "", capture_output=True,
+                text=True, timeout=timeout, errors="replace",
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            return CommandResult(command, -1, out, err, timed_out=True)
+        return CommandResult(command, p.returncode, p.stdout, p.stderr)
+
+    def put_bytes(self, data: bytes, remote_path: str) -> None:
+        tmp = f"{remote_path}.{uuid.uuid4().hex[:8]}.part"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, remote_path)
+
+    def close(self) -> None:
+        pass
+
+
+def open_connection(name: str, connection_type: str, settings: ConnectionSettings) -> HostConnection:
+    """Connect now (not lazily) so an unreachable host is found before any change is made."""
+    if connection_type == "local":
+        return LocalConnection(name, settings)
+    return SSHConnection(name, settings)

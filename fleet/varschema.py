@@ -1,0 +1,227 @@
+"""Generic variable schema: a table of variable specs, checked with jsonschema.
+
+The engine must not know what vLLM needs, so it only knows *how* to check variables; the
+table of *which* variables exist lives with the roles (roles/variables.py). Each variable has
+its own small JSON schema so an error points at one variable (and inside it, at the list
+item or mapping key) and can be worded for an operator: "expected an integer >= 1, got
+'two'", never a jsonschema dump. Types, ranges and enums are jsonschema's job; nothing here
+re-implements them by hand.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from jsonschema import Draft202012Validator
+
+__all__ = ["VariableSpec", "VarSchema", "describe", "short_value"]
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """One variable an operator may set: its JSON schema, default, meaning for the docs.
+
+    `secret` variables may also be given as NAME_file (path read at load time) or NAME_env
+    (environment variable name), so that no secret has to sit in an inventory, and their
+    values are masked whenever vars are printed.
+    """
+
+    name: str
+    json_schema: dict[str, Any]
+    default: Any = None
+    meaning: str = ""
+    secret: bool = False
+
+
+def _type_words(t: str, schema: dict[str, Any]) -> str:
+    if t == "integer":
+        return "an integer"
+    if t == "number":
+        return "a number"
+    if t == "boolean":
+        return "true or false"
+    if t == "null":
+        return "null"
+    if t == "string":
+        return "a string"
+    if t == "array":
+        items = schema.get("items")
+        return f"a list of {_plural(describe(items))}" if isinstance(items, dict) else "a list"
+    if t == "object":
+        vals = schema.get("additionalProperties")
+        if isinstance(vals, dict):
+            inner = describe(vals)
+            inner = _plural(inner) if " or " not in inner else f"({inner})"
+            return f"a mapping of names to {inner}"
+        return "a mapping"
+    return t
+
+
+def _plural(text: str) -> str:
+    """'a non-empty string' -> 'non-empty strings', so list/mapping descriptions read well."""
+    if " or " in text or "," in text:
+        return text
+    words = text.split(" ")
+    if words[0] in ("a", "an"):
+        words = words[1:]
+    for i, w in enumerate(words):
+        if w in ("string", "integer", "number", "list", "mapping"):
+            words[i] = w + "s"
+            break
+    return " ".join(words)
+
+
+def _bounds(schema: dict[str, Any]) -> str:
+    parts = []
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if lo is not None and hi is not None:
+        return f"from {lo} to {hi}"
+    if lo is not None:
+        parts.append(f">= {lo}")
+    if xlo is not None:
+        parts.append(f"> {xlo}")
+    if hi is not None:
+        parts.append(f"<= {hi}")
+    if xhi is not None:
+        parts.append(f"< {xhi}")
+    return " and ".join(parts)
+
+
+def describe(schema: dict[str, Any]) -> str:
+    """Plain words for what a schema accepts: 'an integer >= 1 or null', 'one of: a, b'.
+
+    Used both for error messages and for the README's variable table, so the two never drift.
+    """
+    if "enum" in schema:
+        return "one of: " + ", ".join(str(v) for v in schema["enum"])
+    if "anyOf" in schema or "oneOf" in schema:
+        return " or ".join(describe(s) for s in schema.get("anyOf") or schema["oneOf"])
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else list(types or [])
+    words = []
+    for t in types:
+        w = _type_words(t, schema)
+        if t in ("integer", "number") and _bounds(schema):
+            w += " " + _bounds(schema)
+        if t == "string":
+            if "examples" in schema:
+                w += " like " + " or ".join(f"'{e}'" for e in schema["examples"][:2])
+            elif schema.get("minLength") == 1:
+                w = "a non-empty string"
+        words.append(w)
+    if not words:
+        return "any value"
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def short_value(value: Any, limit: int = 60) -> str:
+    """The offending value for a message: repr-like, one line, cut if long."""
+    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    if value is None:
+        text = "null"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kind(value: Any) -> str:
+    """A value's kind in words, for secrets whose value must never be shown."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"),
+                     (int, "a number"), (float, "a number")):
+        if isinstance(value, t):
+            return words
+    return f"a {type(value).__name__}"
+
+
+def _path_text(path: Iterable[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+class VarSchema:
+    """A table of VariableSpec, able to check values and name what was expected."""
+
+    def __init__(self, specs: Iterable[VariableSpec]):
+        self.specs: dict[str, VariableSpec] = {}
+        for spec in specs:
+            if spec.name in self.specs:
+                raise ValueError(f"variable {spec.name!r} defined twice")
+            Draft202012Validator.check_schema(spec.json_schema)
+            self.specs[spec.name] = spec
+        self._validators = {n: Draft202012Validator(s.json_schema) for n, s in self.specs.items()}
+        self.secret_names: list[str] = [n for n, s in self.specs.items() if s.secret]
+        # NAME_file / NAME_env of a secret: a path or a variable name, never the secret itself.
+        for n in self.secret_names:
+            for companion in self.secret_sources(n):
+                self._validators[companion] = Draft202012Validator(
+                    {"type": "string", "minLength": 1})
+
+    # Companion keys of a secret: where to read it from instead of writing it inline.
+    @staticmethod
+    def secret_sources(name: str) -> tuple[str, str]:
+        return f"{name}_file", f"{name}_env"
+
+    @property
+    def known_names(self) -> set[str]:
+        """Every key the schema accepts, including NAME_file / NAME_env of secrets."""
+        names = set(self.specs)
+        for n in self.secret_names:
+            names.update(self.secret_sources(n))
+        return names
+
+    def defaults(self) -> dict[str, Any]:
+        """Default of every variable (None where a variable has no default)."""
+        return {n: s.default for n, s in self.specs.items()}
+
+    def is_string_typed(self, name: str) -> bool:
+        """True when the variable accepts strings but not numbers (for --set coercion)."""
+        spec = self.specs.get(name)
+        if spec is None:
+            return False
+        t = spec.json_schema.get("type")
+        types = {t} if isinstance(t, str) else set(t or [])
+        return "string" in types and not types & {"integer", "number"}
+
+    def suggest(self, key: str) -> str | None:
+        """Closest known name for a key that looks like a typo of one (difflib, cutoff 0.8)."""
+        if key in self.known_names:
+            return None
+        close = difflib.get_close_matches(key, sorted(self.known_names), n=1, cutoff=0.8)
+        return close[0] if close else None
+
+    def check(self, name: str, value: Any) -> list[str]:
+        """Problems with one value, each 'vars.NAME[.path]: expected X, got Y'; [] if fine.
+
+        Secret values are never shown, only their type: an error message ends up in terminals,
+        CI logs and reports.
+        """
+        validator = self._validators.get(name)
+        if validator is None:
+            return []
+        secret = name in self.specs and self.specs[name].secret
+        out: list[str] = []
+        seen: set[str] = set()
+        for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
+            where = f"vars.{name}{_path_text(err.absolute_path)}"
+            if where in seen:
+                continue
+            seen.add(where)
+            if err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum",
+                                 "exclusiveMaximum", "pattern", "minLength", "anyOf", "oneOf",
+                                 "minItems"):
+                expected = describe(err.schema if isinstance(err.schema, dict) else {})
+            else:
+                expected = err.message
+            got = f"{_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
+            msg = f"{where}: expected {expected}, got {got}"
+            if (not secret and isinstance(err.instance, (int, float))
+                    and not isinstance(err.instance, bool) and expected.startswith("a string")):
+                msg += " (a number: put it in quotes)"
+            out.append(msg)
+        return out

@@ -1,0 +1,512 @@
+#!/usr/bin/python3
+"""Simulated `nvidia-smi` for vfleet lab hosts: replays a captured GPU profile directory.
+
+WHY: lab hosts have no GPUs, yet preflight/capacity code must run against them unchanged.
+This script answers the invocations vfleet's code makes, byte for byte as the real tool
+formats them (captured on an H200 with driver 580.159.04), and refuses loudly (stderr,
+exit 2) anything it cannot answer, so a caller never mistakes a guess for a measurement.
+
+Standalone on purpose (stdlib only, no vfleet imports): it is copied into each host as
+/usr/bin/nvidia-smi and runs with the host's /usr/bin/python3.
+
+Profile directory (default /etc/vfleet-lab/gpu, override with VFLEET_GPU_PROFILE), read at
+every call so a profile swapped in place takes effect at once:
+    nvidia-smi.txt   output of `nvidia-smi`
+    query-gpu.csv    output of `nvidia-smi --query-gpu=<fields> --format=csv`
+    topo.txt         output of `nvidia-smi topo -m`
+    smi-q.xml        output of `nvidia-smi -q -x` (optional)
+    smi-q.txt        output of `nvidia-smi -q` (optional)
+    lab-profile.json optional: {"nvidia_smi": "fail", "stdout": "...", "exit_code": 9}
+                     (every invocation fails like a broken driver) or
+                     {"nvidia_smi": "absent"} (the lab does not install this script).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+DEFAULT_PROFILE = "/etc/vfleet-lab/gpu"
+SIM = "nvidia-smi (vfleet lab simulator)"
+
+# Exit codes of the real tool (observed on driver 580): invalid field / bad format / bad
+# combination -> 2, no GPU matches -i -> 6, unrecognised option -> 255.
+EXIT_INVALID = 2
+EXIT_NOT_FOUND = 6
+EXIT_BAD_OPTION = 255
+# Valid for the real tool but absent from the captured profile: ours, not NVIDIA's.
+EXIT_UNSIMULATED = 2
+
+# Every --query-gpu property of driver 580 (`nvidia-smi --help-query-gpu`), one per line:
+# the canonical name (what the CSV header prints) first, then its aliases.
+_QUERY_FIELDS = """timestamp
+driver_version
+vgpu_driver_capability.heterogenous_multivGPU
+count
+name gpu_name
+serial gpu_serial
+uuid gpu_uuid
+pci.bus_id gpu_bus_id
+pci.domain
+pci.bus
+pci.device
+pci.baseClass
+pci.subClass
+pci.device_id
+pci.sub_device_id
+vgpu_device_capability.fractional_multiVgpu
+vgpu_device_capability.heterogeneous_timeSlice_profile
+vgpu_device_capability.heterogeneous_timeSlice_sizes
+vgpu_device_capability.homogeneous_placements
+vgpu_device_capability.mig_timeSlicing
+vgpu_device_capability.mig_timeSlicing_mode
+pcie.link.gen.current
+pcie.link.gen.gpucurrent
+pcie.link.gen.max
+pcie.link.gen.gpumax
+pcie.link.gen.hostmax
+pcie.link.width.current
+pcie.link.width.max
+index
+display_mode
+display_attached
+display_active
+persistence_mode
+addressing_mode
+accounting.mode
+accounting.buffer_size
+driver_model.current
+driver_model.pending
+vbios_version
+inforom.img inforom.image
+inforom.oem
+inforom.ecc
+inforom.pwr inforom.power
+inforom.checksum_validation
+gpu_recovery_action
+gom.current gpu_operation_mode.current
+gom.pending gpu_operation_mode.pending
+fan.speed
+pstate
+clocks_event_reasons.supported clocks_throttle_reasons.supported
+clocks_event_reasons.active clocks_throttle_reasons.active
+clocks_event_reasons.gpu_idle clocks_throttle_reasons.gpu_idle
+clocks_event_reasons.applications_clocks_setting clocks_throttle_reasons.applications_clocks_setting
+clocks_event_reasons.sw_power_cap clocks_throttle_reasons.sw_power_cap
+clocks_event_reasons.hw_slowdown clocks_throttle_reasons.hw_slowdown
+clocks_event_reasons.hw_thermal_slowdown clocks_throttle_reasons.hw_thermal_slowdown
+clocks_event_reasons.hw_power_brake_slowdown clocks_throttle_reasons.hw_power_brake_slowdown
+clocks_event_reasons.sw_thermal_slowdown clocks_throttle_reasons.sw_thermal_slowdown
+clocks_event_reasons.sync_boost clocks_throttle_reasons.sync_boost
+clocks_event_reasons_counters.sw_power_cap
+clocks_event_reasons_counters.sync_boost
+clocks_event_reasons_counters.sw_thermal_slowdown
+clocks_event_reasons_counters.hw_thermal_slowdown
+clocks_event_reasons_counters.hw_power_brake_slowdown
+memory.total
+memory.reserved
+memory.used
+memory.free
+compute_mode
+0: Default
+1: Exclusive_Thread
+2: Prohibited
+3: Exclusive_Process
+compute_cap
+utilization.gpu
+utilization.memory
+utilization.encoder
+utilization.decoder
+utilization.jpeg
+utilization.ofa
+encoder.stats.sessionCount
+encoder.stats.averageFps
+encoder.stats.averageLatency
+dramEncryption.mode.current
+dramEncryption.mode.pending
+ecc.mode.current
+ecc.mode.pending
+ecc.errors.corrected.volatile.device_memory
+ecc.errors.corrected.volatile.dram
+ecc.errors.corrected.volatile.register_file
+ecc.errors.corrected.volatile.l1_cache
+ecc.errors.corrected.volatile.l2_cache
+ecc.errors.corrected.volatile.texture_memory
+ecc.errors.corrected.volatile.cbu
+ecc.errors.corrected.volatile.sram
+ecc.errors.corrected.volatile.total
+ecc.errors.corrected.aggregate.device_memory
+ecc.errors.corrected.aggregate.dram
+ecc.errors.corrected.aggregate.register_file
+ecc.errors.corrected.aggregate.l1_cache
+ecc.errors.corrected.aggregate.l2_cache
+ecc.errors.corrected.aggregate.texture_memory
+ecc.errors.corrected.aggregate.cbu
+ecc.errors.corrected.aggregate.sram
+ecc.errors.corrected.aggregate.total
+ecc.errors.uncorrected.volatile.device_memory
+ecc.errors.uncorrected.volatile.dram
+ecc.errors.uncorrected.volatile.register_file
+ecc.errors.uncorrected.volatile.l1_cache
+ecc.errors.uncorrected.volatile.l2_cache
+ecc.errors.uncorrected.volatile.texture_memory
+ecc.errors.uncorrected.volatile.cbu
+ecc.errors.uncorrected.volatile.sram
+ecc.errors.uncorrected.volatile.total
+ecc.errors.uncorrected.aggregate.device_memory
+ecc.errors.uncorrected.aggregate.dram
+ecc.errors.uncorrected.aggregate.register_file
+ecc.errors.uncorrected.aggregate.l1_cache
+ecc.errors.uncorrected.aggregate.l2_cache
+ecc.errors.uncorrected.aggregate.texture_memory
+ecc.errors.uncorrected.aggregate.cbu
+ecc.errors.uncorrected.aggregate.sram
+ecc.errors.uncorrected.aggregate.total
+ecc.errors.uncorrected.volatile.sram.parity
+ecc.errors.uncorrected.volatile.sram.secded
+ecc.errors.uncorrected.aggregate.sram.parity
+ecc.errors.uncorrected.aggregate.sram.secded
+ecc.errors.uncorrected.aggregate.sram.thresholdExceeded
+ecc.errors.uncorrected.aggregate.sram.l2
+ecc.errors.uncorrected.aggregate.sram.sm
+ecc.errors.uncorrected.aggregate.sram.mcu
+ecc.errors.uncorrected.aggregate.sram.pcie
+ecc.errors.uncorrected.aggregate.sram.other
+retired_pages.single_bit_ecc.count retired_pages.sbe
+retired_pages.double_bit.count retired_pages.dbe
+retired_pages.pending
+remapped_rows.correctable remapped_rows.sbe
+remapped_rows.correctable_inactive
+remapped_rows.uncorrectable remapped_rows.dbe
+remapped_rows.uncorrectable_inactive
+remapped_rows.pending
+remapped_rows.failure
+remapped_rows.histogram.max
+remapped_rows.histogram.high
+remapped_rows.histogram.partial
+remapped_rows.histogram.low
+remapped_rows.histogram.none
+temperature.gpu
+temperature.gpu.tlimit
+temperature.memory
+power.management
+power.draw
+power.draw.average gpu.power.draw.average
+power.draw.instant gpu.power.draw.instant
+power.limit gpu.power.requested_limit
+enforced.power.limit gpu.power.current_limit
+power.default_limit gpu.power.default_limit
+power.min_limit gpu.power.min_limit
+power.max_limit gpu.power.max_limit
+module.power.draw.average
+module.power.draw.instant
+module.power.limit module.power.requested_limit
+module.enforced.power.limit module.power.current_limit
+module.power.default_limit
+module.power.min_limit
+module.power.max_limit
+power_smoothing.delayed_power_smoothing_supported
+power_smoothing.primary_power_floor
+power_smoothing.secondary_power_floor
+power_smoothing.min_primary_floor_activation_offset
+power_smoothing.min_primary_floor_activation_point
+power_smoothing.window_multiplier
+power_smoothing.curr_profile.secondary_power_floor
+power_smoothing.curr_profile.primary_floor_act_window_multiplier
+power_smoothing.curr_profile.primary_floor_tar_window_multiplier
+power_smoothing.curr_profile.primary_floor_act_offset
+power_smoothing.admin_override.secondary_power_floor
+power_smoothing.admin_override.primary_floor_act_window_multiplier
+power_smoothing.admin_override.primary_floor_tar_window_multiplier
+power_smoothing.admin_override.primary_floor_act_offset
+clocks.current.graphics clocks.gr
+clocks.current.sm clocks.sm
+clocks.current.memory clocks.mem
+clocks.current.video clocks.video
+clocks.applications.graphics clocks.applications.gr
+clocks.applications.memory clocks.applications.mem
+clocks.default_applications.graphics clocks.default_applications.gr
+clocks.default_applications.memory clocks.default_applications.mem
+clocks.max.graphics clocks.max.gr
+clocks.max.sm
+clocks.max.memory clocks.max.mem
+mig.mode.current
+mig.mode.pending
+gsp.mode.current
+gsp.mode.default
+c2c.mode
+protected_memory.total
+protected_memory.used
+protected_memory.free
+fabric.state
+fabric.status
+fabric.cliqueId
+fabric.clusterUuid
+fabric.health.summary
+fabric.health.bandwidth
+fabric.health.route_recovery_in_progress
+fabric.health.route_unhealthy
+fabric.health.access_timeout_recovery
+fabric.health.incorrect_configuration
+fabric.health.partition_assigned
+platform.chassis_serial_number
+platform.slot_number
+platform.tray_index
+platform.host_id
+platform.peer_type
+platform.module_id
+platform.gpu_fabric_guid
+hostname"""
+
+
+class Refusal(Exception):
+    """An answer the simulator will not fake: message, exit code, and whether the real tool
+    would print it (stdout) or it is the simulator's own complaint (stderr)."""
+
+    def __init__(self, message: str, code: int, real: bool = True):
+        super().__init__(message)
+        self.message, self.code, self.real = message, code, real
+
+
+def field_aliases() -> dict[str, str]:
+    """Map each valid query name (canonical or alias) to its canonical name."""
+    table: dict[str, str] = {}
+    for line in _QUERY_FIELDS.splitlines():
+        names = line.split()
+        for name in names:
+            table[name] = names[0]
+    return table
+
+
+def split_header_cell(cell: str) -> tuple[str, str]:
+    """`memory.total [MiB]` -> ("memory.total", "MiB"); `index` -> ("index", "")."""
+    if cell.endswith("]") and " [" in cell:
+        name, unit = cell[:-1].split(" [", 1)
+        return name, unit
+    return cell, ""
+
+
+def strip_unit(value: str, unit: str) -> str:
+    """`700.00 W` -> `700.00` for unit W; `[N/A]` and unit-less values stay as they are."""
+    if unit and value.endswith(" " + unit):
+        return value[: -len(unit) - 1]
+    return value
+
+
+class Profile:
+    """One captured profile directory, read fresh at each invocation."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def file(self, name: str) -> str | None:
+        full = os.path.join(self.path, name)
+        if not os.path.isfile(full):
+            return None
+        with open(full, encoding="utf-8", newline="") as fh:
+            return fh.read()
+
+    def need(self, name: str, what: str) -> str:
+        text = self.file(name)
+        if text is None:
+            raise Refusal(f"{SIM}: cannot answer {what}: profile {self.path} has no {name}",
+                          EXIT_UNSIMULATED, real=False)
+        return text
+
+    def meta(self) -> dict:
+        text = self.file("lab-profile.json")
+        return json.loads(text) if text else {}
+
+    def csv(self) -> tuple[list[str], list[list[str]]]:
+        """Header cells and rows of query-gpu.csv (the real tool separates with ", ")."""
+        lines = [ln for ln in self.need("query-gpu.csv", "--query-gpu").splitlines() if ln]
+        header = lines[0].split(", ")
+        rows = [ln.split(", ") for ln in lines[1:]]
+        for row in rows:
+            if len(row) != len(header):
+                raise Refusal(f"{SIM}: {self.path}/query-gpu.csv: row {row!r} has {len(row)} "
+                              f"cells, header has {len(header)}", EXIT_UNSIMULATED, real=False)
+        return header, rows
+
+
+def select_gpus(profile: Profile, ids: str | None) -> list[int] | None:
+    """Row positions picked by -i (index, UUID or PCI bus id; comma list; duplicates once),
+    or None for all GPUs."""
+    if ids is None:
+        return None
+    header, rows = profile.csv()
+    names = [split_header_cell(c)[0] for c in header]
+    keys = [n for n in ("index", "uuid", "pci.bus_id") if n in names]
+    picked: set[int] = set()
+    for wanted in [w for w in ids.split(",") if w]:
+        hits = [i for i, row in enumerate(rows)
+                if any(row[names.index(k)].lower() == wanted.lower() for k in keys)]
+        if not hits:
+            raise Refusal("No devices were found\n", EXIT_NOT_FOUND)
+        picked.update(hits)
+    return sorted(picked)
+
+
+def query_gpu(profile: Profile, fields: str, fmt: str | None, ids: str | None) -> str:
+    """Answer `--query-gpu=<fields> --format=csv[,noheader][,nounits]` from query-gpu.csv."""
+    noheader = nounits = False
+    for mod in [m for m in (fmt or "csv").split(",") if m]:
+        if mod == "noheader":
+            noheader = True
+        elif mod == "nounits":
+            nounits = True
+        elif mod != "csv":
+            raise Refusal("Format modifier is not recognized.\n", EXIT_INVALID)
+    aliases = field_aliases()
+    wanted = [f for f in fields.split(",") if f]
+    for f in wanted:
+        if f not in aliases:
+            raise Refusal(f'Field "{f}" is not a valid field to query.\n\n', EXIT_INVALID)
+    header, rows = profile.csv()
+    names = [split_header_cell(c)[0] for c in header]
+    cols = []
+    for f in wanted:
+        canonical = aliases[f]
+        if canonical not in names:
+            raise Refusal(f'{SIM}: field "{f}" is valid for nvidia-smi but was not captured in '
+                          f"{profile.path}/query-gpu.csv (it has: {', '.join(names)})",
+                          EXIT_UNSIMULATED, real=False)
+        cols.append(names.index(canonical))
+    picked = select_gpus(profile, ids)
+    chosen = rows if picked is None else [rows[i] for i in picked]
+    out = []
+    if not noheader:
+        out.append(", ".join(split_header_cell(header[c])[0] if nounits else header[c]
+                             for c in cols))
+    for row in chosen:
+        out.append(", ".join(strip_unit(row[c], split_header_cell(header[c])[1])
+                             if nounits else row[c] for c in cols))
+    return "\n".join(out) + "\n"
+
+
+def list_gpus(profile: Profile, ids: str | None) -> str:
+    """`nvidia-smi -L`: `GPU 0: NVIDIA H200 (UUID: GPU-...)` per GPU."""
+    header, rows = profile.csv()
+    names = [split_header_cell(c)[0] for c in header]
+    for need in ("index", "name", "uuid"):
+        if need not in names:
+            raise Refusal(f"{SIM}: cannot answer -L: query-gpu.csv has no {need}",
+                          EXIT_UNSIMULATED, real=False)
+    picked = select_gpus(profile, ids)
+    chosen = rows if picked is None else [rows[i] for i in picked]
+    get = lambda row, n: row[names.index(n)]  # noqa: E731
+    return "".join(f"GPU {get(r, 'index')}: {get(r, 'name')} (UUID: {get(r, 'uuid')})\n"
+                   for r in chosen)
+
+
+def version(profile: Profile) -> str:
+    """`nvidia-smi --version`, from the plain table's header line."""
+    head = profile.need("nvidia-smi.txt", "--version")
+    for line in head.splitlines():
+        if "Driver Version:" in line:
+            parts = line.strip("| ").split()
+            smi = parts[parts.index("NVIDIA-SMI") + 1]
+            drv = parts[parts.index("Version:", parts.index("Driver")) + 1]
+            cuda = parts[-1]
+            nvml = ".".join(drv.split(".")[:2])
+            return (f"NVIDIA-SMI version  : {smi}\nNVML version        : {nvml}\n"
+                    f"DRIVER version      : {drv}\nCUDA Version        : {cuda}\n")
+    raise Refusal(f"{SIM}: cannot answer --version: no header in nvidia-smi.txt",
+                  EXIT_UNSIMULATED, real=False)
+
+
+def parse(argv: list[str]) -> dict:
+    """Split argv into the options the simulator knows; anything else -> real tool's error."""
+    opts: dict = {"topo": False, "matrix": False, "q": False, "x": False, "L": False,
+                  "version": False}
+    valued = {"--query-gpu": "fields", "--format": "format", "-i": "ids", "--id": "ids"}
+    args = list(argv)
+    if args and args[0] == "topo":
+        opts["topo"] = True
+        args = args[1:]
+    while args:
+        arg = args.pop(0)
+        key, eq, val = arg.partition("=")
+        if key in valued:
+            if not eq:
+                if not args:
+                    raise Refusal(f"ERROR: Option {arg} is missing its value. "
+                                  "Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION)
+                val = args.pop(0)
+            opts[valued[key]] = val
+        elif opts["topo"] and arg in ("-m", "--matrix"):
+            opts["matrix"] = True
+        elif arg in ("-q", "--query"):
+            opts["q"] = True
+        elif arg in ("-x", "--xml-format"):
+            opts["x"] = True
+        elif arg in ("-L", "--list-gpus"):
+            opts["L"] = True
+        elif arg == "--version":
+            opts["version"] = True
+        else:
+            raise Refusal(f"ERROR: Option {arg} is not recognized. "
+                          "Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION)
+    return opts
+
+
+def answer(argv: list[str], profile_dir: str) -> str:
+    """The stdout of `nvidia-smi <argv>` for this profile, or a Refusal."""
+    profile = Profile(profile_dir)
+    if not os.path.isdir(profile_dir):
+        raise Refusal(f"{SIM}: no GPU profile at {profile_dir} (re-run `invoke lab.up`)",
+                      EXIT_UNSIMULATED, real=False)
+    meta = profile.meta()
+    mode = meta.get("nvidia_smi", "replay")
+    if mode == "fail":
+        raise Refusal(meta["stdout"], int(meta.get("exit_code", 9)))
+    if mode == "absent":
+        raise Refusal("nvidia-smi: command not found", 127, real=False)
+    opts = parse(argv)
+    ids = opts.get("ids")
+    if opts["topo"]:
+        if ids is not None:
+            raise Refusal("The -i command line argument must be used in conjunction with "
+                          "-n or -p.\n\n", EXIT_BAD_OPTION)
+        if not opts["matrix"]:
+            raise Refusal(f"{SIM}: only `nvidia-smi topo -m` is simulated", EXIT_UNSIMULATED,
+                          real=False)
+        return profile.need("topo.txt", "topo -m")
+    if opts["version"]:
+        return version(profile)
+    if "fields" in opts:
+        return query_gpu(profile, opts["fields"], opts.get("format"), ids)
+    if "format" in opts:
+        raise Refusal(f"{SIM}: --format without --query-gpu is not simulated",
+                      EXIT_UNSIMULATED, real=False)
+    if opts["L"]:
+        return list_gpus(profile, ids)
+    if opts["x"] and not opts["q"]:
+        raise Refusal("Invalid combination of input arguments. Specify -q/--query and "
+                      "-x/--xml-format to run an XML query.  Please run 'nvidia-smi -h' "
+                      "for help.\n\n", EXIT_INVALID)
+    whole = select_gpus(profile, ids)
+    if whole is not None and len(whole) != len(profile.csv()[1]):
+        raise Refusal(f"{SIM}: -i with a subset of GPUs is simulated only for --query-gpu "
+                      "and -L", EXIT_UNSIMULATED, real=False)
+    if opts["q"]:
+        return (profile.need("smi-q.xml", "-q -x") if opts["x"]
+                else profile.need("smi-q.txt", "-q"))
+    return profile.need("nvidia-smi.txt", "nvidia-smi")
+
+
+def main(argv: list[str] | None = None) -> int:
+    profile_dir = os.environ.get("VFLEET_GPU_PROFILE", DEFAULT_PROFILE)
+    try:
+        sys.stdout.write(answer(sys.argv[1:] if argv is None else argv, profile_dir))
+    except Refusal as refusal:
+        if refusal.real:  # the real tool's exact text, on stdout as the real tool prints it
+            sys.stdout.write(refusal.message)
+        else:
+            sys.stderr.write(refusal.message + "\n")
+        return refusal.code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

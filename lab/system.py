@@ -1,0 +1,74 @@
+"""Thin wrappers over the system commands the lab drives (ip, mount, ssh-keygen).
+
+WHY a wrapper: every failure must reach the operator as one actionable line naming the
+command and its stderr, not as a CalledProcessError traceback from deep inside `up`."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from fleet.errors import VfleetError
+
+
+def run(cmd: list[str], *, check: bool = True, fix: str = "", timeout: float = 60) -> str:
+    """Run `cmd`, return stdout; on failure raise VfleetError with what/where/fix."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise VfleetError(f"lab: `{cmd[0]}` not found on this machine; fix: install the "
+                          "packages listed in lab/README.md") from exc
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise VfleetError(f"lab: `{' '.join(cmd)}` failed (exit {proc.returncode}): "
+                          f"{detail[-1] if detail else 'no output'}"
+                          + (f"; fix: {fix}" if fix else ""))
+    return proc.stdout
+
+
+def require_root() -> None:
+    """The lab creates namespaces, mounts and bridges: only root may."""
+    if os.geteuid() != 0:
+        raise VfleetError("lab: needs root (namespaces, mounts, bridge); fix: run as root")
+
+
+def mountpoints() -> list[str]:
+    """Mount points of this mount namespace, in mount order (octal escapes decoded)."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        raw = line.split()[4]
+        points.append(raw.encode().decode("unicode_escape"))
+    return points
+
+
+def is_mountpoint(path: Path | str) -> bool:
+    return str(path) in mountpoints()
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie has exited; only its parent
+    can reap it, which may be a process that is long gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    for line in status.splitlines():
+        if line.startswith("State:"):
+            return "Z" not in line.split()[1]
+    return True
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def try_run(cmd: list[str], timeout: float = 60) -> bool:
+    """Run `cmd` for its effect; True when it exited 0 (cleanup paths that must go on)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

