@@ -17,7 +17,7 @@ from typing import Protocol
 
 import paramiko
 from fabric import Config, Connection
-from invoke.exceptions import CommandTimedOut
+from invoke.exceptions import CommandTimedOut, ThreadException
 
 from fleet.errors import VfleetError
 
@@ -151,7 +151,10 @@ class SSHConnection:
             res = exc.result
             return CommandResult(command, -1, res.stdout, res.stderr, timed_out=True)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise UnreachableError(f"{self.name}: connection lost: {exc}") from None
+            raise UnreachableError(f"{self.name}: connection lost: {exc or type(exc).__name__}") from None
+        except ThreadException as exc:  # stdin/stdout pump died: the channel went away under it
+            inner = exc.exceptions[0].value if exc.exceptions else exc
+            raise UnreachableError(f"{self.name}: connection lost: {inner or type(inner).__name__}") from None
         return CommandResult(command, r.exited, r.stdout, r.stderr)
 
     def put_bytes(self, data: bytes, remote_path: str) -> None:

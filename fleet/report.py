@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fleet.results import Status
@@ -73,7 +74,8 @@ def print_recap(play: Play, console: Console | None = None) -> None:
         if r.failed:
             last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
             if last:
-                console.print(f"[red]{r.status.value}[/]: [{name}] {last.message}", highlight=False, soft_wrap=True)
+                console.print(f"[red]{r.status.value}[/]: " + escape(f"[{name}] {last.message}"), highlight=False,
+                              soft_wrap=True)
     if play.aborted:
         console.print(f"[bold red]aborted[/]: {play.aborted}")
     console.print(f"elapsed {play.elapsed_s:.1f}s", highlight=False)

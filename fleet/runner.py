@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 
 from fleet.connection import (
     CommandError,
@@ -183,9 +184,11 @@ class Play:
             return
         style = STATUS_STYLE[res.status]
         msg = f" {res.message}" if res.message else ""
+        target = f" {res.target}" if res.target else ""
+        text = escape(f"[{host}] {res.action}{target}{msg}")
         with self._lock:
-            self.console.print(f"[{style}]{res.status.value}[/]: [{host}] {res.action} {res.target}{msg}",
-                               markup=True, highlight=False, soft_wrap=True)
+            self.console.print(f"[{style}]{res.status.value}[/]: {text}", markup=True, highlight=False,
+                               soft_wrap=True)
             if res.diff and self.options.diff:
                 self.console.print(res.diff, markup=False, highlight=False, soft_wrap=True)
 
@@ -218,7 +221,7 @@ class Play:
 
     # -- running ------------------------------------------------------------------------
     def _fail(self, ctx: HostContext, status: Status, message: str, data: dict | None = None) -> None:
-        ctx.record(ctx.step_name or "connect", "host", status, message, data=data)
+        ctx.record(ctx.step_name or "connect", "", status, message, data=data)
         with self._lock:
             if ctx.name in self.active:
                 self.active.remove(ctx.name)

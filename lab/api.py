@@ -19,7 +19,7 @@ from typing import Callable
 from fleet.errors import VfleetError
 from lab import guest, hosts, inventory_writer, network, profiles, rootfs
 from lab.state import BRIDGE, MAX_HOSTS, MAX_NAME, HostRecord, LabState, host_ip
-from lab.system import is_mountpoint, require_root, run
+from lab.system import is_mountpoint, raise_sysctl, require_root, restore_sysctl, run
 
 Echo = Callable[[str], None]
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -99,6 +99,33 @@ def _known_hosts(state: LabState, recs: list[HostRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
+INOTIFY = "fs/inotify/max_user_instances"
+INOTIFY_FLOOR = 8192
+
+
+def _raise_limits(state: LabState) -> None:
+    """Raise root's inotify instance limit for the hosts; remember the old value for down."""
+    old = raise_sysctl(INOTIFY, INOTIFY_FLOOR)
+    if old is not None:
+        lab = state.lab()
+        lab.setdefault("sysctl", {})[INOTIFY] = {"old": old, "ours": INOTIFY_FLOOR}
+        state.save_lab(lab)
+
+
+def _restore_limits(state: LabState) -> None:
+    for name, vals in state.lab().get("sysctl", {}).items():
+        restore_sysctl(name, vals["old"], vals["ours"])
+
+
+def _forget(state: LabState, name: str) -> None:
+    """Drop a stopped host entirely: its processes, mounts, network and state."""
+    _kill_leftovers(name)
+    if rootfs.unmount_tree(state.host_dir(name)):
+        raise VfleetError(f"lab: cannot unmount {state.host_dir(name)}; fix: `invoke lab.down`")
+    network.remove_host_net(name)
+    shutil.rmtree(state.host_dir(name), ignore_errors=True)
+
+
 def _kill_leftovers(name: str) -> None:
     """SIGKILL what still runs in a host's namespace after its systemd-nspawn died (a
     killed nspawn does not take the host's systemd with it)."""
@@ -121,11 +148,15 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     gateways = (1 if n >= 2 else 0) if gateways is None else gateways
     _validate(n, prefix, gateways, extra)
     state = LabState(state_dir)
-    other = [r.name for r in state.hosts() if not re.fullmatch(re.escape(prefix) + r"\d+", r.name)]
+    other = [r for r in state.hosts() if not re.fullmatch(re.escape(prefix) + r"\d+", r.name)]
+    for rec in [r for r in other if not hosts.running_pid(r.name, r.pid)]:
+        _forget(state, rec.name)  # stale record of an earlier lab that crashed
+    other = [r.name for r in other if hosts.running_pid(r.name, r.pid)]
     if other:
         raise VfleetError(f"lab: hosts {', '.join(other)} of another prefix are up; fix: "
                           "`invoke lab.down` first (one lab per machine)")
     ensure_lab_key(state)
+    _raise_limits(state)
     network.ensure_bridge()
     rootfs.ensure_nspawn_tmpfs()
 
@@ -230,6 +261,7 @@ def down(state_dir: str | None = None, echo: Echo = print) -> Residue:
     rootfs.unmount([m for m in rootfs.lab_mounts() if m != str(rootfs.NSPAWN_RUN)])
     network.remove_all()
     rootfs.release_nspawn_tmpfs()
+    _restore_limits(state)
     left = residue(state_dir)
     if left.mounts:
         echo(f"warning: still mounted: {', '.join(left.mounts)}; state kept")

@@ -376,8 +376,8 @@ def query_gpu(profile: Profile, fields: str, fmt: str | None, ids: str | None) -
     chosen = rows if picked is None else [rows[i] for i in picked]
     out = []
     if not noheader:
-        out.append(", ".join(split_header_cell(header[c])[0] if nounits else header[c]
-                             for c in cols))
+        # nounits leaves the header's " [MiB]" in place: the real tool does (driver 580).
+        out.append(", ".join(header[c] for c in cols))
     for row in chosen:
         out.append(", ".join(strip_unit(row[c], split_header_cell(header[c])[1])
                              if nounits else row[c] for c in cols))

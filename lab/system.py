@@ -72,3 +72,25 @@ def try_run(cmd: list[str], timeout: float = 60) -> bool:
         return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def raise_sysctl(name: str, floor: int) -> int | None:
+    """Raise /proc/sys/<name> to at least `floor`; returns the old value if it was raised.
+
+    WHY: all lab hosts run as the machine's root (no user namespaces), so every host's
+    systemd, journald, logind and user manager share root's inotify instance limit
+    (fs.inotify.max_user_instances, 128 by default): past ~15 hosts user@0.service fails
+    with "Too many open files" and hosts come up degraded."""
+    path = Path("/proc/sys") / name
+    old = int(path.read_text().split()[0])
+    if old >= floor:
+        return None
+    path.write_text(f"{floor}\n")
+    return old
+
+
+def restore_sysctl(name: str, old: int, ours: int) -> None:
+    """Put back `old` unless someone changed the value since the lab set it to `ours`."""
+    path = Path("/proc/sys") / name
+    if int(path.read_text().split()[0]) == ours:
+        path.write_text(f"{old}\n")

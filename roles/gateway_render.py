@@ -93,6 +93,25 @@ def _server_address(address: str, port) -> str:
     return f"{host}:{port}"
 
 
+# earlier names of this renderer's variables (roles/gateway.py used them): still accepted
+_ALIASES = {"gateway_rate_per_client": "gateway_rate_limit",
+            "gateway_proxy_read_timeout": "gateway_read_timeout"}
+
+
+def _aliases(v: dict) -> dict:
+    out = dict(v)
+    for old, new in _ALIASES.items():
+        if old in out:
+            out.setdefault(new, out.pop(old))
+    listen = out.pop("gateway_listen", None)
+    if listen is not None and "gateway_port" not in out:
+        addr, _, port = str(listen).rpartition(":")
+        out["gateway_port"] = port
+        if addr:
+            out.setdefault("gateway_listen_address", addr)
+    return out
+
+
 def _seconds(value) -> str:
     return f"{value}s" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
@@ -131,7 +150,7 @@ def render_gateway(backends: Sequence, vars: Mapping | None = None,
                    drained: Collection[str] = ()) -> str:
     """The text of the gateway's conf.d file."""
     v = dict(DEFAULTS)
-    v.update({k: val for k, val in (vars or {}).items() if val is not None})
+    v.update(_aliases({k: val for k, val in (vars or {}).items() if val is not None}))
     bs = normalize_backends(backends)
     if not bs:
         raise GatewayRenderError("no backends: an upstream needs at least one server")

@@ -32,7 +32,7 @@ class QuotingError(ValueError):
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./%$-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NGINX_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=,-]+")
+_NGINX_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=,\[\]-]+")
 
 
 def _text(value, what: str) -> str:

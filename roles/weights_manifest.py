@@ -141,6 +141,9 @@ def verify_command(model_dir: str) -> str:
             f"{{ [ ! -e {INDEX_NAME} ] || python3 -c {shlex.quote(check_index)}; }}")
 
 
+verify_script = verify_command  # the name the design notes use
+
+
 def verify_local(model_dir: Path | str) -> list[str]:
     """Pure-Python check of a directory against its MANIFEST.sha256: list of problems."""
     model_dir = Path(model_dir)

@@ -33,9 +33,11 @@ def parse_gathered(output: str, vars: dict[str, Any]) -> dict[str, Any]:
     """Facts from the script's stdout: gpus[], driver_version, cuda_version, topology{...},
     os, kernel, shm_bytes, model_fs, nccl_env_file, nccl_conf, vllm_installed, model_config,
     weights_bytes, gpu_state ('ok' | 'no-driver' | 'broken-driver' | 'no-gpus')."""
-    values = _facts.parse_sections(split_sections(output), _facts.facts_for(vars) + [
-        f for f in FACTS if f not in _facts.facts_for(vars)])
-    return _facts.assemble(values, vars)
+    sections = split_sections(output)
+    if not sections:
+        # An empty or cut-off output (SSH trouble) must not read as "no driver".
+        raise ValueError("no preflight sections in the output: the gather script did not run to the end")
+    return _facts.assemble(_facts.parse_sections(sections, FACTS), vars)
 
 
 def gathered_raw_outputs(output: str) -> dict[str, str]:

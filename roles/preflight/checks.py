@@ -121,6 +121,8 @@ def check_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | N
 def check_vllm_gpu(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
     version = vars.get(version_key)
     cid = "vllm.gpu_support"
+    if not version:
+        return Check(cid, WARN, f"no {version_key} pinned: GPU support unchecked", f"pin `{version_key}` in the inventory")
     rel = vllm_facts.release_info(version)
     if rel is None:
         return Check(cid, WARN, f"vLLM {version} is not in the release table: GPU support unchecked",
@@ -155,6 +157,9 @@ def _newest_release_for_driver(driver: str) -> str | None:
 def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
     version = vars.get(version_key)
     cid = "vllm.driver"
+    if not version:
+        return Check(cid, WARN, f"no {version_key} pinned: driver requirement unchecked",
+                     f"pin `{version_key}` in the inventory")
     rel = vllm_facts.release_info(version)
     driver = facts.get("driver_version")
     if rel is None:
@@ -187,7 +192,7 @@ def check_tp_count(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     tp = nccl.tp_size(vars)
     pp = int(vars.get("pipeline_parallel_size") or 1)
     n = int(facts.get("gpu_count") or 0)
-    want = [i for i in nccl.tp_gpu_indices(vars)]
+    want = nccl.tp_gpu_indices(vars)
     if tp * pp > n:
         return Check("tp.gpu_count", FAIL, f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs "
                      f"{tp * pp} GPUs; the host has {n}", f"set tensor_parallel_size <= {n}")
@@ -274,6 +279,22 @@ def check_nccl_env(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
         return Check("nccl.env", WARN, "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
     env_s = " ".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "NCCL defaults"
     return Check("nccl.env", PASS, f"no stray NCCL variables; the unit gets {env_s}")
+
+
+def check_pcie_acs(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    """Only relevant when the TP GPUs talk P2P over PCIe (no NVLink, P2P left on)."""
+    t = facts.get("topology") or {}
+    acs = facts.get("pcie_acs")
+    p2p_over_pcie = (len(t.get("tp_gpus") or []) > 1 and t.get("matrix") is not None
+                     and not t.get("any_nvlink_between_tp") and (t.get("nccl_env") or {}).get("NCCL_P2P_DISABLE") != "1")
+    if not p2p_over_pcie or acs is None:
+        return None
+    if acs["src_valid"]:
+        return Check("pcie.acs", WARN, f"ACS Source Validation is on for {acs['src_valid']} PCIe port(s) "
+                     "(lspci ACSCtl: SrcValid+): GPU peer-to-peer over PCIe is redirected through the root "
+                     "complex, which hangs or slows NCCL",
+                     "disable ACS in the BIOS (or `setpci` on the bridges), or set nccl_env: {NCCL_P2P_DISABLE: '1'}")
+    return Check("pcie.acs", PASS, f"ACS Source Validation off on all {acs['bridges']} ACS-capable port(s)")
 
 
 # --- host resources ---------------------------------------------------------------------------
@@ -380,6 +401,8 @@ def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
 
 def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
     version = vars.get(version_key)
+    if not version:
+        return Check("vllm.flags", PASS, f"no {version_key} pinned: flags not checked")
     fails, warns, fixes = [], [], []
     for flag, origin in sorted(inventory_flags(vars).items()):
         st = vllm_facts.flag_status(flag, version)
@@ -406,6 +429,8 @@ def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = 
 def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
     installed = (facts.get("vllm_installed") or {}).get("version")
     new = vars.get(version_key)
+    if not new:
+        return Check("vllm.metrics", PASS, f"no {version_key} pinned: metric names not compared")
     if not installed:
         return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} exports "
                      f"{vllm_facts.engine_for(new)} metric names")
@@ -423,7 +448,8 @@ def check_installed(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     want_pkg = str(vars.get("vllm_package") or "vllm")
     want = vars.get("vllm_version")
     if not inst:
-        return Check("vllm.installed", PASS, f"no vLLM in the venv yet; {want_pkg}=={want} will be installed")
+        return Check("vllm.installed", PASS, "no vLLM in the venv yet" + (f"; {want_pkg}=={want} will be installed"
+                                                                          if want else ""))
     if inst["package"] != want_pkg:
         return Check("vllm.installed", WARN, f"venv has {inst['package']} {inst['version']}, the inventory wants "
                      f"{want_pkg}=={want}", "check `vllm_package`; the install step replaces the venv")
@@ -444,9 +470,37 @@ def check_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
             f"concurrency at full length {p.max_concurrency or 0:.2f}")
     if p.status == PASS:
         return Check("capacity.kv", PASS, base)
-    fix = (f"set max_model_len <= {p.suggested_max_model_len}, max_num_seqs <= {p.suggested_max_num_seqs}, "
-           "or raise gpu_memory_utilization / tensor_parallel_size")
+    if p.kv_capacity_tokens <= 0:
+        fix = "use more GPUs (tensor_parallel_size), a smaller/quantised model, or raise gpu_memory_utilization"
+    elif p.max_model_len and p.max_model_len > p.kv_capacity_tokens:
+        fix = (f"set max_model_len <= {p.suggested_max_model_len}, or raise gpu_memory_utilization / "
+               "tensor_parallel_size")
+    else:
+        fix = (f"set max_num_seqs <= {p.suggested_max_num_seqs} (or accept preemption at full length), or "
+               "lower max_model_len")
     return Check("capacity.kv", p.status, base + ": " + "; ".join(p.warnings), fix)
+
+
+def check_cpu_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    """CPU build: the KV cache is exactly `cpu_kvcache_space_gib` (VLLM_CPU_KVCACHE_SPACE) GiB."""
+    cfg = facts.get("model_config")
+    space = vars.get("cpu_kvcache_space_gib")
+    if not cfg or not space:
+        return None
+    try:
+        tokens = capacity.cpu_kv_capacity_tokens(cfg, float(space), vars.get("kv_cache_dtype"), vars.get("dtype"))
+    except (KeyError, ValueError, TypeError) as e:
+        return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
+    mml = vars.get("max_model_len") or cfg.get("max_position_embeddings")
+    seqs = vars.get("max_num_seqs")
+    base = f"CPU KV cache {space} GiB = {tokens} tokens"
+    if mml and int(mml) > tokens:
+        return Check("capacity.kv", FAIL, f"{base} < max_model_len {mml}: vLLM refuses to start",
+                     f"raise cpu_kvcache_space_gib or set max_model_len <= {tokens}")
+    if mml and seqs and int(seqs) * int(mml) > tokens:
+        return Check("capacity.kv", WARN, f"{base}: max_num_seqs {seqs} x max_model_len {mml} does not fit",
+                     f"set max_num_seqs <= {max(1, tokens // int(mml))} or raise cpu_kvcache_space_gib")
+    return Check("capacity.kv", PASS, f"{base}" + (f"; {tokens / int(mml):.2f}x concurrency at {mml}" if mml else ""))
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -469,10 +523,13 @@ def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
     if gpu_ok:
         checks += [check_dtype(vars, facts), check_quantization(vars, facts), check_tp_count(vars, facts),
                    check_tp_heads(vars, facts), check_topology(vars, facts), check_nccl_env(vars, facts),
+                   check_pcie_acs(vars, facts),
                    check_ecc(vars, facts), check_persistence(vars, facts)]
     checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts),
                check_installed(vars, facts)]
     checks += upgrade_checks(vars, facts)
     if gpu_ok:
         checks.append(check_capacity(vars, facts))
+    elif is_cpu_build(vars):
+        checks.append(check_cpu_capacity(vars, facts))
     return [c for c in checks if c is not None]

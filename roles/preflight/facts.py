@@ -35,12 +35,14 @@ class Section:
 # --- paths the facts look at (all overridable from inventory vars) ---------------------------
 
 def model_dir(vars: dict[str, Any]) -> str:
-    """`model_dir`, else `<models_root or /srv/models>/<model_name>`."""
-    if vars.get("model_dir"):
-        return str(vars["model_dir"])
-    root = str(vars.get("models_root") or "/srv/models").rstrip("/")
-    name = str(vars.get("model_name") or "model").replace("/", "--")
-    return f"{root}/{name}"
+    """The model's folder on the host, as the service renderer sees it: `model_path`, else
+    `<model_dir>/<model_name>` (model_dir defaults to /srv/models; `models_root` is accepted as
+    an alias of the parent), else the parent itself when no model is named yet."""
+    if vars.get("model_path"):
+        return str(vars["model_path"])
+    parent = str(vars.get("model_dir") or vars.get("models_root") or "/srv/models").rstrip("/") or "/"
+    name = vars.get("model_name")
+    return f"{parent}/{name}" if name else parent
 
 
 def vllm_root(vars: dict[str, Any]) -> str:
@@ -254,8 +256,23 @@ class Weights(Fact):
         return misc.safetensors_probe(output)
 
 
+class PcieAcs(Fact):
+    """ACS on PCIe bridges (`ACSCtl: SrcValid+`) breaks GPU peer-to-peer over PCIe. Capabilities
+    are only readable as root; otherwise the fact is unknown rather than "no ACS"."""
+    name, key = "pcie_acs", "pcie_acs"
+
+    def command(self, vars):
+        return ('command -v lspci >/dev/null 2>&1 || { echo "lspci: command not found" >&2; exit 127; }\n'
+                '[ "$(id -u)" = 0 ] || { echo "not root: PCIe capabilities unreadable" >&2; exit 4; }\n'
+                "$VF_TO lspci -vvv 2>/dev/null | grep 'ACSCtl:' || true")
+
+    def process(self, output):
+        return misc.pcie_acs(output)
+
+
 FACTS: list[Fact] = [NvidiaSmi(), GpuQuery(), Topology(), SmiXml(), OsRelease(), Kernel(), Shm(),
-                     ModelFs(), NcclEnvFile(), NcclConf(), VllmInstalled(), ModelConfig(), Weights()]
+                     ModelFs(), NcclEnvFile(), NcclConf(), VllmInstalled(), ModelConfig(), Weights(),
+                     PcieAcs()]
 GPU_FACTS = {"nvidia_smi", "query_gpu", "topo", "smi_xml"}
 BY_NAME: dict[str, Fact] = {f.name: f for f in FACTS}
 
@@ -335,7 +352,7 @@ def raw_outputs(sections: dict[str, Section]) -> dict[str, str]:
 
 # Facts a snapshot keeps in facts.json (the GPU ones live in the profile files).
 NON_GPU_KEYS = ["os", "kernel", "shm_bytes", "model_fs", "nccl_env_file", "nccl_conf",
-                "vllm_installed", "model_config", "weights"]
+                "vllm_installed", "model_config", "weights", "pcie_acs"]
 
 
 def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ tensor-parallel GPUs (rules and values in roles/data/vllm_facts.yaml, `nccl:`).
 Why: any NVLink between the TP GPUs wants P2P on (disabling it there halves throughput or worse),
 while plain PCIe across host bridges or sockets (PHB/NODE/SYS) hung the seed box at NCCL init
 until P2P and SHM were turned off. PIX/PXB (one switch) is fine with defaults. An operator's
-explicit `nccl_env` in the inventory wins over the decision, and is reported.
+explicit `nccl_env` (or NCCL_* in `vllm_env`) in the inventory wins over the decision, and is
+reported.
 """
 from __future__ import annotations
 
@@ -52,11 +53,18 @@ def tp_gpu_indices(vars: dict[str, Any]) -> list[int]:
     return list(range(tp_size(vars)))
 
 
+def operator_env(vars: dict[str, Any]) -> dict[str, str]:
+    """NCCL variables the inventory sets on purpose: `nccl_env`, and NCCL_* keys of `vllm_env`."""
+    env = {str(k): str(v) for k, v in (vars.get("vllm_env") or {}).items() if str(k).startswith("NCCL_")}
+    env.update({str(k): str(v) for k, v in (vars.get("nccl_env") or {}).items()})
+    return env
+
+
 def decide(topo: dict[str, Any] | None, vars: dict[str, Any]) -> NcclDecision:
     """The NCCL environment for this host's unit."""
     table = vllm_facts.nccl_table()
     gpus = tp_gpu_indices(vars)
-    operator = {str(k): str(v) for k, v in (vars.get("nccl_env") or {}).items()}
+    operator = operator_env(vars)
     if len(gpus) < 2:
         d = NcclDecision({}, "single GPU: no inter-GPU traffic, NCCL defaults", gpus)
     elif not topo or not topo.get("matrix") or max(gpus) >= len(topo["matrix"]):

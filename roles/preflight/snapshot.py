@@ -18,6 +18,7 @@ from typing import Any
 from .facts import FACTS, NON_GPU_KEYS, Section, assemble
 
 FACTS_JSON = "facts.json"
+LAB_PROFILE_JSON = "lab-profile.json"
 
 
 def snapshot_write(dest_dir: str | Path, raw_outputs: dict[str, str], facts: dict[str, Any]) -> Path:
@@ -40,16 +41,29 @@ def read_values(src_dir: str | Path) -> dict[str, Any]:
     """Fact values from a snapshot dir (before assembly)."""
     d = Path(src_dir)
     values: dict[str, Any] = {}
+    lab = _lab_failure(d)
     for f in FACTS:
         if f.snapshot_file is None:
             continue
         p = d / f.snapshot_file
-        sec = Section(p.read_text(encoding="utf-8", errors="replace"), "", 0) if p.is_file() else None
+        sec = Section(p.read_text(encoding="utf-8", errors="replace"), "", 0) if p.is_file() else lab
         values[f.key] = f.process_section(sec)
     fj = d / FACTS_JSON
     if fj.is_file():
         values.update(json.loads(fj.read_text(encoding="utf-8")))
     return values
+
+
+def _lab_failure(d: Path) -> Section | None:
+    """The lab's failure profiles (lab/profiles/{broken-driver,no-gpu}/lab-profile.json) describe
+    what the simulated nvidia-smi prints instead of holding captures: read them the same way."""
+    p = d / LAB_PROFILE_JSON
+    if not p.is_file():
+        return None
+    spec = json.loads(p.read_text(encoding="utf-8"))
+    if spec.get("nvidia_smi") == "fail":
+        return Section(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("exit_code", 1)))
+    return None  # "absent": nvidia-smi not installed
 
 
 def facts_from_snapshot(src_dir: str | Path, vars: dict[str, Any]) -> dict[str, Any]:

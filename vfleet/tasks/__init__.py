@@ -2,15 +2,11 @@
 A task is listed only when it works: no stubs in the menu."""
 from invoke import Collection
 
-from vfleet.tasks import core
+from vfleet.tasks import core, deploy, lab, preflight
 
 namespace = Collection()
-namespace.add_task(core.inventory)
-namespace.add_task(core.run)
-
-try:  # the lab collection (lab.up / lab.down / lab.status)
-    from vfleet.tasks import lab as _lab
-
-    namespace.add_collection(_lab.lab if hasattr(_lab, "lab") else Collection.from_module(_lab, name="lab"))
-except ImportError:  # pragma: no cover - while the lab is being built
-    pass
+for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weights_task, deploy.install,
+          deploy.service_task, deploy.gateway_task, deploy.smoke_task, deploy.verify):
+    namespace.add_task(t)
+namespace.add_collection(preflight.preflight)
+namespace.add_collection(lab.lab)

@@ -135,6 +135,13 @@ def model_config(output: str) -> dict[str, Any] | None:
     return v if isinstance(v, dict) else None
 
 
+def pcie_acs(output: str) -> dict[str, int]:
+    """`lspci -vvv | grep ACSCtl:` -> {bridges: ACS-capable ports, src_valid: ports with ACS
+    Source Validation on (SrcValid+), which redirects peer-to-peer traffic and breaks GPU P2P}."""
+    lines = [ln for ln in (output or "").splitlines() if "ACSCtl:" in ln]
+    return {"bridges": len(lines), "src_valid": sum("SrcValid+" in ln for ln in lines)}
+
+
 # --- safetensors -------------------------------------------------------------------------------
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,

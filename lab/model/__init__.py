@@ -1,0 +1,1 @@
+"""The lab's tiny model (build_tiny_model)."""

@@ -1,0 +1,75 @@
+"""The lab fleet for integration tests: real systemd hosts (systemd-nspawn), brought up once
+per session and never torn down per test (a boot is cheap, but not free).
+
+    def test_x(lab_inventory): ...            # DEFAULT_HOSTS hosts, default profiles
+
+    @pytest.fixture(scope="module")           # a module that needs another fleet shape
+    def v100_fleet(lab):
+        return lab.ensure(3, profiles={"lab1": "v100-8-pcie", "lab2": "a100-8-sxm"})
+
+`lab.ensure()` is `lab.api.up`: idempotent, running hosts stay (same PID), missing ones
+start, a changed profile is swapped in place; it returns the inventory path (the same file
+every time, rewritten for the shape asked). The session ends with `lab.down` only when this
+session brought the lab up and VFLEET_LAB_KEEP is not set (keeping it makes reruns fast).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+DEFAULT_HOSTS = int(os.environ.get("VFLEET_LAB_HOSTS", "3"))
+
+
+def lab_available() -> str | None:
+    """Why the lab cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    for tool in ("systemd-nspawn", "ip", "ssh", "ssh-keygen"):
+        if not shutil.which(tool):
+            return f"{tool} missing (see lab/README.md for the packages)"
+    return None
+
+
+class LabFleet:
+    """Session handle on the lab: `ensure()` shapes it, `down()` removes it."""
+
+    def __init__(self) -> None:
+        from lab import api
+        self.api = api
+        self.started_here = not any(s.pid for s in api.status())
+        self.last: dict = {}
+
+    def ensure(self, hosts: int = DEFAULT_HOSTS, gpu_profile: str | None = None,
+               profiles: dict[str, str] | None = None, gateways: int | None = None) -> Path:
+        """Bring the lab to `hosts` hosts with these profiles; returns the inventory path."""
+        self.last = dict(hosts=hosts, gpu_profile=gpu_profile, profiles=profiles,
+                         gateways=gateways)
+        return self.api.up(hosts, gpu_profile=gpu_profile, profiles_by_host=profiles,
+                           gateways=gateways, echo=lambda _line: None).inventory
+
+    def restore(self, shape: dict | None = None) -> Path:
+        """Re-apply `shape` (a saved `lab.last`), e.g. after a test took the lab down."""
+        return self.ensure(**shape) if shape else self.ensure()
+
+    def down(self):
+        return self.api.down(echo=lambda _line: None)
+
+
+@pytest.fixture(scope="session")
+def lab() -> LabFleet:
+    reason = lab_available()
+    if reason:
+        pytest.skip(f"lab unavailable: {reason}")
+    fleet = LabFleet()
+    yield fleet
+    if fleet.started_here and not os.environ.get("VFLEET_LAB_KEEP"):
+        fleet.down()
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(lab: LabFleet) -> Path:
+    """Inventory of DEFAULT_HOSTS lab hosts: vllm = all but the last, gateways = the last."""
+    return lab.ensure(DEFAULT_HOSTS)

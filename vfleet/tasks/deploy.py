@@ -1,0 +1,176 @@
+"""deploy and its steps as tasks of their own: weights, install, service, gateway, smoke,
+verify. Each is idempotent: a second run reports zero changes and restarts nothing."""
+from __future__ import annotations
+
+from invoke import task
+
+from fleet.inventory import Host, Inventory
+from fleet.runner import HostContext, Play
+from roles import audit, gateway, service, smoke, vllm_install, weights
+from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
+
+CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
+            "connect_timeout", "command_timeout", "verbose")
+READING = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
+
+
+def _in(group: str, hosts: list[Host]) -> list[str]:
+    return [h.name for h in hosts if group in h.groups]
+
+
+def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
+          connect_timeout=None, command_timeout=None, verbose=False) -> tuple[Inventory, Play]:
+    inv = load(inventory, set_)
+    hosts = select(inv, limit)
+    return inv, make_play(name, hosts, forks=forks, check=check, diff=diff,
+                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
+                          command_timeout=command_timeout, verbose=verbose)
+
+
+def step_weights(play: Play) -> None:
+    names = _in("vllm", play.hosts)
+    if names:
+        weights.run(play, names)
+
+
+def step_install(play: Play) -> None:
+    play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=_in("vllm", play.hosts))
+
+
+def step_service(play: Play) -> None:
+    play.run_step("service", service.configure, hosts=_in("vllm", play.hosts), handlers=service.HANDLERS)
+
+
+def step_gateway(play: Play, inv: Inventory) -> None:
+    play.run_step("gateway", lambda ctx: gateway.configure(ctx, inv), hosts=_in("gateways", play.hosts))
+
+
+def step_smoke(play: Play) -> None:
+    if play.options.check:
+        return
+    play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx)),
+                  hosts=_in("vllm", play.hosts))
+    play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx)),
+                  hosts=_in("gateways", play.hosts))
+    for name in play.hosts:
+        s = play.results[name.name].data.get("smoke") or {}
+        for kind, res in s.items():
+            st = res.get("streamed completion") or {}
+            if st.get("ttft_s") is not None:
+                play.console.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
+                                   f"{st['ttft_s'] * 1000:.0f} ms", highlight=False, markup=False)
+
+
+def _require(play: Play) -> None:
+    for h in play.hosts:
+        if "vllm" in h.groups:
+            service.require_deploy_vars(h.vars)
+
+
+@task(name="weights", help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Copy the model to every vLLM host's local disk: rsync into staging, verify sha256
+    manifest and shard index, switch atomically; hosts with a copy feed the next (fan-out)."""
+    inv, play = _play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                      connect_timeout, command_timeout, verbose)
+    step_weights(play)
+    finish(play, report)
+
+
+@task(help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+            no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Install the pinned vLLM into /opt/vllm/<package>-<version> (online or from the
+    wheelhouse), verify it imports with that version, point `current` at it."""
+    inv, play = _play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                      connect_timeout, command_timeout, verbose)
+    step_install(play)
+    finish(play, report)
+
+
+@task(name="service", help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
+    inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                      connect_timeout, command_timeout, verbose)
+    _require(play)
+    step_service(play)
+    finish(play, report)
+
+
+@task(name="gateway", help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Configure nginx on the gateways group: upstream of every vLLM host, `nginx -t`, graceful reload."""
+    inv, play = _play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                      connect_timeout, command_timeout, verbose)
+    step_gateway(play, inv)
+    finish(play, report)
+
+
+@task(name="smoke", help=helptext(*READING), iterable=["set_"])
+@cli_errors
+def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
+               connect_timeout=None):
+    """Smoke-check every vLLM host and every gateway: health, models, completion, stream, metrics, auth."""
+    inv, play = _play("smoke", inventory, limit, set_, forks, no_host_key_checking=no_host_key_checking,
+                      connect_timeout=connect_timeout)
+    step_smoke(play)
+    finish(play, report)
+
+
+@task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
+                    force="Go on with hosts whose preflight checks failed", strict="Preflight warnings fail too"),
+      iterable=["set_"])
+@cli_errors
+def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+           no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False,
+           skip_preflight=False, force=False, strict=False):
+    """Bare hosts -> a load-balanced, smoke-checked vLLM service: preflight, weights, install,
+    service, gateway, smoke. Prints a curl command that works against the gateway."""
+    inv, play = _play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                      connect_timeout, command_timeout, verbose)
+    _require(play)
+    if not skip_preflight:
+        vllm_hosts = _in("vllm", play.hosts)
+        facts = audit.gather(play, hosts=vllm_hosts)
+        audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
+    step_weights(play)
+    step_install(play)
+    step_service(play)
+    step_gateway(play, inv)
+    step_smoke(play)
+    gws = [h for h in play.hosts if "gateways" in h.groups and h.name in play.active]
+    if gws and not check:
+        g = gws[0]
+        key = "-H \"Authorization: Bearer $VLLM_API_KEY\" " if g.vars.get("api_key") else ""
+        port = int(g.vars.get("gateway_port", 80))
+        play.data["curl"] = (f"curl -s {key}http://{g.address}:{port}/v1/chat/completions "
+                             f"-H 'Content-Type: application/json' -d '{{\"model\": \"{g.vars.get('model_name')}\", "
+                             f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}], \"max_tokens\": 16}}'")
+    finish(play, report)
+    if play.data.get("curl"):
+        play.console.print("\nTry it:\n  " + play.data["curl"], highlight=False, markup=False)
+
+
+@task(help=helptext("inventory", "limit", "set", "no_host_key_checking",
+                    junitxml="Also write a JUnit XML report here"),
+      iterable=["set_"])
+@cli_errors
+def verify(c, inventory=None, limit=None, set_=None, no_host_key_checking=False, junitxml=None):
+    """testinfra suite over the deployed fleet: unit enabled and active, port listening, venv
+    version, weights manifest, env file private, nginx config valid."""
+    from invoke.exceptions import Exit
+
+    from roles.verify import run_verify
+
+    inv = load(inventory, set_)
+    rc = run_verify(select(inv, limit), junitxml=junitxml, no_host_key_checking=no_host_key_checking)
+    if rc:
+        raise Exit(code=rc)
