@@ -92,6 +92,8 @@ def main() -> int:
                     "max": round(ready[-1], 2)},
         "states": {s: sum(r.state == s for r in result.readiness)
                    for s in {r.state for r in result.readiness}},
+        "not_running": {r.name: r.failed_units or r.detail for r in result.readiness
+                        if r.state != "running" or r.detail},
         "processes": len(pids),
         "mem_used_delta_mib": round(delta / 2**20, 1),
         "mem_used_delta_per_host_mib": round(delta / n / 2**20, 1),

@@ -147,10 +147,21 @@ def wait_ready(name: str, ip: str, key: Path, known_hosts: Path, timeout: float 
         if state in ("running", "degraded"):
             failed: list[str] = []
             if state == "degraded":
-                out = subprocess.run(ssh_cmd(key, known_hosts, ip,
-                                             "systemctl --failed --no-legend --plain"),
-                                     capture_output=True, text=True, timeout=30).stdout
-                failed = [ln.strip() for ln in out.splitlines() if ln.strip()]
+                # A unit that failed and was restarted leaves no `--failed` line: then show
+                # the boot's error log instead, so "degraded" always comes with a reason.
+                out = subprocess.run(ssh_cmd(
+                    key, known_hosts, ip, "systemctl --failed --no-legend --plain; "
+                    "echo ---; systemctl is-system-running; "
+                    "journalctl -b -p err -q --no-pager | tail -n 5"),
+                    capture_output=True, text=True, timeout=30).stdout
+                units, _, rest = out.partition("---\n")
+                failed = [ln.strip() for ln in units.splitlines() if ln.strip()]
+                now, _, journal = rest.partition("\n")
+                if not failed and now.strip() == "running":
+                    return Readiness(name, "running", time.monotonic() - t0, [],
+                                     "degraded for a moment: " + journal.strip()[-300:])
+                if not failed:
+                    failed = [ln.strip() for ln in journal.splitlines() if ln.strip()]
             return Readiness(name, state, time.monotonic() - t0, failed)
         detail = (proc.stderr.strip() or state or f"ssh exit {proc.returncode}")[-200:]
         time.sleep(0.5)

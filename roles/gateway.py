@@ -27,17 +27,6 @@ def backends(inventory: Inventory, group: str = "vllm") -> list[dict[str, Any]]:
             for h in inventory.hosts.values() if group in h.groups]
 
 
-def render_vars(vars: dict[str, Any]) -> dict[str, Any]:
-    """Inventory names -> the renderer's names."""
-    return {
-        "gateway_listen": str(vars.get("gateway_port", 80)),
-        "gateway_rate_per_client": vars.get("gateway_rate_limit", "20r/s"),
-        "gateway_rate_burst": vars.get("gateway_rate_burst", 40),
-        "gateway_client_max_body_size": vars.get("gateway_client_max_body_size", "10m"),
-        "gateway_proxy_read_timeout": f"{int(vars.get('gateway_read_timeout', 600))}s",
-    }
-
-
 def read_drained(ctx: HostContext) -> set[str]:
     r = ctx.run(f"cat {DRAINED_STATE} 2>/dev/null")
     return {line.strip() for line in r.stdout.splitlines() if line.strip()}
@@ -67,7 +56,7 @@ def apply_config(ctx: HostContext, inventory: Inventory, drained: set[str]) -> b
     """Render, put, `nginx -t` (restore the previous file on failure), reload if changed.
     Returns True if nginx was reloaded/started."""
     try:
-        text = render_gateway(backends(inventory), render_vars(ctx.vars), drained=drained)
+        text = render_gateway(backends(inventory), ctx.vars, drained=drained)
     except GatewayRenderError as exc:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
     backup = f"{GATEWAY_CONF_PATH}.vfleet-prev"

@@ -115,6 +115,8 @@ VARIABLES: list[Variable] = [
     Variable("weights_fanout", {"type": "boolean"}, False,
              "Hosts that hold a verified copy feed the next ones (host-to-host rsync over SSH), "
              "so the controller sends the weights once however many hosts there are."),
+    Variable("weights_bwlimit", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Cap weight transfers at this many KiB/s (rsync --bwlimit), for shared links."),
     Variable("weights_peer_ssh_key", {"type": ["string", "null"], "minLength": 1}, None,
              "Key (path on the hosts) a host uses to pull weights from a peer (default: its own ssh identity)."),
     Variable("preflight_smi_xml", {"type": "boolean"}, False,

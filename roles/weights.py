@@ -125,7 +125,8 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_
     user = peer.host.user
     remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
     t0 = time.monotonic()
-    r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats --exclude {VERIFIED_MARK} "
+    bw = f"--bwlimit={int(ctx.vars['weights_bwlimit'])} " if ctx.vars.get("weights_bwlimit") else ""
+    r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
                 f"-e {q(ssh + ' -p ' + str(peer.host.port))} {q(remote)} {q(staging)}/", timeout=24 * 3600)
     if not r.ok:
         raise HostFailed(f"rsync from {peer.name} failed: {r.tail()}; a re-run resumes the copy")
@@ -140,7 +141,10 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, 
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
     ctx.run(f"mkdir -p {q(staging)}")
     t0 = time.monotonic()
-    stats = rsync_push(ctx, str(src.controller_dir), staging, extra=["--exclude", VERIFIED_MARK],
+    extra = ["--exclude", VERIFIED_MARK]
+    if ctx.vars.get("weights_bwlimit"):
+        extra.append(f"--bwlimit={int(ctx.vars['weights_bwlimit'])}")
+    stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
                        on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
     totals["controller_bytes_sent"] += stats.bytes_sent
     ctx.record("copy", staging, Status.CHANGED, f"from controller: {stats.bytes_sent} bytes sent",

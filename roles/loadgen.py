@@ -1,0 +1,138 @@
+"""A bounded load generator for OpenAI-compatible endpoints: a steady stream of streamed and
+non-streamed chat requests from a few worker threads, each request classified as ok, failed
+(HTTP error, connection error) or truncated (a stream that ended before [DONE], or a body
+without a finished choice). It proves a rolling restart dropped nothing, and `vfleet bench`
+reports latency percentiles with it. Loops are bounded in time and count, and stop by
+themselves."""
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import connect_sse
+
+
+@dataclass
+class RequestResult:
+    started: float
+    elapsed_s: float
+    streamed: bool
+    outcome: str  # ok | failed | truncated
+    detail: str = ""
+    ttft_s: float | None = None
+
+
+@dataclass
+class LoadGenerator:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    concurrency: int = 4
+    max_tokens: int = 16
+    streamed_every: int = 2  # every 2nd request is streamed
+    pause_s: float = 0.05
+    timeout_s: float = 120.0
+    max_requests: int = 100_000
+    results: list[RequestResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._counter = itertools.count()
+
+    # -- one request ----------------------------------------------------------------------
+    def _body(self, stream: bool) -> dict[str, Any]:
+        return {"model": self.model, "messages": [{"role": "user", "content": "Count to ten."}],
+                "max_tokens": self.max_tokens, "ignore_eos": True, "stream": stream}
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def one(self, client: httpx.Client, stream: bool) -> RequestResult:
+        t0 = time.monotonic()
+        url = f"{self.base_url}/v1/chat/completions"
+        try:
+            if not stream:
+                r = client.post(url, json=self._body(False), headers=self._headers())
+                if r.status_code != 200:
+                    return RequestResult(t0, time.monotonic() - t0, False, "failed", f"HTTP {r.status_code}")
+                choice = (r.json().get("choices") or [{}])[0]
+                if not choice.get("finish_reason") or not (choice.get("message") or {}).get("content"):
+                    return RequestResult(t0, time.monotonic() - t0, False, "truncated", "no finished choice")
+                return RequestResult(t0, time.monotonic() - t0, False, "ok")
+            ttft = None
+            done = False
+            finished = False
+            with connect_sse(client, "POST", url, json=self._body(True), headers=self._headers()) as es:
+                if es.response.status_code != 200:
+                    return RequestResult(t0, time.monotonic() - t0, True, "failed", f"HTTP {es.response.status_code}")
+                for sse in es.iter_sse():
+                    if sse.data == "[DONE]":
+                        done = True
+                        break
+                    data = json.loads(sse.data)
+                    if "error" in data:
+                        return RequestResult(t0, time.monotonic() - t0, True, "failed", str(data["error"])[:200])
+                    for ch in data.get("choices", []):
+                        if ch.get("delta", {}).get("content") and ttft is None:
+                            ttft = time.monotonic() - t0
+                        finished = finished or bool(ch.get("finish_reason"))
+            outcome = "ok" if (done and finished) else "truncated"
+            return RequestResult(t0, time.monotonic() - t0, True, outcome,
+                                 "" if outcome == "ok" else "stream ended before [DONE]", ttft)
+        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+            return RequestResult(t0, time.monotonic() - t0, stream, "failed", f"{type(exc).__name__}: {exc}"[:200])
+
+    # -- running ------------------------------------------------------------------------------
+    def _worker(self) -> None:
+        with httpx.Client(timeout=self.timeout_s) as client:
+            while not self._stop.is_set():
+                n = next(self._counter)
+                if n >= self.max_requests:
+                    return
+                res = self.one(client, stream=(n % self.streamed_every == 0))
+                with self._lock:
+                    self.results.append(res)
+                self._stop.wait(self.pause_s)
+
+    def start(self) -> "LoadGenerator":
+        for i in range(self.concurrency):
+            t = threading.Thread(target=self._worker, name=f"load-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, wait_s: float = 180) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=wait_s)
+
+    def run_for(self, seconds: float) -> dict[str, Any]:
+        self.start()
+        time.sleep(seconds)
+        self.stop()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            res = list(self.results)
+        counts = {k: sum(r.outcome == k for r in res) for k in ("ok", "failed", "truncated")}
+        lat = sorted(r.elapsed_s for r in res if r.outcome == "ok")
+        ttft = sorted(r.ttft_s for r in res if r.ttft_s is not None and r.outcome == "ok")
+
+        def pct(values: list[float]) -> dict[str, float] | None:
+            if len(values) < 2:
+                return None
+            q = statistics.quantiles(values, n=100, method="inclusive")
+            return {"p50": round(q[49], 4), "p90": round(q[89], 4), "p99": round(q[98], 4)}
+
+        return {"requests": len(res), **counts, "streamed": sum(r.streamed for r in res),
+                "latency_s": pct(lat), "ttft_s": pct(ttft),
+                "errors": sorted({r.detail for r in res if r.outcome != "ok"})[:10]}

@@ -1,0 +1,284 @@
+"""Rolling restarts and upgrades that drop no request (Ansible's serial + pre/post tasks).
+
+Per host, in batches: take it out of every gateway (`down` + nginx -t + graceful reload),
+wait until its in-flight requests finish (vllm:num_requests_running reaches 0), stop it
+(SIGTERM; vLLM drains for --shutdown-timeout where it has it), switch the venv for an
+upgrade (installed beforehand, while the host still served), start it, wait until it serves
+(port refused = loading, then /health, the model listed, a real completion), and put it
+back. Never more hosts out than the batch allows, never the last healthy one. A host that
+does not come back is rolled back (previous venv and unit) and left out if still broken; a
+batch whose failures pass the budget stops the run.
+
+A controller that died mid-run leaves at most a drained host behind; the next run starts by
+undraining every drained host that is healthy, so re-running converges."""
+from __future__ import annotations
+
+import math
+import posixpath
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from fleet.errors import VfleetError
+from fleet.inventory import Inventory
+from fleet.operations import put_file
+from fleet.results import Status
+from fleet.runner import HostContext, HostFailed, Play
+from fleet.systemd import daemon_reload
+from roles import gateway, readiness, service, smoke, vllm_install
+
+q = shlex.quote
+
+INFLIGHT_PROBE = r"""
+import json, sys, urllib.request
+p = json.loads(sys.stdin.read())
+try:
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % p["port"], timeout=5) as r:
+        text = r.read().decode()
+except Exception as e:
+    print("unavailable %s" % type(e).__name__); sys.exit(0)
+total = 0.0
+seen = False
+for line in text.splitlines():
+    if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
+        seen = True
+        total += float(line.rsplit(" ", 1)[1])
+print("inflight %d" % total if seen else "unavailable no-gauge")
+"""
+
+
+def batch_sizes(spec: str, total: int) -> list[int]:
+    """Ansible's serial: '1', '25%', or a list '1,25%,100%' whose last size repeats until every
+    host is covered. A percentage is of all hosts, rounded down, at least 1."""
+    if total <= 0:
+        return []
+    parts = [p.strip() for p in str(spec).split(",") if p.strip()]
+    if not parts:
+        raise VfleetError(f"--batch {spec!r}: give a count, a percentage or a list like 1,25%,100%")
+    sizes: list[int] = []
+    for p in parts:
+        try:
+            n = max(1, math.floor(total * float(p[:-1]) / 100)) if p.endswith("%") else int(p)
+        except ValueError:
+            raise VfleetError(f"--batch {spec!r}: {p!r} is not a count or a percentage") from None
+        if n < 1:
+            raise VfleetError(f"--batch {spec!r}: sizes must be at least 1")
+        sizes.append(n)
+    out: list[int] = []
+    i = 0
+    while sum(out) < total:
+        size = sizes[min(i, len(sizes) - 1)]
+        out.append(min(size, total - sum(out)))
+        i += 1
+    return out
+
+
+@dataclass
+class Rollout:
+    play: Play
+    inventory: Inventory
+    vllm_hosts: list[str]
+    gateways: list[str]
+    upgrade: bool = False
+    drain_timeout: float = 180.0
+    drained: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._gw_lock = threading.Lock()
+        self._cond = threading.Condition(self._gw_lock)
+        self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
+
+    # -- gateway ---------------------------------------------------------------------------
+    def _apply_drained(self) -> None:
+        for gw in self.gateways:
+            if gw in self.play.active:
+                gateway.set_drained(self.play.contexts[gw], self.inventory, set(self.drained))
+
+    def read_state(self) -> None:
+        """Union of the drained sets on every gateway (what an earlier run may have left)."""
+        for gw in self.gateways:
+            self.drained |= gateway.read_drained(self.play.contexts[gw])
+        self.drained &= set(self.vllm_hosts) | {h.name for h in self.inventory.hosts.values() if "vllm" in h.groups}
+
+    def drain(self, ctx: HostContext) -> float:
+        t0 = time.monotonic()
+        with self._cond:
+            deadline = time.monotonic() + self.drain_timeout
+            while not (set(self.vllm_hosts) - self.out_of_service - {ctx.name}):
+                if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
+                    raise HostFailed(f"{ctx.name} is the last healthy host behind the gateways: not taking it out")
+            self.out_of_service.add(ctx.name)
+            self.drained.add(ctx.name)
+            self._apply_drained()
+        return time.monotonic() - t0
+
+    def undrain(self, ctx: HostContext) -> float:
+        t0 = time.monotonic()
+        with self._cond:
+            self.drained.discard(ctx.name)
+            self._apply_drained()
+            self.out_of_service.discard(ctx.name)
+            self._cond.notify_all()
+        return time.monotonic() - t0
+
+    # -- host --------------------------------------------------------------------------------
+    def wait_inflight(self, ctx: HostContext) -> float:
+        """Until vllm:num_requests_running + waiting is 0 (requests nginx already sent finish)."""
+        t0 = time.monotonic()
+        port = int(ctx.vars.get("vllm_port", 8000))
+        python = ctx.vars.get("vllm_python") or "/usr/bin/python3"
+
+        def probe() -> str:
+            r = ctx.run(f"{q(python)} -c {q(INFLIGHT_PROBE)}", stdin=f'{{"port": {port}}}', timeout=30)
+            return r.stdout.strip()
+
+        state = Retrying(stop=stop_after_delay(self.drain_timeout), wait=wait_fixed(0.5),
+                         retry=retry_if_result(lambda s: s.startswith("inflight") and s != "inflight 0"),
+                         retry_error_callback=lambda rs: rs.outcome.result())(probe)
+        if state.startswith("inflight") and state != "inflight 0":
+            ctx.record("drain", "in-flight", Status.OK, f"still {state.split()[1]} after {self.drain_timeout:g}s: "
+                       f"stopping anyway (vLLM's --shutdown-timeout lets them finish)")
+        return time.monotonic() - t0
+
+    def _render_unit(self, ctx: HostContext, version: str) -> None:
+        vars = dict(ctx.vars, vllm_version=version)
+        from roles.service_render import render_service
+        from roles.vllm_facts import flag_available
+
+        r = render_service(service.render_vars(vars), flag_available, api_key=ctx.vars.get("api_key"),
+                           nccl_env=service.nccl_env_for(ctx))
+        unit = service.unit_name(ctx.vars)
+        put_file(ctx, f"/etc/systemd/system/{unit}.service", r.unit_text, mode="0644", owner="root", group="root",
+                 action="unit")
+        put_file(ctx, r.env_path, r.env_text, mode="0600", owner="root", group="root", sensitive=True, action="env")
+        daemon_reload(ctx)
+
+    def restart_host(self, ctx: HostContext, new_venv: str | None) -> dict[str, float]:
+        unit = service.unit_name(ctx.vars)
+        t: dict[str, float] = {}
+        t0 = time.monotonic()
+        ctx.must(f"systemctl stop {q(unit)}", what=f"stop {unit}",
+                 timeout=float(ctx.vars.get("shutdown_timeout") or 0) + 120)
+        t["stop_s"] = time.monotonic() - t0
+        if new_venv:
+            vllm_install.link_current(ctx, new_venv)
+            self._render_unit(ctx, str(ctx.vars["vllm_version"]))
+        t1 = time.monotonic()
+        ctx.must(f"systemctl start --no-block {q(unit)}", what=f"start {unit}")
+        readiness.wait_ready(ctx)
+        with httpx.Client(timeout=120) as client:
+            chat = smoke.chat(client, smoke.host_target(ctx), max_tokens=4)
+        if not chat["choices"][0]["message"].get("content"):
+            raise HostFailed("ready but a real completion returned no text")
+        t["ready_s"] = time.monotonic() - t1
+        t["restart_s"] = time.monotonic() - t0
+        return t
+
+    def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
+        """Previous venv and unit, restart; True when the host serves again."""
+        unit = service.unit_name(ctx.vars)
+        ctx.step_name = "rollback"
+        try:
+            ctx.run(f"systemctl stop {q(unit)}", timeout=float(ctx.vars.get("shutdown_timeout") or 0) + 120)
+            if old_venv:
+                vllm_install.link_current(ctx, old_venv)
+                self._render_unit(ctx, old_version or str(ctx.vars["vllm_version"]))
+            ctx.must(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start --no-block {q(unit)}",
+                     what=f"start {unit}")
+            readiness.wait_ready(ctx)
+            ctx.record("rollback", unit, Status.CHANGED, f"back on {old_venv or 'the same venv'}: serving")
+            return True
+        except HostFailed as exc:
+            ctx.record("rollback", unit, Status.FAILED, f"still not serving after rollback: {exc}")
+            return False
+
+    def one_host(self, ctx: HostContext) -> None:
+        info: dict[str, Any] = {}
+        ctx.result.data["rollout"] = info
+        root = ctx.vars.get("vllm_root") or "/opt/vllm"
+        old_venv = ctx.run(f"readlink {q(root)}/current").stdout.strip() or None
+        old_version = _venv_version(ctx, old_venv)
+        new_venv = vllm_install.venv_path(ctx.vars) if self.upgrade else None
+        if new_venv == old_venv:
+            new_venv = None
+        info["from"] = old_venv
+        info["drain_s"] = round(self.drain(ctx), 2)
+        try:
+            info["inflight_wait_s"] = round(self.wait_inflight(ctx), 2)
+            info.update({k: round(v, 2) for k, v in self.restart_host(ctx, new_venv).items()})
+        except HostFailed as exc:
+            info["error"] = str(exc)
+            ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
+            info["rolled_back"] = True
+            info["serving"] = old_venv if ok else None
+            if ok:
+                self.undrain(ctx)
+            else:
+                with self._cond:  # stays drained and out of service
+                    self._cond.notify_all()
+            raise HostFailed(f"did not come back ready: {exc}; "
+                             + ("rolled back and serving again" if ok else "rolled back but still failing: left out of the gateways"))
+        info["undrain_s"] = round(self.undrain(ctx), 2)
+        info["serving"] = new_venv or old_venv
+        ctx.record("rollout", ctx.name, Status.CHANGED,
+                   f"drain {info['drain_s']:.1f}s, in-flight wait {info['inflight_wait_s']:.1f}s, "
+                   f"restart {info['restart_s']:.1f}s (ready {info['ready_s']:.1f}s)")
+
+    # -- the run ---------------------------------------------------------------------------
+    def converge(self) -> list[str]:
+        """Undrain drained hosts that are healthy (left behind by a crashed run)."""
+        self.read_state()
+        healed = []
+        for name in sorted(self.drained):
+            if name not in self.play.contexts:
+                continue
+            ctx = self.play.contexts[name]
+            ctx.step_name = "converge"
+            if readiness.probe(ctx) == "ready":
+                self.undrain(ctx)
+                healed.append(name)
+                ctx.record("undrain", name, Status.CHANGED, "was left drained and is healthy: back in the gateways")
+            else:
+                self.out_of_service.add(name)
+        return healed
+
+    def run(self, batch_spec: str, max_fail_percentage: float) -> dict[str, Any]:
+        healed = self.converge()
+        targets = [h for h in self.vllm_hosts if h in self.play.active]
+        sizes = batch_sizes(batch_spec, len(targets))
+        batches, i = [], 0
+        for s in sizes:
+            batches.append(targets[i:i + s])
+            i += s
+        stopped = None
+        for n, batch in enumerate(batches, 1):
+            self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
+                               hosts=batch, forks=len(batch))
+            failed = [h for h in batch if self.play.results[h].failed]
+            if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
+                stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
+                           f"(> {max_fail_percentage:g}%): not starting the next batch")
+                self.play.console.print(f"[bold red]STOP[/]: {stopped}")
+                break
+        serving = {h: (self.play.results[h].data.get("rollout") or {}).get("serving")
+                   or self.play.contexts[h].run(f"readlink {q(self.play.contexts[h].vars.get('vllm_root') or '/opt/vllm')}/current").stdout.strip()
+                   for h in self.vllm_hosts if h in self.play.contexts}
+        return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
+                "drained": sorted(self.drained)}
+
+
+def _venv_version(ctx: HostContext, venv: str | None) -> str | None:
+    if not venv:
+        return None
+    r = ctx.run(f"cat {q(posixpath.join(venv, vllm_install.MARKER))} 2>/dev/null")
+    try:
+        import json
+
+        return json.loads(r.stdout)["spec"]["version"]
+    except Exception:
+        return None

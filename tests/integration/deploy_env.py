@@ -1,0 +1,39 @@
+"""Shared set-up for the tests that deploy a real vLLM on the lab (the same inventory
+`make demo` deploys), plus small helpers to run the CLI and read its JSON report."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lab.demo import ensure_model, write_deploy_inventory as _write
+
+API_KEY = "sk-lab-test-0123456789"
+
+__all__ = ["API_KEY", "ensure_model", "write_deploy_inventory", "vfleet", "run_report", "restarts",
+           "changed_targets"]
+
+
+def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, extra: dict | None = None,
+                           host_vars: dict[str, dict] | None = None) -> Path:
+    return _write(lab_inventory, dest_dir, API_KEY, extra, host_vars)
+
+
+def vfleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_report(task: str, inventory: Path, report: Path, *extra: str, timeout: float = 1800) -> tuple[int, dict, str]:
+    p = vfleet(task, "--inventory", str(inventory), "--report", str(report), *extra, timeout=timeout)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return p.returncode, data, p.stdout + p.stderr
+
+
+def restarts(report: dict) -> dict[str, int]:
+    return {h: d.get("restarts", 0) for h, d in report["hosts"].items()}
+
+
+def changed_targets(report: dict, host: str) -> list[str]:
+    return [f"{s['action']} {s['target']}" for s in report["hosts"][host]["steps"] if s["status"] == "changed"]

@@ -1,0 +1,122 @@
+"""restart, upgrade, drain, undrain and bench: maintenance that drops no request."""
+from __future__ import annotations
+
+import json
+
+from invoke import task
+
+from fleet.errors import VfleetError
+from fleet.runner import HostContext
+from roles import gateway, smoke, vllm_install
+from roles.loadgen import LoadGenerator
+from roles.rollout import Rollout
+from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
+
+ROLL = ("inventory", "limit", "set", "report", "no_host_key_checking", "connect_timeout", "command_timeout",
+        "verbose")
+ROLL_HELP = dict(
+    batch="Hosts per batch: a count (1), a percentage (25%) or a list (1,25%,100%; the last repeats)",
+    max_fail_percentage="Stop before the next batch when more than this % of a batch failed (default 0)",
+    drain_timeout="Seconds to wait for a drained host's in-flight requests (default 180)",
+)
+
+
+def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
+    inv = load(inventory, set_)
+    selected = select(inv, limit)
+    vllm = [h.name for h in selected if "vllm" in h.groups]
+    gws = [h for h in inv.hosts.values() if "gateways" in h.groups]
+    if not vllm:
+        raise VfleetError(f"no host of group 'vllm' selected in {inv.path}" + (f" by --limit {limit}" if limit else ""))
+    hosts = [h for h in selected if "vllm" in h.groups] + [g for g in gws if g.name not in vllm]
+    play = make_play(name, hosts, forks=forks, **kw)
+    return inv, play, vllm, [g.name for g in gws]
+
+
+@task(help=helptext(*ROLL, **ROLL_HELP), iterable=["set_"])
+@cli_errors
+def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
+            command_timeout=None, verbose=False, batch="1", max_fail_percentage=0, drain_timeout=180):
+    """Rolling restart of the vLLM hosts: drain, wait in-flight, restart, wait ready, undrain."""
+    inv, play, vllm, gws = _rollout_play("restart", inventory, limit, set_, no_host_key_checking=no_host_key_checking,
+                                         connect_timeout=connect_timeout, command_timeout=command_timeout,
+                                         verbose=verbose)
+    r = Rollout(play, inv, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
+    play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
+    finish(play, report)
+
+
+@task(help=helptext(*ROLL, "forks", **ROLL_HELP), iterable=["set_"])
+@cli_errors
+def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
+            command_timeout=None, verbose=False, forks=10, batch="1", max_fail_percentage=0, drain_timeout=180):
+    """Rolling upgrade to the vllm_version in the inventory (or --set): install first, then roll."""
+    inv, play, vllm, gws = _rollout_play("upgrade", inventory, limit, set_, forks=forks,
+                                         no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
+                                         command_timeout=command_timeout, verbose=verbose)
+    play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False), hosts=vllm)
+    r = Rollout(play, inv, [h for h in vllm if h in play.active], gws, upgrade=True, drain_timeout=float(drain_timeout))
+    play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
+    finish(play, report)
+
+
+def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_checking, drained: bool) -> None:
+    inv = load(inventory, set_)
+    if host not in inv.hosts or "vllm" not in inv.hosts[host].groups:
+        raise VfleetError(f"--host {host}: not a host of group 'vllm' in {inv.path}")
+    gws = [h for h in inv.hosts.values() if "gateways" in h.groups]
+    if not gws:
+        raise VfleetError(f"no host in group 'gateways' in {inv.path}: nothing to drain from")
+    play = make_play(name, gws, no_host_key_checking=no_host_key_checking)
+    vllm_names = {h.name for h in inv.hosts.values() if "vllm" in h.groups}
+
+    def step(ctx: HostContext) -> None:
+        current = gateway.read_drained(ctx)
+        wanted = (current | {host}) if drained else (current - {host})
+        if drained and not (vllm_names - wanted):
+            from fleet.runner import HostFailed
+
+            raise HostFailed(f"draining {host} would leave no vLLM host behind {ctx.name}")
+        gateway.set_drained(ctx, inv, wanted)
+
+    play.run_step(f"{name} {host}", step)
+    finish(play, report)
+
+
+@task(help=helptext("inventory", "set", "report", "no_host_key_checking", host="The vLLM host to take out"),
+      iterable=["set_"])
+@cli_errors
+def drain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=False):
+    """Take one vLLM host out of every gateway for maintenance by hand (refuses the last one)."""
+    _drain_task("drain", host, inventory, set_, report, no_host_key_checking, True)
+
+
+@task(help=helptext("inventory", "set", "report", "no_host_key_checking", host="The vLLM host to put back"),
+      iterable=["set_"])
+@cli_errors
+def undrain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=False):
+    """Put a drained vLLM host back into every gateway."""
+    _drain_task("undrain", host, inventory, set_, report, no_host_key_checking, False)
+
+
+@task(help=helptext("inventory", "set", "report", seconds="How long to send load (default 30)",
+                    concurrency="Parallel clients (default 4)", max_tokens="Tokens per request (default 16)",
+                    target="Gateway host (default: the first of group gateways)"),
+      iterable=["set_"])
+@cli_errors
+def bench(c, inventory=None, set_=None, report=None, seconds=30, concurrency=4, max_tokens=16, target=None):
+    """Send a steady, bounded load of streamed and plain chat requests through a gateway."""
+    inv = load(inventory, set_)
+    gws = [h for h in inv.hosts.values() if "gateways" in h.groups and (target is None or h.name == target)]
+    if not gws:
+        raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}")
+    g = gws[0]
+    t = smoke.Target("gateway", f"http://{g.address}:{int(g.vars.get('gateway_port', 80))}", g.vars["model_name"],
+                     g.vars.get("api_key"))
+    gen = LoadGenerator(t.base_url, t.model, t.api_key, concurrency=int(concurrency), max_tokens=int(max_tokens))
+    summary = gen.run_for(float(seconds))
+    print(json.dumps(summary, indent=2))
+    if report:
+        from fleet.report import write_json_atomic
+
+        write_json_atomic(report, {"task": "bench", "target": t.base_url, **summary})
