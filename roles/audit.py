@@ -62,8 +62,34 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
     return out
 
 
+def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
+    """The optional nccl_bandwidth check: an all-reduce on each host's tensor-parallel GPUs."""
+    from roles.preflight import nccl as nccl_rules
+    from roles.preflight import nccl_bandwidth as nb
+
+    out: dict[str, dict] = {}
+
+    def step(ctx: HostContext) -> None:
+        f = facts.get(ctx.name) or {}
+        if f.get("gpu_state") != "ok" or not f.get("gpus"):
+            return
+        gpus = [i for i in nccl_rules.tp_gpu_indices(ctx.vars) if i < len(f["gpus"])]
+        topo = f.get("topology") or {}
+        python = f"{ctx.vars.get('vllm_root') or '/opt/vllm'}/current/bin/python"
+        r = ctx.run(nb.probe_command(gpus, python, dict(topo.get("nccl_env") or {})), timeout=600)
+        result = nb.parse_result(r.stdout)
+        ccs = [g.get("compute_capability") for g in f["gpus"] if g.get("compute_capability")]
+        check = nb.evaluate(result, topo.get("worst_tp_link"), min(ccs) if ccs else None,
+                            error="" if result else r.tail(3))
+        out[ctx.name] = {"check": check.to_dict(), "result": result}
+        ctx.result.data["nccl_bandwidth"] = result
+
+    play.run_step("preflight: nccl bandwidth", step, hosts=list(facts))
+    return out
+
+
 def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: bool = False,
-          fail_hosts: bool = True) -> dict[str, list[dict[str, Any]]]:
+          fail_hosts: bool = True, extra_checks: dict[str, list[dict]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
     pairs = {h: (play.contexts[h].vars, f) for h, f in facts.items()}
@@ -73,6 +99,7 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
     result: dict[str, list[dict[str, Any]]] = {}
     for host, (vars, f) in pairs.items():
         checks = [c.to_dict() for c in host_checks(vars, f)] + [c.to_dict() for c in extra.get(host, [])]
+        checks += (extra_checks or {}).get(host, [])
         plan = capacity.plan_for_host(vars, f)
         ctx = play.contexts[host]
         ctx.result.checks = checks

@@ -169,7 +169,8 @@ class Rollout:
             vllm_install.link_current(ctx, new_venv)
             self._render_unit(ctx, str(ctx.vars["vllm_version"]))
         t1 = time.monotonic()
-        ctx.must(f"systemctl start --no-block {q(unit)}", what=f"start {unit}")
+        ctx.must(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start --no-block {q(unit)}",
+                 what=f"start {unit}")
         readiness.wait_ready(ctx)
         with httpx.Client(timeout=120) as client:
             chat = smoke.chat(client, smoke.host_target(ctx), max_tokens=4)

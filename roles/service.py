@@ -111,7 +111,7 @@ def restart_and_wait(ctx: HostContext) -> None:
         return
     daemon_reload(ctx)
     t0 = time.monotonic()
-    restart(ctx, unit, no_block=True)
+    restart(ctx, unit)  # blocking: the old process is gone before readiness is probed
     waited = readiness.wait_ready(ctx)
     ctx.result.data.setdefault("restarts", 0)
     ctx.result.data["restarts"] += 1

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 DEFAULT_HOSTS = int(os.environ.get("VFLEET_LAB_HOSTS", "3"))
+# Hosts write to disk, not RAM: each deployed vLLM venv is ~3.4 GiB, two per host in the upgrade test.
+BACKING = os.environ.get("VFLEET_LAB_BACKING", "disk")
 
 
 def lab_available() -> str | None:
@@ -48,7 +50,7 @@ class LabFleet:
         self.last = dict(hosts=hosts, gpu_profile=gpu_profile, profiles=profiles,
                          gateways=gateways)
         return self.api.up(hosts, gpu_profile=gpu_profile, profiles_by_host=profiles,
-                           gateways=gateways, echo=lambda _line: None).inventory
+                           gateways=gateways, backing=BACKING, echo=lambda _line: None).inventory
 
     def restore(self, shape: dict | None = None) -> Path:
         """Re-apply `shape` (a saved `lab.last`), e.g. after a test took the lab down."""
@@ -73,3 +75,30 @@ def lab() -> LabFleet:
 def lab_inventory(lab: LabFleet) -> Path:
     """Inventory of DEFAULT_HOSTS lab hosts: vllm = all but the last, gateways = the last."""
     return lab.ensure(DEFAULT_HOSTS)
+
+
+# The lab's own lifecycle tests (down/up) go first, then the engine, then the tests that
+# deploy a real vLLM and share one deployed fleet (built once, see `deployed`).
+MODULE_ORDER = ["test_lab", "test_runner", "test_preflight_lab", "test_deploy", "test_rollout"]
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.module.__name__.rsplit(".", 1)[-1]
+        return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
+
+    items.sort(key=rank)
+
+
+@pytest.fixture(scope="session")
+def deployed(lab, tmp_path_factory):
+    """A real deploy on the lab (2 vLLM hosts + 1 gateway), made once per session; tests that
+    change it put it back."""
+    from tests.integration.deploy_env import run_report, write_deploy_inventory
+
+    lab_inv = lab.ensure(DEFAULT_HOSTS)
+    work = tmp_path_factory.mktemp("deploy")
+    inv = write_deploy_inventory(lab_inv, work)
+    code, report, out = run_report("deploy", inv, work / "first.json", timeout=2400)
+    assert code == 0, out[-4000:]
+    return {"lab": lab_inv, "inv": inv, "work": work, "first": report}

@@ -18,14 +18,9 @@ from tests.integration.deploy_env import (API_KEY, changed_targets, ensure_model
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def fleet(lab, tmp_path_factory):
-    lab_inv = lab.ensure(3)
-    work = tmp_path_factory.mktemp("deploy")
-    inv = write_deploy_inventory(lab_inv, work)
-    code, report, out = run_report("deploy", inv, work / "first.json", timeout=2400)
-    assert code == 0, out[-4000:]
-    return {"lab": lab_inv, "inv": inv, "work": work, "first": report}
+@pytest.fixture
+def fleet(deployed):
+    return deployed
 
 
 def test_first_deploy_serves_through_the_gateway(fleet):

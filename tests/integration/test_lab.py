@@ -60,6 +60,19 @@ def test_hosts_are_distinct_running_systems(lab_inventory):
     assert len(seen_ids) == len(inventory_hosts(lab_inventory))
 
 
+def test_each_host_has_its_own_cgroup_tree(lab_inventory):
+    # Shared /payload cgroups made units fail at random (status=219/CGROUP) and let a stop
+    # on one host wait on another host's processes.
+    # Seen from the machine (inside, a cgroup namespace shows every host "/init.scope").
+    for name in inventory_hosts(lab_inventory):
+        procs = subprocess.run(["ip", "netns", "pids", f"vfl-{name}"], capture_output=True,
+                               text=True).stdout.split()
+        assert procs
+        for pid in procs:
+            cg = Path(f"/proc/{pid}/cgroup").read_text()
+            assert f"name=systemd:/vfleet-lab/{name}/payload/" in cg, (name, pid, cg)
+
+
 def test_host_keys_are_unique_and_checked(lab_inventory):
     lines = LabState().known_hosts.read_text().splitlines()
     keys = [ln.split()[2] for ln in lines]
@@ -128,6 +141,8 @@ def machine_residue() -> list[str]:
     mounts = Path("/proc/self/mountinfo").read_text()
     found += [f"mount {ln.split()[4]}" for ln in mounts.splitlines()
               if "vfleet-lab" in ln or "/run/netns/vfl-" in ln]
+    found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/vfleet-lab")]
+    found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("vfleet-lab")]
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:

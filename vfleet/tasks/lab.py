@@ -23,7 +23,8 @@ def _operator_errors(fn):
     "gpu_profile": "GPU profile for every host: a name under lab/profiles "
                    "(h200-1, v100-8-pcie, a100-8-sxm, no-gpu, broken-driver) or a directory; "
                    "default: keep each running host's profile, h200-1 for new hosts",
-    "profiles": "per-host profiles, e.g. lab1=v100-8-pcie,lab2=a100-8-sxm (wins over --gpu-profile)",
+    "profiles": "per-host profiles, e.g. lab1=v100-8-pcie,lab2=a100-8-sxm "
+                "(wins over --gpu-profile)",
     "prefix": "host name prefix (default lab)",
     "gateways": "how many of the last hosts form the `gateways` group; -1 = 1 when N >= 2 else 0",
     "timeout": "seconds to wait for each host to reach running/degraded (default 180)",

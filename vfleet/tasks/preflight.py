@@ -17,11 +17,12 @@ COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking"
 
 @task(name="preflight", default=True,
       help=helptext(*COMMON, snapshot="Audit from DIR/<host>/ snapshots (preflight.capture) instead of SSH",
-                    strict="Warnings fail too"),
+                    strict="Warnings fail too",
+                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)"),
       iterable=["set_"])
 @cli_errors
 def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
-                   connect_timeout=None, snapshot=None, strict=False):
+                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False):
     """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
     capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
     inv = load(inventory, set_)
@@ -29,7 +30,12 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
                      connect_timeout=connect_timeout)
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
-    audit.audit(play, inv, facts, strict=strict)
+    extra = {}
+    if nccl_bandwidth:
+        if snapshot:
+            raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
+        extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
+    audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
     play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
     finish(play, report)
 
