@@ -86,7 +86,8 @@ def main() -> int:
     ready = sorted(r.seconds for r in result.readiness)
     report = {
         "hosts": n,
-        "machine": {"cpus": os.cpu_count(), "mem_total_gib": round(meminfo()["MemTotal"] / 2**30, 1)},
+        "machine": {"cpus": os.cpu_count(),
+                    "mem_total_gib": round(meminfo()["MemTotal"] / 2**30, 1)},
         "boot_all_running_s": round(boot_s, 2),
         "ready_s": {"min": round(ready[0], 2), "median": round(ready[n // 2], 2),
                     "max": round(ready[-1], 2)},

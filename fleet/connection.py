@@ -7,8 +7,10 @@ timeout, and failures become UnreachableError/CommandError with a one-line opera
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import socket
+import time
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -17,7 +19,6 @@ from typing import Protocol
 
 import paramiko
 from fabric import Config, Connection
-from invoke.exceptions import CommandTimedOut, ThreadException
 
 from fleet.errors import VfleetError
 
@@ -91,7 +92,8 @@ class SSHConnection:
             port=settings.port,
             connect_timeout=settings.connect_timeout,
             connect_kwargs=connect_kwargs,
-            config=Config(overrides={"run": {"hide": True, "warn": True, "in_stream": False}}),
+            config=Config(overrides={"run": {"hide": True, "warn": True, "in_stream": False},
+                                     "timeouts": {"connect": settings.connect_timeout}}),
         )
         client: paramiko.SSHClient = self.conn.client
         if settings.host_key_checking:
@@ -138,24 +140,44 @@ class SSHConnection:
             raise UnreachableError(f"{where}: cannot connect: {reason}") from None
 
     def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
+        """Run on a new channel of the Connection's transport. Not Fabric's Connection.run:
+        its stdin pump reads one byte per 10 ms (a 2 KB unit file took 21 s) and its I/O
+        threads add ~0.2 s to every command; a bare exec channel does neither."""
         timeout = self.settings.command_timeout if timeout is None else timeout
         full = _wrap_become(command, self.settings.become)
-        kwargs: dict = {"timeout": timeout}
-        if stdin is not None:
-            import io
-
-            kwargs["in_stream"] = io.StringIO(stdin)
+        transport = self.conn.transport
+        if transport is None or not transport.is_active():
+            raise UnreachableError(f"{self.name}: connection lost")
         try:
-            r = self.conn.run(full, **kwargs)
-        except CommandTimedOut as exc:
-            res = exc.result
-            return CommandResult(command, -1, res.stdout, res.stderr, timed_out=True)
+            chan = transport.open_session(timeout=self.settings.connect_timeout)
+            chan.exec_command(full)
+            if stdin is not None:
+                chan.sendall(stdin.encode())
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = time.monotonic() + timeout
+            timed_out = False
+            while True:
+                got = False
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                    got = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                    got = True
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                if not got:
+                    select.select([chan], [], [], 0.02)
+            code = -1 if timed_out else chan.recv_exit_status()
+            chan.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise UnreachableError(f"{self.name}: connection lost: {exc or type(exc).__name__}") from None
-        except ThreadException as exc:  # stdin/stdout pump died: the channel went away under it
-            inner = exc.exceptions[0].value if exc.exceptions else exc
-            raise UnreachableError(f"{self.name}: connection lost: {inner or type(inner).__name__}") from None
-        return CommandResult(command, r.exited, r.stdout, r.stderr)
+        return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"),
+                             timed_out=timed_out)
 
     def put_bytes(self, data: bytes, remote_path: str) -> None:
         import io

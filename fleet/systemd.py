@@ -58,7 +58,8 @@ def restart(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResul
         return ctx.record("service", unit, Status.SKIPPED, "check mode: would restart")
     t0 = time.monotonic()
     flag = " --no-block" if no_block else ""
-    r = ctx.run(f"systemctl restart{flag} {q(unit)}")
+    # a unit that crash-looped into its start limit refuses a plain restart: clear that first
+    r = ctx.run(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl restart{flag} {q(unit)}")
     if not r.ok:
         raise HostFailed(f"systemctl restart {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
     return ctx.record("service", unit, Status.CHANGED, "restarted", elapsed_s=time.monotonic() - t0)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.errors import VfleetError
-from lab import guest, hosts, inventory_writer, network, profiles, rootfs
+from lab import cgroups, guest, hosts, inventory_writer, network, profiles, rootfs
 from lab.state import BRIDGE, MAX_HOSTS, MAX_NAME, HostRecord, LabState, host_ip
 from lab.system import is_mountpoint, raise_sysctl, require_root, restore_sysctl, run
 
@@ -50,10 +50,11 @@ class Residue:
     veths: list[str] = field(default_factory=list)
     bridge: bool = False
     mounts: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.nspawn_pids or self.netns or self.netns_pids or self.veths
-                    or self.bridge or self.mounts)
+                    or self.bridge or self.mounts or self.cgroups)
 
 
 def ensure_lab_key(state: LabState) -> None:
@@ -130,11 +131,13 @@ def _kill_leftovers(name: str) -> None:
     """SIGKILL what still runs in a host's namespace after its systemd-nspawn died (a
     killed nspawn does not take the host's systemd with it)."""
     ns = network.netns_name(name)
+    left = set(cgroups.pids_in(name))
     if ns in network.netns_list():
-        left = network.netns_pids(ns)
-        if left:
-            hosts.signal_pids(left, 9)
-            hosts.wait_gone(left, 10)
+        left.update(network.netns_pids(ns))
+    if left:
+        hosts.signal_pids(sorted(left), 9)
+        hosts.wait_gone(sorted(left), 10)
+    cgroups.remove([d for d in cgroups.leftover_dirs() if name in d.parts])
 
 
 def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] | None = None,
@@ -147,6 +150,8 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     extra = dict(profiles_by_host or {})
     gateways = (1 if n >= 2 else 0) if gateways is None else gateways
     _validate(n, prefix, gateways, extra)
+    for spec in [*extra.values(), *([gpu_profile] if gpu_profile else [])]:
+        profiles.resolve(spec)  # a typo fails here, before anything is created
     state = LabState(state_dir)
     other = [r for r in state.hosts() if not re.fullmatch(re.escape(prefix) + r"\d+", r.name)]
     for rec in [r for r in other if not hosts.running_pid(r.name, r.pid)]:
@@ -183,6 +188,9 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         prof = profiles.resolve(rec.profile_dir)
         if pid:
             rec.pid = pid
+            if rec.name in {w.name for w in wanted} and rec.extra.get("backing", backing) != backing:
+                echo(f"{rec.name}: keeps running on {rec.extra['backing']} (--backing {backing} "
+                     "applies when a host starts; `invoke lab.down` to change it)")
             guest.refresh_names(root, known, etc_hosts)
             profiles.install(prof, root)
             state.save_host(rec)
@@ -193,6 +201,7 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         rootfs.unmount_tree(state.host_dir(rec.name))
         network.ensure_host_net(rec.name, rec.ip)
         root = rootfs.mount_overlay(state.host_dir(rec.name), backing=backing)
+        rec.extra["backing"] = backing
         if not is_mountpoint(root):
             raise VfleetError(f"lab: overlay for {rec.name} not mounted at {root}; fix: check "
                               "`dmesg` for overlayfs errors")
@@ -236,6 +245,7 @@ def residue(state_dir: str | None = None) -> Residue:
     res.netns_pids = [p for ns in res.netns for p in network.netns_pids(ns)]
     res.veths = network.lab_veths()
     res.bridge = BRIDGE in network.links()
+    res.cgroups = [str(d) for d in cgroups.leftover_dirs()]
     res.mounts = sorted(set(rootfs.lab_mounts()) | set(rootfs.mounts_under(state.hosts_dir)))
     return res
 
@@ -255,13 +265,17 @@ def down(state_dir: str | None = None, echo: Echo = print) -> Residue:
         survivors = hosts.stop(sorted(pids))
         if survivors:
             echo(f"warning: pids {survivors} survived SIGKILL")
-    for ns in network.lab_netns():
-        _kill_leftovers(ns[len(network.NETNS_PREFIX):])
+    names = {ns[len(network.NETNS_PREFIX):] for ns in network.lab_netns()}
+    names |= {d.name for d in cgroups.leftover_dirs() if d.parent.name == cgroups.LAB_GROUP}
+    for name in sorted(names):
+        _kill_leftovers(name)
+    cgroups.remove()
     rootfs.unmount(rootfs.mounts_under(state.hosts_dir))
     rootfs.unmount([m for m in rootfs.lab_mounts() if m != str(rootfs.NSPAWN_RUN)])
     network.remove_all()
     rootfs.release_nspawn_tmpfs()
     _restore_limits(state)
+    hosts.reap_exited()
     left = residue(state_dir)
     if left.mounts:
         echo(f"warning: still mounted: {', '.join(left.mounts)}; state kept")

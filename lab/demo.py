@@ -77,7 +77,7 @@ def main() -> int:
     from lab import api
 
     print("== lab: 3 hosts (2 vllm, 1 gateway)", flush=True)
-    lab_inv = api.up(3).inventory
+    lab_inv = api.up(3, backing="disk").inventory  # venvs are ~3.4 GiB each: disk, not RAM
     print("== model and wheelhouse", flush=True)
     demo_dir = lab_inv.parent / "demo"
     key_file = demo_dir / "api_key"

@@ -23,12 +23,24 @@ DISABLE_ONLY = {"nginx.service"}
 ALWAYS_MASK = ["systemd-timesyncd.service", "e2scrub_reap.service", "systemd-pstore.service",
                "apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer",
                "dpkg-db-backup.timer", "e2scrub_all.timer", "fstrim.timer",
-               "getty@tty1.service", "console-getty.service"]
+               "getty@tty1.service", "console-getty.service",
+               # nspawn mounts the root; remounting it per fstab has nothing to do here and
+               # failed now and then with 20 hosts booting at once on 2 cores.
+               "systemd-remount-fs.service"]
 SSHD_DROPIN = """# vfleet lab: this host's own key only (the machine's keys are hidden), keys only.
 HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 UseDNS no
+"""
+
+
+# root's user manager (started by pam_systemd at each SSH login) now and then hung in its
+# stop job at shutdown on this machine's cgroup v1 hierarchy ("Failed to kill control
+# group ... Input/output error"), which held `down` for 30 s; nothing in the lab needs it
+# to linger.
+USER_UNIT_DROPIN = """[Service]
+TimeoutStopSec=5s
 """
 
 
@@ -113,6 +125,7 @@ def prepare(root: Path, host_dir: Path, name: str, machine_id: str, lab_key: Pat
     write(root / "etc/machine-id", machine_id + "\n", 0o444)
     write(root / "etc/hosts", hosts)
     install_ssh(root, host_dir, name, lab_key, known_hosts)
+    write(root / "etc/systemd/system/user@.service.d/vfleet-lab.conf", USER_UNIT_DROPIN)
     return mask_services(root)
 
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import cgroups
 from lab.network import netns_name
 from lab.state import NETNS_PREFIX
 from lab.system import cmdline, pid_alive
@@ -28,9 +29,15 @@ def nspawn_cmd(name: str, root: Path, machine_id: str) -> list[str]:
 
 def start(name: str, root: Path, machine_id: str, log: Path) -> int:
     """Boot the host in the background; returns systemd-nspawn's PID."""
+    groups = cgroups.prepare(name)
+    # A shell joins the host's cgroups, then execs nspawn (same PID): no preexec_fn, which
+    # is unsafe in a threaded caller such as pytest.
+    join = 'for g in "$@"; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; ' \
+           'shift; done; shift; exec "$@"'
+    cmd = ["sh", "-c", join, "sh", *map(str, groups), "--", *nspawn_cmd(name, root, machine_id)]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(nspawn_cmd(name, root, machine_id), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     _CHILDREN[proc.pid] = proc
     return proc.pid
 
@@ -62,6 +69,12 @@ def lab_nspawn_pids() -> list[int]:
         if entry.name.isdigit() and is_lab_nspawn(int(entry.name)) and pid_alive(int(entry.name)):
             pids.append(int(entry.name))
     return pids
+
+
+def reap_exited() -> None:
+    """Collect every exited child this process started (no zombie outlives `down`)."""
+    for pid in list(_CHILDREN):
+        _reap(pid)
 
 
 def _reap(pid: int) -> None:
