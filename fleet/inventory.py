@@ -27,7 +27,7 @@ import yaml
 
 from fleet.errors import InventoryError, VfleetError
 from fleet.hostpatterns import expand_host_range, match_limit
-from fleet.varschema import VarSchema
+from fleet.varschema import VarSchema, value_kind
 
 __all__ = ["Host", "Group", "Inventory", "load_inventory", "parse_set_args", "masked_vars",
            "SetArgs", "Source"]
@@ -226,16 +226,7 @@ def _read_yaml(path: Path, display: str, errors: list[str]) -> tuple[bool, Any]:
 
 
 def _kind(value: Any) -> str:
-    """'a list', 'a string', ... for 'expected X, got Y' messages."""
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true/false"
-    for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"),
-                     (int, "a number"), (float, "a number")):
-        if isinstance(value, t):
-            return words
-    return f"a {type(value).__name__}"
+    return value_kind(value, none="nothing")
 
 
 def _line(mapping: Any, key: Any) -> int | None:

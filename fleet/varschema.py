@@ -127,10 +127,11 @@ def short_value(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _kind(value: Any) -> str:
-    """A value's kind in words, for secrets whose value must never be shown."""
+def value_kind(value: Any, none: str = "null") -> str:
+    """A value's kind in words ('a list', 'a string'...): for 'expected X, got Y' messages,
+    and for secrets, whose value must never be shown."""
     if value is None:
-        return "null"
+        return none
     if isinstance(value, bool):
         return "true/false"
     for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"),
@@ -218,7 +219,7 @@ class VarSchema:
                 expected = describe(err.schema if isinstance(err.schema, dict) else {})
             else:
                 expected = err.message
-            got = f"{_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
+            got = f"{value_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
             msg = f"{where}: expected {expected}, got {got}"
             if (not secret and isinstance(err.instance, (int, float))
                     and not isinstance(err.instance, bool) and expected.startswith("a string")):

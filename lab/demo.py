@@ -28,6 +28,9 @@ DEPLOY_VARS = {
     "shutdown_timeout": 30,
     "ready_timeout": 600,
     "weights_fanout": True,
+    # On the CPU build this skips torch.compile: ready in ~26 s instead of ~140 s on 2 cores,
+    # which is what makes rolling restarts of a 2-core lab finish while one host serves load.
+    "vllm_extra_args": ["--enforce-eager"],
 }
 
 

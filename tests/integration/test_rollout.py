@@ -20,10 +20,10 @@ def gateway_url(inv_path) -> str:
     return f"http://{data['_meta']['hostvars'][gw]['ansible_host']}:80"
 
 
-def under_load(inv, task: str, report, *args: str) -> tuple[int, dict, str, dict]:
+def under_load(inv_path, task: str, report, *args: str) -> tuple[int, dict, str, dict]:
     gen = LoadGenerator(gateway_url(inv), "tiny", API_KEY, concurrency=3, max_tokens=24).start()
     try:
-        code, data, out = run_report(task, inv, report, *args, timeout=1800)
+        code, data, out = run_report(task, inv_path, report, *args, timeout=1800)
     finally:
         gen.stop()
     return code, data, out, gen.summary()
