@@ -45,7 +45,7 @@ def wait_ready(address: str, deadline_s: float = 900) -> None:
 
 
 def measure(label: str, gateway: str, action) -> dict:
-    gen = LoadGenerator(gateway, "tiny", KEY, concurrency=2, max_tokens=16, pause_s=0.2).start()
+    gen = LoadGenerator(gateway, "tiny", KEY, concurrency=1, max_tokens=16, pause_s=1.5).start()
     time.sleep(5)  # steady state first
     t0 = time.time()
     action()
@@ -87,7 +87,7 @@ def main() -> int:
             vfleet("run", "--inventory", str(inv), "--limit", name, "--quiet", "--command", "systemctl restart vllm")
             wait_ready(addr)
 
-    out = {"hosts": len(vllm), "load": "2 clients, 0.2 s pause, every 2nd request streamed, 16 tokens each",
+    out = {"hosts": len(vllm), "load": "1 client, 1.5 s pause, every 2nd request streamed, 16 tokens each",
            "vfleet_restart_batch1": measure("vfleet restart --batch 1", gateway, rolling),
            "naive_all_at_once": measure("naive: all at once", gateway, all_at_once),
            "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one)}

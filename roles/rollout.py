@@ -91,6 +91,9 @@ class Rollout:
     def __post_init__(self) -> None:
         self._gw_lock = threading.Lock()
         self._cond = threading.Condition(self._gw_lock)
+        # every vLLM host behind the gateways, selected by --limit or not: "the last healthy
+        # host" is judged against all of them
+        self.backends: set[str] = {h.name for h in self.inventory.hosts.values() if "vllm" in h.groups}
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
 
     # -- gateway ---------------------------------------------------------------------------
@@ -103,13 +106,13 @@ class Rollout:
         """Union of the drained sets on every gateway (what an earlier run may have left)."""
         for gw in self.gateways:
             self.drained |= gateway.read_drained(self.play.contexts[gw])
-        self.drained &= set(self.vllm_hosts) | {h.name for h in self.inventory.hosts.values() if "vllm" in h.groups}
+        self.drained &= self.backends
 
     def drain(self, ctx: HostContext) -> float:
         t0 = time.monotonic()
         with self._cond:
             deadline = time.monotonic() + self.drain_timeout
-            while not (set(self.vllm_hosts) - self.out_of_service - {ctx.name}):
+            while not (self.backends - self.out_of_service - {ctx.name}):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
                     raise HostFailed(f"{ctx.name} is the last healthy host behind the gateways: not taking it out")
             self.out_of_service.add(ctx.name)
@@ -232,15 +235,18 @@ class Rollout:
 
     # -- the run ---------------------------------------------------------------------------
     def converge(self) -> list[str]:
-        """Undrain drained hosts that are healthy (left behind by a crashed run)."""
+        """Undrain drained hosts that are healthy (left behind by a crashed run or a forgotten
+        `vfleet drain`); the others stay out and count as out of service."""
         self.read_state()
-        healed = []
+        healed: list[str] = []
         for name in sorted(self.drained):
-            if name not in self.play.contexts:
-                continue
-            ctx = self.play.contexts[name]
-            ctx.step_name = "converge"
-            if readiness.probe(ctx) == "ready":
+            ctx = self.play.contexts.get(name)
+            try:
+                healthy = ctx is not None and readiness.probe(ctx) == "ready"
+            except VfleetError:
+                healthy = False
+            if healthy:
+                ctx.step_name = "converge"
                 self.undrain(ctx)
                 healed.append(name)
                 ctx.record("undrain", name, Status.CHANGED, "was left drained and is healthy: back in the gateways")

@@ -28,7 +28,10 @@ def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
     gws = [h for h in inv.hosts.values() if "gateways" in h.groups]
     if not vllm:
         raise VfleetError(f"no host of group 'vllm' selected in {inv.path}" + (f" by --limit {limit}" if limit else ""))
-    hosts = [h for h in selected if "vllm" in h.groups] + [g for g in gws if g.name not in vllm]
+    # every vLLM host is in the play (drained ones may need undraining) but only the
+    # selected ones are restarted
+    others = [h for h in inv.hosts.values() if "vllm" in h.groups and h.name not in vllm]
+    hosts = [h for h in selected if "vllm" in h.groups] + others + [g for g in gws if g.name not in vllm]
     play = make_play(name, hosts, forks=forks, **kw)
     return inv, play, vllm, [g.name for g in gws]
 
