@@ -436,8 +436,7 @@ LAB = Path(__file__).resolve().parents[2] / "lab" / "profiles"
 
 def _lab(name: str) -> Path:
     d = LAB / name
-    if not d.is_dir():
-        pytest.skip(f"lab profile {name} not present")
+    assert d.is_dir(), f"lab profile {name} missing"
     return d
 
 
