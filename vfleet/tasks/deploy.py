@@ -156,7 +156,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
                              f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}], \"max_tokens\": 16}}'")
     finish(play, report)
     if play.data.get("curl"):
-        play.console.print("\nTry it:\n  " + play.data["curl"], highlight=False, markup=False)
+        print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command
 
 
 @task(help=helptext("inventory", "limit", "set", "no_host_key_checking",
