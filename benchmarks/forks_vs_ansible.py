@@ -8,7 +8,6 @@ Prints JSON with medians and ratios. Needs the lab (root) and ansible-core (pip 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -16,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
 
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
@@ -62,11 +63,7 @@ def main() -> int:
         out["ratio_ansible_over_vfleet_forks1"] = round(med["ansible_forks1"] / med["vfleet_forks1"], 2)
     else:
         out["ansible"] = "not installed: pip install 'vfleet[bench]'"
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    return 0
+    return emit(out, args.out)
 
 
 if __name__ == "__main__":

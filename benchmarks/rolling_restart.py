@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
+
 import httpx
 
 from lab import api
@@ -91,11 +93,7 @@ def main() -> int:
            "vfleet_restart_batch1": measure("vfleet restart --batch 1", gateway, rolling),
            "naive_all_at_once": measure("naive: all at once", gateway, all_at_once),
            "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one)}
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    return 0
+    return emit(out, args.out)
 
 
 if __name__ == "__main__":

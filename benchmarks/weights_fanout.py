@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
+
 import yaml
 
 
@@ -74,11 +76,7 @@ def main() -> int:
                         "ratio_n_over_1": round(many["controller_bytes_sent"] / max(1, one["controller_bytes_sent"]), 2)}
         subprocess.run([sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(lab_inv), "--quiet",
                         "--command", f"rm -rf /srv/bench-*{stamp}"], capture_output=True)
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    return 0
+    return emit(out, args.out)
 
 
 if __name__ == "__main__":

@@ -195,16 +195,14 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
 
     fanout = bool(first.get("weights_fanout", False))
     have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
-    if src.host and src.host not in have:
-        have_src_host = True  # host:path source: that host is a peer source for its own path
-    else:
-        have_src_host = False
+    # host:path source: that host feeds others from its own path (it holds no verified copy here)
+    raw_source = src.host if src.host and src.host not in have else None
     while missing:
         totals["waves"] += 1
         assignments: dict[str, str | None] = {}  # new host -> source host (None = controller)
         peers = list(have) if fanout else []
-        if src.host and have_src_host:
-            peers.append(src.host)
+        if raw_source:
+            peers.append(raw_source)
         # With fan-out the controller feeds a host only while no host holds a copy yet.
         controller_slots = (0 if peers else 1) if fanout else len(missing)
         for n in list(missing):
@@ -231,10 +229,6 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
             _finish_copy(ctx, src.manifest_id)
             totals["copies"] += 1
 
-        done = play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments))
-        have.extend(done)
-        if not done and not any(n in play.active for n in assignments):
-            if not have and src.controller_dir is None and not have_src_host:
-                break
+        have.extend(play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments)))
     play.data.setdefault("weights", {}).update(totals)
     return totals
