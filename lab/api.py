@@ -252,7 +252,8 @@ def residue(state_dir: str | None = None) -> Residue:
 
 def down(state_dir: str | None = None, echo: Echo = print) -> Residue:
     """Stop and remove every host, mount, namespace, veth and the bridge; keep the key.
-    Works after a crash or a half-finished `up`: leftovers are found by name pattern."""
+    Works after a crash or a half-finished `up`: leftovers are found by name pattern.
+    Folders other tools keep in the state dir (demo/, bench/) are theirs and stay."""
     require_root()
     state = LabState(state_dir)
     pids = set(hosts.lab_nspawn_pids())
