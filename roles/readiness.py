@@ -46,25 +46,28 @@ print("ready" if p["model"] in names else "no-model listed=%s" % ",".join(map(st
 """
 
 
-def restarts(ctx: HostContext, unit: str) -> int:
-    """systemd's NRestarts for the unit: growing while we wait means vLLM crashed and
-    Restart=on-failure brought it back, which is a failure to start, not slow loading."""
-    r = ctx.run(f"systemctl show -p NRestarts --value {q(unit)}")
-    return int(r.stdout.strip()) if r.stdout.strip().isdigit() else 0
-
-
-def probe(ctx: HostContext, unit: str | None = None) -> str:
+def _probe(ctx: HostContext, unit: str) -> tuple[str, int]:
+    """One SSH round trip: systemd's ActiveState and NRestarts for the unit, then the HTTP
+    probe. NRestarts growing while we wait means vLLM crashed and Restart=on-failure brought
+    it back: a failure to start, not slow loading."""
     v = ctx.vars
     params = json.dumps({"port": int(v.get("vllm_port", 8000)), "model": v.get("model_name"), "key": v.get("api_key")})
     python = v.get("vllm_python") or "/usr/bin/python3"
-    unit = unit or v.get("service_name") or "vllm"
-    r = ctx.run(f"systemctl is-active {q(unit)}; {q(python)} -c {q(PROBE)}", stdin=params, timeout=30)
-    lines = r.stdout.strip().splitlines()
-    active = lines[0] if lines else "unknown"
-    state = lines[-1] if len(lines) > 1 else "unknown"
+    r = ctx.run(f"systemctl show -p ActiveState,NRestarts {q(unit)}; {q(python)} -c {q(PROBE)}",
+                stdin=params, timeout=30)
+    props = dict(ln.split("=", 1) for ln in r.stdout.splitlines() if "=" in ln and ln[:1].isupper())
+    lines = [ln for ln in r.stdout.strip().splitlines() if not (ln[:1].isupper() and "=" in ln)]
+    active = props.get("ActiveState", "unknown")
+    nrestarts = int(props["NRestarts"]) if props.get("NRestarts", "").isdigit() else 0
+    state = lines[-1] if lines else "unknown"
     if active in ("failed", "inactive") and not state.startswith("ready"):
-        return f"dead ({active})"
-    return state
+        state = f"dead ({active})"
+    return state, nrestarts
+
+
+def probe(ctx: HostContext, unit: str | None = None) -> str:
+    """The host's readiness state (see the module docstring)."""
+    return _probe(ctx, unit or ctx.vars.get("service_name") or "vllm")[0]
 
 
 def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | None = None) -> float:
@@ -73,11 +76,14 @@ def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | No
     unit = unit or ctx.vars.get("service_name") or "vllm"
     timeout = float(timeout or ctx.vars.get("ready_timeout", 900))
     t0 = time.monotonic()
-    restarts_before = restarts(ctx, unit)
+    restarts_before: int | None = None
 
     def attempt() -> str:
-        state = probe(ctx, unit)
-        if state != "ready" and restarts(ctx, unit) > restarts_before:
+        nonlocal restarts_before
+        state, nrestarts = _probe(ctx, unit)
+        if restarts_before is None:
+            restarts_before = nrestarts
+        elif state != "ready" and nrestarts > restarts_before:
             state = "dead (crashed and was restarted by systemd)"
         ctx.progress(time.monotonic() - t0, timeout, f"ready? {state.split()[0] if state else state}")
         return state

@@ -89,6 +89,7 @@ def configure(ctx: HostContext) -> None:
     if ctx.result.data.pop("install_changed", False):
         ctx.notify(RESTART)
     enabled, active = unit_state(ctx, unit)
+    ctx.result.data["was_active"] = active == "active"
     if enabled != "enabled":
         if ctx.check:
             ctx.record("service", unit, Status.CHANGED, "would enable")
@@ -121,7 +122,25 @@ def restart_and_wait(ctx: HostContext) -> None:
                            highlight=False, markup=False)
 
 
+def restart_now_or_defer(ctx: HostContext) -> None:
+    """Handler for `deploy --batch`: a host that was serving keeps serving on its old unit
+    (daemon-reload only) and is marked for the rolling phase, which restarts it through the
+    gateways (drain, in-flight wait, restart, ready, undrain). A host that was not serving
+    has no request to drop and starts now."""
+    if not ctx.result.data.get("was_active"):
+        restart_and_wait(ctx)
+        return
+    unit = unit_name(ctx.vars)
+    if ctx.check:
+        ctx.record("service", unit, Status.SKIPPED, "check mode: would restart in a rolling batch")
+        return
+    daemon_reload(ctx)
+    ctx.result.data["restart_deferred"] = True
+    ctx.record("service", unit, Status.OK, "changed while serving: restart deferred to the rolling batches")
+
+
 HANDLERS = {RESTART: restart_and_wait}
+ROLLING_HANDLERS = {RESTART: restart_now_or_defer}
 
 
 def check_active(ctx: HostContext) -> None:

@@ -161,6 +161,7 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
     if src.host:
         src = _resolve_host_source(play, src)
     totals = {"controller_bytes_sent": 0, "waves": 0, "copies": 0}
+    play.data["weights"] = totals  # in the report even when nothing needed copying
     state: dict[str, str] = {}
 
     def probe(ctx: HostContext) -> None:
@@ -230,5 +231,4 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
             totals["copies"] += 1
 
         have.extend(play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments)))
-    play.data.setdefault("weights", {}).update(totals)
     return totals

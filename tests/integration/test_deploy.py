@@ -53,6 +53,7 @@ def test_second_deploy_changes_nothing_and_restarts_nothing(fleet):
     for host, data in report["hosts"].items():
         assert data["counts"]["changed"] == 0, (host, changed_targets(report, host))
     assert set(restarts(report).values()) == {0}
+    assert report["weights"] == {"controller_bytes_sent": 0, "waves": 0, "copies": 0}
 
 
 def test_one_variable_changes_only_that_unit_and_restarts_only_that_host(fleet, tmp_path):

