@@ -105,6 +105,10 @@ def _require(play: Play) -> None:
             service.require_deploy_vars(h.vars)
 
 
+BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
+              "25%, or 1,25%,100%), dropping no request; default: restart changed hosts at once")
+
+
 @task(name="weights", help=helptext(*CHANGING), iterable=["set_"])
 @cli_errors
 def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
@@ -129,15 +133,21 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
     finish(play, report)
 
 
-@task(name="service", help=helptext(*CHANGING), iterable=["set_"])
+@task(name="service", help=helptext(*CHANGING, batch=BATCH_HELP), iterable=["set_"])
 @cli_errors
 def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
-                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False, batch=None):
     """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                      connect_timeout, command_timeout, verbose)
+                      connect_timeout, command_timeout, verbose, with_gateways=bool(batch))
+    if batch:
+        batch_sizes(str(batch), 1)  # a malformed --batch fails before anything runs
     _require(play)
-    step_service(play)
+    step_service(play, rolling=bool(batch))
+    if batch:
+        step_rolling_restart(play, inv, str(batch))
+    else:
+        _warn_serving_restarted(play)
     finish(play, report)
 
 
@@ -161,10 +171,6 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
                       connect_timeout=connect_timeout)
     step_smoke(play)
     finish(play, report)
-
-
-BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
-              "25%, or 1,25%,100%), dropping no request; default: restart changed hosts at once")
 
 
 @task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
