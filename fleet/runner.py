@@ -169,6 +169,9 @@ class Play:
         self.results: dict[str, HostResult] = {h.name: HostResult(h.name) for h in self.hosts}
         self.contexts: dict[str, HostContext] = {h.name: HostContext(self, h) for h in self.hosts}
         self.active: list[str] = [h.name for h in self.hosts]
+        # the hosts --limit chose; a play may hold others only to act through them (the
+        # gateways that drain a host during a rolling restart)
+        self.selected: list[str] = [h.name for h in self.hosts]
         self.aborted: str | None = None
         self.started = time.monotonic()
         self.wall_started = time.time()

@@ -32,12 +32,12 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
     play = make_play(name, hosts, forks=forks, check=check, diff=diff,
                      no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                      command_timeout=command_timeout, verbose=verbose)
-    play.selected = selected  # type: ignore[attr-defined]
+    play.selected = selected
     return inv, play
 
 
 def _selected(play: Play, group: str) -> list[str]:
-    chosen = set(getattr(play, "selected", [h.name for h in play.hosts]))
+    chosen = set(play.selected)
     return [n for n in _in(group, play.hosts) if n in chosen]
 
 
