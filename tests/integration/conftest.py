@@ -84,6 +84,8 @@ MODULE_ORDER = ["test_lab", "test_runner", "test_preflight_lab", "test_deploy", 
 
 def pytest_collection_modifyitems(items):
     def rank(item):
+        if not item.nodeid.startswith("tests/integration/"):
+            return -1  # unit tests first: they fail in seconds, the lab takes minutes
         name = item.module.__name__.rsplit(".", 1)[-1]
         return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
 
