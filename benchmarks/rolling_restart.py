@@ -4,6 +4,8 @@ host restarts, under the same steady load through the gateway.
     vfleet restart --batch 1            drain, wait in-flight, restart, ready, undrain
     naive, all at once                  systemctl restart vllm on every host together
     naive, one at a time, no drain      systemctl restart, wait until /health, next host
+    vfleet deploy --batch 1             a changed unit (max_num_seqs) rolled through the gateway
+    vfleet deploy (no --batch)          the same change, every changed host restarted at once
 
 Deploys the lab (as `make demo`) if needed. Prints JSON; needs root.
 
@@ -89,10 +91,24 @@ def main() -> int:
             vfleet("run", "--inventory", str(inv), "--limit", name, "--quiet", "--command", "systemctl restart vllm")
             wait_ready(addr)
 
+    def deploy_change(batch: bool, max_num_seqs: int):
+        def action():
+            changed = write_deploy_inventory(lab_inv, lab_inv.parent / "bench-changed", KEY,
+                                             extra={"max_num_seqs": max_num_seqs})
+            r = vfleet("deploy", "--inventory", str(changed), *(["--batch", "1"] if batch else []))
+            if r.returncode:
+                raise SystemExit(f"vfleet deploy failed: {r.stdout[-2000:]}")
+        return action
+
     out = {"hosts": len(vllm), "load": "1 client, 1.5 s pause, every 2nd request streamed, 16 tokens each",
            "vfleet_restart_batch1": measure("vfleet restart --batch 1", gateway, rolling),
            "naive_all_at_once": measure("naive: all at once", gateway, all_at_once),
-           "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one)}
+           "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one),
+           # both deploys change every unit (max_num_seqs 8 -> 6 -> 4), so both restart every host
+           "vfleet_deploy_changed_unit_batch1": measure("vfleet deploy --batch 1 (unit changed)", gateway,
+                                                        deploy_change(True, 6)),
+           "vfleet_deploy_changed_unit_no_batch": measure("vfleet deploy, no --batch (unit changed)", gateway,
+                                                          deploy_change(False, 4))}
     return emit(out, args.out)
 
 
