@@ -200,12 +200,14 @@ class Play:
             self.console.rule(f"[bold]{text}", align="left")
 
     # -- failure budget ------------------------------------------------------------------
-    def max_fail_percentage(self) -> float:
+    def max_fail_percentage(self, among: list[str] | None = None, default: float = 100.0) -> float:
+        """--max-fail-percentage, else the lowest the inventory sets for the hosts (all of the
+        play's, or `among`), else `default`."""
         if self.options.max_fail_percentage is not None:
             return float(self.options.max_fail_percentage)
-        values = [h.vars.get("max_fail_percentage") for h in self.hosts]
+        values = [h.vars.get("max_fail_percentage") for h in self.hosts if among is None or h.name in among]
         values = [v for v in values if v is not None]
-        return float(min(values)) if values else 100.0
+        return float(min(values)) if values else default
 
     def failed_hosts(self) -> list[str]:
         return [n for n, r in self.results.items() if r.failed]

@@ -52,17 +52,26 @@ def daemon_reload(ctx: HostContext) -> StepResult:
     return ctx.record("systemd", "daemon-reload", Status.CHANGED)
 
 
-def restart(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResult:
-    """Restart a unit (a handler). With no_block the caller waits for readiness itself."""
+def _start_or_restart(ctx: HostContext, verb: str, done: str, unit: str, no_block: bool) -> StepResult:
     if ctx.check:
-        return ctx.record("service", unit, Status.SKIPPED, "check mode: would restart")
+        return ctx.record("service", unit, Status.SKIPPED, f"check mode: would {verb}")
     t0 = time.monotonic()
     flag = " --no-block" if no_block else ""
-    # a unit that crash-looped into its start limit refuses a plain restart: clear that first
-    r = ctx.run(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl restart{flag} {q(unit)}")
+    # a unit that crash-looped into its start limit refuses a plain (re)start: clear that first
+    r = ctx.run(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl {verb}{flag} {q(unit)}")
     if not r.ok:
-        raise HostFailed(f"systemctl restart {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
-    return ctx.record("service", unit, Status.CHANGED, "restarted", elapsed_s=time.monotonic() - t0)
+        raise HostFailed(f"systemctl {verb} {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
+    return ctx.record("service", unit, Status.CHANGED, done, elapsed_s=time.monotonic() - t0)
+
+
+def restart(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResult:
+    """Restart a unit (a handler). With no_block the caller waits for readiness itself."""
+    return _start_or_restart(ctx, "restart", "restarted", unit, no_block)
+
+
+def start(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResult:
+    """Start a stopped unit, also one that failed before (a rollout's stop, switch, start)."""
+    return _start_or_restart(ctx, "start", "started", unit, no_block)
 
 
 def journal_tail(ctx: HostContext, unit: str, lines: int = 15) -> str:

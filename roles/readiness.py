@@ -55,8 +55,14 @@ def _probe(ctx: HostContext, unit: str) -> tuple[str, int]:
     python = v.get("vllm_python") or "/usr/bin/python3"
     r = ctx.run(f"systemctl show -p ActiveState,NRestarts {q(unit)}; {q(python)} -c {q(PROBE)}",
                 stdin=params, timeout=30)
-    props = dict(ln.split("=", 1) for ln in r.stdout.splitlines() if "=" in ln and ln[:1].isupper())
-    lines = [ln for ln in r.stdout.strip().splitlines() if not (ln[:1].isupper() and "=" in ln)]
+    props: dict[str, str] = {}
+    lines: list[str] = []
+    for ln in r.stdout.splitlines():
+        key, sep, value = ln.partition("=")
+        if sep and key in ("ActiveState", "NRestarts"):
+            props[key] = value
+        elif ln.strip():
+            lines.append(ln.strip())
     active = props.get("ActiveState", "unknown")
     nrestarts = int(props["NRestarts"]) if props.get("NRestarts", "").isdigit() else 0
     state = lines[-1] if lines else "unknown"

@@ -29,7 +29,7 @@ from fleet.inventory import Inventory
 from fleet.operations import put_file
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed, Play
-from fleet.systemd import daemon_reload
+from fleet.systemd import daemon_reload, start
 from roles import gateway, readiness, service, smoke, vllm_install
 
 q = shlex.quote
@@ -172,8 +172,7 @@ class Rollout:
             vllm_install.link_current(ctx, new_venv)
             self._render_unit(ctx, str(ctx.vars["vllm_version"]))
         t1 = time.monotonic()
-        ctx.must(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start --no-block {q(unit)}",
-                 what=f"start {unit}")
+        start(ctx, unit, no_block=True)
         readiness.wait_ready(ctx)
         with httpx.Client(timeout=120) as client:
             chat = smoke.chat(client, smoke.host_target(ctx), max_tokens=4)
@@ -192,8 +191,7 @@ class Rollout:
             if old_venv:
                 vllm_install.link_current(ctx, old_venv)
                 self._render_unit(ctx, old_version or str(ctx.vars["vllm_version"]))
-            ctx.must(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl start --no-block {q(unit)}",
-                     what=f"start {unit}")
+            start(ctx, unit, no_block=True)
             readiness.wait_ready(ctx)
             ctx.record("rollback", unit, Status.CHANGED, f"back on {old_venv or 'the same venv'}: serving")
             return True

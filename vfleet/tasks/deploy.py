@@ -21,13 +21,15 @@ def _in(group: str, hosts: list[Host]) -> list[str]:
 
 def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
           connect_timeout=None, command_timeout=None, verbose=False,
-          with_gateways: bool = False) -> tuple[Inventory, Play]:
-    """The play over the --limit selection. with_gateways adds every gateway (for draining
-    only: steps that configure gateways still run on the selected ones)."""
+          batch: str | None = None) -> tuple[Inventory, Play]:
+    """The play over the --limit selection. With a --batch (checked here, before anything
+    runs) it also holds every gateway, for draining only: steps that configure gateways still
+    run on the selected ones."""
     inv = load(inventory, set_)
     hosts = select(inv, limit)
     selected = [h.name for h in hosts]
-    if with_gateways:
+    if batch:
+        batch_sizes(str(batch), 1)
         hosts += [h for h in inv.hosts.values() if "gateways" in h.groups and h.name not in selected]
     play = make_play(name, hosts, forks=forks, check=check, diff=diff,
                      no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
@@ -60,18 +62,20 @@ def step_gateway(play: Play, inv: Inventory) -> None:
     play.run_step("gateway", lambda ctx: gateway.configure(ctx, inv), hosts=_selected(play, "gateways"))
 
 
-def step_rolling_restart(play: Play, inv: Inventory, batch: str) -> None:
-    """Restart the hosts whose service changed while they served, batch by batch through the
-    gateways, like `vfleet restart --batch` (the failure budget is the inventory's
-    max_fail_percentage, else 0: the first failed batch stops the rest)."""
+def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
+    """With --batch: restart the hosts whose service changed while they served, batch by
+    batch through the gateways, like `vfleet restart --batch` (the failure budget is the
+    inventory's max_fail_percentage, else 0: the first failed batch stops the rest). Without:
+    they were restarted at once by the service step; say so when that hit a serving fleet."""
+    if not batch:
+        _warn_serving_restarted(play)
+        return
     deferred = [n for n in _in("vllm", play.hosts)
                 if n in play.active and play.results[n].data.get("restart_deferred")]
     if not deferred or play.options.check:
         return
-    budget = [h.vars.get("max_fail_percentage") for h in play.hosts if h.name in deferred]
-    budget = [float(b) for b in budget if b is not None]
     rollout = Rollout(play, inv, deferred, _in("gateways", play.hosts))
-    play.data["rollout"] = rollout.run(batch, min(budget) if budget else 0.0)
+    play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
 
 
 def step_smoke(play: Play) -> None:
@@ -139,15 +143,10 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
                  no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False, batch=None):
     """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                      connect_timeout, command_timeout, verbose, with_gateways=bool(batch))
-    if batch:
-        batch_sizes(str(batch), 1)  # a malformed --batch fails before anything runs
+                      connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
     step_service(play, rolling=bool(batch))
-    if batch:
-        step_rolling_restart(play, inv, str(batch))
-    else:
-        _warn_serving_restarted(play)
+    step_restart_changed(play, inv, batch)
     finish(play, report)
 
 
@@ -184,9 +183,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     """Bare hosts -> a load-balanced, smoke-checked vLLM service: preflight, weights, install,
     service, gateway, smoke. Prints a curl command that works against the gateway."""
     inv, play = _play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                      connect_timeout, command_timeout, verbose, with_gateways=bool(batch))
-    if batch:
-        batch_sizes(str(batch), 1)  # a malformed --batch fails before anything runs
+                      connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
     if not skip_preflight:
         vllm_hosts = _in("vllm", play.hosts)
@@ -196,10 +193,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     step_install(play)
     step_service(play, rolling=bool(batch))
     step_gateway(play, inv)
-    if batch:
-        step_rolling_restart(play, inv, str(batch))
-    else:
-        _warn_serving_restarted(play)
+    step_restart_changed(play, inv, batch)
     step_smoke(play)
     gws = [h for h in play.hosts if "gateways" in h.groups and h.name in play.active]
     if gws and not check:
