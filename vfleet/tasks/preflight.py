@@ -25,6 +25,8 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
                    connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False):
     """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
     capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
+    if nccl_bandwidth and snapshot:
+        raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
     inv = load(inventory, set_)
     hosts = select(inv, limit)
     play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
@@ -32,8 +34,6 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     extra = {}
     if nccl_bandwidth:
-        if snapshot:
-            raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
         extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
     audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
     play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
