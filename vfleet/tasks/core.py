@@ -59,8 +59,7 @@ def run(c, command, inventory=None, limit=None, set_=None, forks=10, report=None
             raise HostFailed(f"exit {r.exited}: {r.tail()}", data)
         ctx.record("command", command, Status.CHANGED, data=data)
         if not quiet:
-            with play._lock:
-                play.console.print(f"[{ctx.name}] {r.stdout.rstrip()}", markup=False, highlight=False, soft_wrap=True)
+            play.print(f"[{ctx.name}] {r.stdout.rstrip()}", markup=False, soft_wrap=True)
 
     play.run_step("command", step)
     finish(play, report)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fleet.errors import VfleetError
 from roles import audit, capacity
+from roles.variables import VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
@@ -86,12 +87,12 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
             write_json_atomic(report, p.to_dict())
         return
     inv = load(inventory, set_)
-    hosts = [h for h in select(inv, limit) if "vllm" in h.groups] or select(inv, limit)
+    hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups] or select(inv, limit)
     play = make_play("plan", hosts, forks=forks, no_host_key_checking=no_host_key_checking)
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     for name, f in facts.items():
         ctx = play.contexts[name]
-        vars = dict(ctx.vars)
+        vars = ctx.config.as_vars()
         src = vars.get("model_source")
         if not f.get("model_config") and src and Path(src).joinpath("config.json").is_file():
             vars["model_config"] = capacity.load_config(src)
