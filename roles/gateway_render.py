@@ -26,13 +26,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Collection, Sequence
 
-import jinja2
-
 from roles.hostconfig import HostConfig
-from roles.quoting import FILTERS, QuotingError
+from roles.quoting import QuotingError
+from roles.templating import environment
 
 GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
 
@@ -154,12 +152,7 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "next_upstream_tries": NEXT_UPSTREAM_TRIES,
         "allowed_prefixes": list(ALLOWED_PREFIXES),
     }
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent.parent / "templates")),
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(FILTERS)
     try:
-        return env.get_template("nginx-gateway.conf.j2").render(**ctx)
+        return environment().get_template("nginx-gateway.conf.j2").render(**ctx)
     except QuotingError as e:
         raise GatewayRenderError(str(e)) from None

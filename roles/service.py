@@ -129,6 +129,7 @@ def restart_and_wait(ctx: HostContext) -> None:
     waited = readiness.wait_ready(ctx)
     outcome = ctx.result.get(ServiceOutcome) or ServiceOutcome(was_active=False)
     ctx.result.note(dataclasses.replace(outcome, restarts=outcome.restarts + 1))
+    ctx.result.data["restarts"] = outcome.restarts + 1   # for the report
     ctx.record("ready", cfg.unit, Status.OK, f"serving after {waited:.0f}s", elapsed_s=time.monotonic() - t0,
                data={"ready_s": round(waited, 1)})
     ctx.play.print(f"[{ctx.name}] {cfg.served_model_name} served after {waited:.0f}s", markup=False)

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
-import jinja2
-
 from roles.hostconfig import HostConfig
-from roles.quoting import FILTERS, QuotingError, env_name
+from roles.quoting import QuotingError, env_name
+from roles.templating import environment
 from roles.vllm_argv import ArgvError, FlagCheck, vllm_argv
 
 __all__ = ["RenderError", "RenderedService", "render_service", "render_unit", "render_env",
@@ -46,6 +44,7 @@ DEFAULT_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # EnvironmentFile= takes a path, unquoted; systemd ignores a quoted one ("path is not
 # absolute") and the service would then start without its API key.
 _ENV_FILE_PATH = re.compile(r"/[A-Za-z0-9_./@+-]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class RenderError(ValueError):
@@ -76,15 +75,6 @@ def stop_timeout(cfg: HostConfig, flag_available: FlagCheck) -> int:
     return cfg.shutdown_timeout + STOP_TIMEOUT_MARGIN_SEC if drains else STOP_TIMEOUT_DEFAULT_SEC
 
 
-def _jinja_env() -> jinja2.Environment:
-    here = Path(__file__).resolve().parent.parent / "templates"
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(here)),
-                             undefined=jinja2.StrictUndefined, autoescape=False,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(FILTERS)
-    return env
-
-
 def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: int | None = None,
                 entrypoint: list[str] | None = None) -> str:
     """The text of <service_name>.service. RestartSteps= only where systemd knows it."""
@@ -108,7 +98,7 @@ def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: 
         "start_limit_interval_sec": START_LIMIT_INTERVAL_SEC, "start_limit_burst": START_LIMIT_BURST,
     }
     try:
-        return _jinja_env().get_template("vllm.service.j2").render(**ctx)
+        return environment().get_template("vllm.service.j2").render(**ctx)
     except QuotingError as e:
         raise RenderError(str(e)) from None
 
@@ -139,21 +129,17 @@ def env_items(cfg: HostConfig, nccl_env: Mapping[str, str] | None = None) -> lis
 
 
 def render_env(cfg: HostConfig, nccl_env: Mapping[str, str] | None = None) -> str:
-    """The text of the EnvironmentFile (write it mode 0600). A QuotingError about a secret
-    never carries its value (see _secret_safe)."""
+    """The text of the EnvironmentFile (write it mode 0600). Secrets are checked before
+    templating, so no error message ever carries their value."""
+    for name, secret in (("api_key", cfg.api_key), ("hf_token", cfg.hf_token)):
+        if secret is not None and _CONTROL.search(secret):
+            raise RenderError(f"{name} holds a control character such as a newline "
+                              "(its value is not shown); keep it on one line")
     items = env_items(cfg, nccl_env)
     try:
-        return _jinja_env().get_template("vllm.env.j2").render(env_items=items)
+        return environment().get_template("vllm.env.j2").render(env_items=items)
     except QuotingError as e:
-        raise RenderError(_secret_safe(str(e), cfg)) from None
-
-
-def _secret_safe(message: str, cfg: HostConfig) -> str:
-    for secret in (cfg.api_key, cfg.hf_token):
-        if secret and secret in message:
-            return "a secret (api_key or hf_token) holds a control character such as a newline; " \
-                   "keep it on one line"
-    return message
+        raise RenderError(str(e)) from None
 
 
 @dataclass

@@ -28,7 +28,8 @@ _ABS_PATH = {"type": "string", "pattern": r"^/[^\x00-\x1f\x7f]*$", "examples": [
 _ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "examples": ["vllm"]}
 _OPT_BOOL = {"type": ["boolean", "null"]}
 # Environment names: what a shell, systemd and os.environ all accept.
-_ENV_MAP = {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+_ENV_MAP = {"type": "object", "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                                "examples": ["OMP_NUM_THREADS"]},
             "additionalProperties": {"type": "string"}}
 # Names that become unit names and systemctl arguments: never an option (leading '-').
 _UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", "examples": ["vllm"]}
@@ -154,7 +155,7 @@ VARIABLES: list[Variable] = [
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---
     Variable("gateway_port", _PORT, 80, "Port the nginx gateway listens on."),
-    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^\d+r/[sm]$",
+    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9]\d*r/[sm]$",
                                     "examples": ["20r/s"]}, "20r/s",
              "Requests per client address (nginx limit_req rate)."),
     Variable("gateway_rate_burst", {"type": "integer", "minimum": 0}, 40,

@@ -92,17 +92,16 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     for name, f in facts.items():
         ctx = play.contexts[name]
-        vars = ctx.config.as_vars()
-        src = vars.get("model_source")
+        cfg = ctx.config
+        src = cfg.model_source
         if not f.get("model_config") and src and Path(src).joinpath("config.json").is_file():
-            vars["model_config"] = capacity.load_config(src)
-        if vars.get("cpu_kvcache_space_gib") and (vars.get("model_config") or f.get("model_config")):
-            tokens = capacity.cpu_kv_capacity_tokens(vars.get("model_config") or f["model_config"],
-                                                     float(vars["cpu_kvcache_space_gib"]))
+            f = dict(f, model_config=capacity.load_config(src))  # the controller's copy of the model
+        if cfg.cpu_kvcache_space_gib and f.get("model_config"):
+            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
             ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
             print_plan(console, name, ctx.result.data["capacity"])
             continue
-        p = capacity.plan_for_host(vars, f)
+        p = capacity.plan_for_host(cfg.as_vars(), f)
         if p is None:
             ctx.result.data["capacity"] = None
             console.print(f"[{name}] no plan: needs GPUs and the model's config.json", markup=False)
