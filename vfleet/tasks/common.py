@@ -13,6 +13,7 @@ from rich.console import Console
 
 from fleet.errors import InventoryError, VfleetError
 from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
+from roles.variables import SCHEMA
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
 
@@ -70,7 +71,7 @@ def resolve_inventory_path(inventory: str | None) -> str:
 
 
 def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
-    return load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])))
+    return load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])), schema=SCHEMA)
 
 
 def select(inv: Inventory, limit: str | None, group: str | None = None) -> list[Host]:
