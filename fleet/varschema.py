@@ -309,8 +309,9 @@ class VarSchema:
             if where in seen:
                 continue
             seen.add(where)
-            secret = (name in self.specs and self.specs[name].secret) or any(
-                looks_secret(str(p)) for p in [name, *err.absolute_path])
+            spec = self.specs.get(name)
+            secret = (spec.secret if spec else looks_secret(name)) or any(
+                looks_secret(str(p)) for p in err.absolute_path)
             if err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum",
                                  "exclusiveMaximum", "pattern", "minLength", "anyOf", "oneOf",
                                  "minItems"):
