@@ -2,8 +2,9 @@
 
 Which format an inventory is in is decided here, the way Ansible's plugins decide it:
 `.ini` is INI, `.yml`/`.yaml`/`.json` are YAML, and a file with another or no suffix is
-INI when its first meaningful line is an INI section header (`[vllm]`) or when YAML reads
-the whole file as one plain string (host lines without sections).
+INI when its first meaningful line is an INI section header (`[vllm]`), when YAML reads
+the whole file as one plain string (host lines without sections), or when it is not
+valid YAML and holds a section header.
 """
 from __future__ import annotations
 
@@ -41,16 +42,14 @@ def looks_like_ini(path: Path, text: str) -> bool:
         return True
     if path.suffix in _YAML_SUFFIXES:
         return False
-    for line in text.splitlines():
-        line = line.strip()
-        if line and line[0] not in "#;":
-            if _SECTION.match(line):
-                return True
-            break
+    lines = [line.strip() for line in text.splitlines()]
+    meaningful = [line for line in lines if line and line[0] not in "#;"]
+    if meaningful and _SECTION.match(meaningful[0]):
+        return True
     try:
         data, _ = parse_yaml(text)
     except (yaml.YAMLError, YamlProblem):
-        return False
+        return any(_SECTION.match(line) for line in meaningful)
     return isinstance(data, str)
 
 
