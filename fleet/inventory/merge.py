@@ -57,24 +57,36 @@ class Merger:
         self.defaults, self.set_layer = defaults, set_layer
         self.secrets, self.check = secrets, check
         self._bases: dict[frozenset[str], _Base] = {}
+        schema = secrets.schema
+        self._secret_keys = set(schema.secret_names).union(
+            *(schema.secret_sources(n) for n in schema.secret_names))
 
     def host(self, name: str) -> Host:
         base = self._base(name)
         own = [layer for layer in self.host_layers.get(name, []) if layer]
+        vars_, sources = base.vars.copy(), base.sources.copy()
         if not own:
-            merged, vars_, sources = base.merged, base.vars.copy(), base.sources.copy()
-        else:
-            merged = dict(base.unresolved)
-            rank = len(base.groups) * 2 + 1
-            for rank, layer in enumerate(own, start=rank):
-                for k, e in layer.items():
-                    merged[k] = (e, rank)
-            for k, e in self.set_layer.items():
-                merged[k] = (e, _SET_RANK)
+            return Host(name=name, vars=vars_, groups=base.groups, sources=sources,
+                        **_connection(name, base.merged))
+        changed = set(self.set_layer).union(*own)
+        secret = not changed.isdisjoint(self._secret_keys)
+        # Secrets are resolved again only when the host's own layers name one.
+        merged = dict(base.unresolved if secret else base.merged)
+        rank = len(base.groups) * 2 + 1
+        for rank, layer in enumerate(own, start=rank):
+            for k, e in layer.items():
+                merged[k] = (e, rank)
+        for k, e in self.set_layer.items():
+            merged[k] = (e, _SET_RANK)
+        if secret:
             self.secrets.resolve(name, merged)
-            self._check_all(merged)
-            vars_ = {k: e.value for k, (e, _) in merged.items()}
-            sources = {k: e.where for k, (e, _) in merged.items()}
+            changed |= self._secret_keys
+        for k in changed:
+            if k in merged:
+                e = merged[k][0]
+                if not e.checked:
+                    self.check(k, e)
+                vars_[k], sources[k] = e.value, e.where
         return Host(name=name, vars=vars_, groups=base.groups, sources=sources,
                     **_connection(name, merged))
 

@@ -92,12 +92,14 @@ def add_hosts(raw: RawInventory, group: str, pattern: str, hvars: Any, path: str
         errors.append(f"{where}.{pattern}: expected a mapping of variables (or nothing), "
                       f"got {kind(hvars)}")
         hvars = None
+    # One block for all the names of a range: its values are checked (and reported) once,
+    # like a group's, and 100,000 hosts share them instead of holding 100,000 copies.
+    scope = f"host '{pattern if len(names) > 1 else names[0]}'"
+    block = vars_block(raw.display, hvars, f"{path}.{pattern}", line, scope, errors)
+    if port is not None:
+        block.setdefault("ansible_port", Entry(port, Source(raw.display, scope, line)))
     members = raw.group_hosts[group]
     for name in names:
-        scope = f"host '{name}'"
-        block = vars_block(raw.display, hvars, f"{path}.{pattern}", line, scope, errors)
-        if port is not None:
-            block.setdefault("ansible_port", Entry(port, Source(raw.display, scope, line)))
         raw.host_vars.setdefault(name, {}).update(block)
         members[name] = None
 
