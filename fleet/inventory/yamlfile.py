@@ -25,7 +25,7 @@ import yaml
 __all__ = ["LineMap", "parse_yaml", "YamlProblem", "plain", "MAX_ALIAS_NODES", "MAX_DEPTH"]
 
 MAX_ALIAS_NODES = 100_000   # nodes aliases may add to a document once expanded
-MAX_DEPTH = 1_000           # nested mappings/lists in one document
+MAX_DEPTH = 500             # nested mappings/lists in one document (200 groups need ~405)
 _FRAMES_PER_LEVEL = 4       # Python frames PyYAML's composer (and our hook) uses per level
 
 

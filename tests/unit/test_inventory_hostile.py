@@ -49,8 +49,8 @@ def test_two_hundred_nested_groups_load(tmp_path):
 
 
 def test_nesting_beyond_the_cap_is_one_line(tmp_path):
-    (msg,) = errors_of(write(tmp_path, "all:\n  vars:\n    x: " + "[" * 1100 + "]" * 1100 + "\n"))
-    assert msg.startswith(f"{tmp_path}/hosts.yml: line 3: nested more than 1000 levels")
+    (msg,) = errors_of(write(tmp_path, "all:\n  vars:\n    x: " + "[" * 600 + "]" * 600 + "\n"))
+    assert msg.startswith(f"{tmp_path}/hosts.yml: line 3: nested more than 500 levels")
 
 
 # ---------------------------------------------------------------------------- alias bomb
