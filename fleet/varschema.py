@@ -37,11 +37,12 @@ WARN_CUTOFF = 0.6   # difflib ratio for a "did you mean" warning (errors need 0.
 def looks_secret(name: str) -> bool:
     """True when a variable or mapping key's name says it holds a secret.
 
-    The name is split on '_', '-' and '.'; a part that is key/token/secret/password/...
+    The name is split on '_', '-', '.' and camelCase humps; a part that is key/token/secret/password/...
     marks it, unless the last part is 'file' or 'env': NAME_file and NAME_env say where a
     secret is, not what it is, and an operator needs to see them.
     """
-    parts = [p for p in re.split(r"[_\-.]+", name.lower()) if p]
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)   # apiToken -> api_Token
+    parts = [p for p in re.split(r"[_\-.]+", words.lower()) if p]
     if not parts or parts[-1] in _COMPANION_PARTS:
         return False
     return any(p in _SECRET_PARTS for p in parts)

@@ -38,6 +38,8 @@ def _read_secret_file(path: Path) -> _Read:
         return _Read(None, "no such file")
     except OSError as exc:
         return _Read(None, exc.strerror or type(exc).__name__)
+    except ValueError:
+        return _Read(None, "the path holds a NUL character")
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):

@@ -296,3 +296,16 @@ def test_distant_typos_and_aliases_are_warnings(tmp_path):
 def test_aliases_must_point_at_known_variables():
     with pytest.raises(ValueError, match="aliases point at unknown variables: nope"):
         VarSchema(VARIABLES, aliases={"x": "nope"})
+
+
+def test_a_nul_in_a_secret_path_is_one_line(tmp_path):
+    (msg,) = errors_of(secret_inventory(tmp_path, '"a\\0b"'))
+    assert msg.endswith("for api_key of host 'gpu01': the path holds a NUL character")
+
+
+def test_vars_files_are_only_looked_up_by_listed_names(tmp_path):
+    # A group named like a path must not read files outside group_vars/.
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "outside.yml").write_text("max_num_seqs: 1\n")
+    path = write(tmp_path, "all:\n  children:\n    ../outside:\n      hosts: {gpu01:}\n")
+    assert "max_num_seqs" not in load_inventory(path, schema=SCHEMA).hosts["gpu01"].sources

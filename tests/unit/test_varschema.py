@@ -162,6 +162,7 @@ def test_hint_uses_aliases_then_a_looser_match():
     ("apikey", True), ("aws_credentials", True), ("ansible_become_pass", True),
     ("api_key_file", False), ("hf_token_env", False), ("max_num_batched_tokens", False),
     ("gateway_rate_burst", False), ("keyboard", False), ("monkey", False),
+    ("apiToken", True), ("clientSecret", True), ("maxTokens", False),
 ])
 def test_looks_secret_uses_whole_name_parts(name, secret):
     assert looks_secret(name) is secret
