@@ -58,7 +58,7 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None, *,
     for layers in list(group_layers.values()) + list(host_layers.values()) + [[set_layer]]:
         for layer in layers:
             checker.names(layer)
-    merger = Merger(raw, tree, member_of, group_layers, host_layers,
+    merger = Merger(tree, member_of, group_layers, host_layers,
                     default_entries(schema.defaults()), set_layer,
                     SecretReader(schema, path.parent, errors, warnings), checker.value)
     hosts = {h: merger.host(h) for h in raw.host_vars}

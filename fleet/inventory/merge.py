@@ -18,7 +18,6 @@ from typing import Any, Callable
 from fleet.inventory.common import Entry
 from fleet.inventory.graph import Tree
 from fleet.inventory.model import Host, Source
-from fleet.inventory.parse import RawInventory
 from fleet.inventory.secrets import Merged, SecretReader
 
 __all__ = ["Merger", "ADDRESS", "USER", "PORT"]
@@ -47,12 +46,12 @@ class _Base:
 class Merger:
     """Builds Host objects; `check(name, entry)` validates (and coerces) one entry."""
 
-    def __init__(self, raw: RawInventory, tree: Tree, member_of: dict[str, set[str]],
+    def __init__(self, tree: Tree, member_of: dict[str, set[str]],
                  group_layers: dict[str, list[dict[str, Entry]]],
                  host_layers: dict[str, list[dict[str, Entry]]],
                  defaults: dict[str, Entry], set_layer: dict[str, Entry],
                  secrets: SecretReader, check: Callable[[str, Entry], None]):
-        self.raw, self.tree, self.member_of = raw, tree, member_of
+        self.tree, self.member_of = tree, member_of
         self.group_layers, self.host_layers = group_layers, host_layers
         self.defaults, self.set_layer = defaults, set_layer
         self.secrets, self.check = secrets, check
@@ -62,11 +61,12 @@ class Merger:
             *(schema.secret_sources(n) for n in schema.secret_names))
 
     def host(self, name: str) -> Host:
+        """The host with its merged, checked variables and connection settings."""
         base = self._base(name)
         own = [layer for layer in self.host_layers.get(name, []) if layer]
         vars_, sources = base.vars.copy(), base.sources.copy()
         if not own:
-            return Host(name=name, vars=vars_, groups=base.groups, sources=sources,
+            return Host(name=name, vars=vars_, groups=list(base.groups), sources=sources,
                         **_connection(name, base.merged))
         changed = set(self.set_layer).union(*own)
         secret = not changed.isdisjoint(self._secret_keys)
@@ -87,10 +87,11 @@ class Merger:
                 if not e.checked:
                     self.check(k, e)
                 vars_[k], sources[k] = e.value, e.where
-        return Host(name=name, vars=vars_, groups=base.groups, sources=sources,
+        return Host(name=name, vars=vars_, groups=list(base.groups), sources=sources,
                     **_connection(name, merged))
 
     def _base(self, host: str) -> _Base:
+        """The merge shared by every host in exactly this host's groups (cached)."""
         direct = self.member_of[host]
         key = frozenset(direct)
         base = self._bases.get(key)
