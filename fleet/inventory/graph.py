@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fleet.inventory.parse import RawInventory
 
-__all__ = ["break_cycles", "add_ungrouped", "Tree"]
+__all__ = ["break_cycles", "attach_orphans", "add_ungrouped", "Tree"]
 
 
 def break_cycles(raw: RawInventory, errors: list[str]) -> None:
@@ -38,6 +38,15 @@ def break_cycles(raw: RawInventory, errors: list[str]) -> None:
                 todo.append(iter(list(raw.children.get(child, {}))))
 
 
+def attach_orphans(raw: RawInventory) -> None:
+    """Make every group that is nobody's child a child of 'all' (Ansible's
+    reconcile_inventory): INI sections declare groups without saying where they hang."""
+    has_parent = {k for kids in raw.children.values() for k in kids}
+    for g in raw.groups:
+        if g != "all" and g not in has_parent:
+            raw.children["all"][g] = None
+
+
 def add_ungrouped(raw: RawInventory) -> dict[str, set[str]]:
     """Put hosts that are in no group but 'all' into 'ungrouped' (Ansible's rule, which
     also takes a host out of 'ungrouped' once it is in another group); return each host's
@@ -60,16 +69,14 @@ def add_ungrouped(raw: RawInventory) -> dict[str, set[str]]:
 
 
 class Tree:
-    """Parents, depth and ancestors of every group of a graph without cycles."""
+    """Parents, depth and ancestors of every group of a graph without cycles, in which
+    every group but 'all' has a parent (attach_orphans)."""
 
     def __init__(self, raw: RawInventory):
         self.parents: dict[str, set[str]] = {g: set() for g in raw.groups}
         for g, kids in raw.children.items():
             for k in kids:
                 self.parents[k].add(g)
-        for g in raw.groups:
-            if g != "all" and not self.parents[g]:
-                self.parents[g].add("all")
         self.order = self._topological(raw)
         self.depth: dict[str, int] = {}
         self.ancestors: dict[str, frozenset[str]] = {}

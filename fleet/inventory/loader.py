@@ -14,7 +14,7 @@ from typing import Any
 from fleet.errors import InventoryError
 from fleet.inventory.common import Entry, in_file_order
 from fleet.inventory.files import looks_like_ini, read_text, read_yaml
-from fleet.inventory.graph import Tree, add_ungrouped, break_cycles
+from fleet.inventory.graph import Tree, add_ungrouped, attach_orphans, break_cycles
 from fleet.inventory.ini import parse_ini_inventory
 from fleet.inventory.merge import Merger, default_entries
 from fleet.inventory.model import Group, Inventory, Source
@@ -40,6 +40,7 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None, *,
     warnings: list[str] = []
     raw = _parse(path, errors)
     break_cycles(raw, errors)
+    attach_orphans(raw)
     member_of = add_ungrouped(raw)
     tree = Tree(raw)
     _warn_name_clashes(raw, warnings)

@@ -49,6 +49,9 @@ def test_vfleet_fleet_in_ini_without_suffix():
     assert inv.groups["ungrouped"].hosts == ["lonely"]            # gpu01 is in h100
     assert inv.hosts["gw01"].vars["gateway_port"] == 8080
     assert inv.hosts["gpu02"].sources["model_name"] == "ini/hosts: line 13: group 'vllm'"
+    listed = inv.to_list_json()        # sections nobody adopts hang under 'all'
+    assert listed["all"] == {"children": ["ungrouped", "vllm", "gateways"]}
+    assert listed["vllm"] == {"children": ["h100"]}
 
 
 def test_host_lines_without_sections():
