@@ -51,8 +51,8 @@ class Checker:
                 continue
             hint = self.schema.hint(k)
             if hint:
-                self._add(self.warnings, f"{e.where}: unknown variable '{k}' is not used; "
-                                         f"did you mean '{hint}'?")
+                self._add(self.warnings, f"{e.where}: unknown variable '{k}' (nothing reads "
+                                         f"it); did you mean '{hint}'?")
 
     def value(self, name: str, entry: Entry) -> None:
         """Coerce and check one entry (once); connection settings also for safety."""

@@ -281,12 +281,12 @@ def test_distant_typos_and_aliases_are_warnings(tmp_path):
     inv = load_inventory(path, schema=schema)
     where = f"{tmp_path}/hosts.yml"
     assert inv.warnings == [
-        f"{where}: line 3: group 'all': unknown variable 'tp_size' is not used; did you mean "
-        "'tensor_parallel_size'?",
-        f"{where}: line 4: group 'all': unknown variable 'port' is not used; did you mean "
-        "'vllm_port'?",
-        f"{where}: line 5: group 'all': unknown variable 'model' is not used; did you mean "
-        "'model_name'?",
+        f"{where}: line 3: group 'all': unknown variable 'tp_size' (nothing reads it); did "
+        "you mean 'tensor_parallel_size'?",
+        f"{where}: line 4: group 'all': unknown variable 'port' (nothing reads it); did "
+        "you mean 'vllm_port'?",
+        f"{where}: line 5: group 'all': unknown variable 'model' (nothing reads it); did "
+        "you mean 'model_name'?",
     ]
     assert errors_of(write(tmp_path, "all:\n  vars: {vllm_hots: x}\n  hosts: {gpu01:}\n"),
                      schema) == [f"{where}: line 2: group 'all': unknown variable 'vllm_hots'; "
