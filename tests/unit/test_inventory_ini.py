@@ -103,3 +103,11 @@ def test_children_may_come_before_their_section(tmp_path):
 ])
 def test_values_are_python_literals_or_text(text, value):
     assert ini_value(text) == value
+
+
+def test_a_long_chain_of_children_loads(tmp_path):
+    lines = [f"[g{i}:children]\ng{i + 1}" for i in range(300)]
+    (tmp_path / "chain.ini").write_text("\n".join(lines) + "\n[g300]\nh1\n")
+    inv = load_inventory(tmp_path / "chain.ini", schema=SCHEMA)
+    assert inv.hosts["h1"].groups[:3] == ["all", "g0", "g1"] and len(inv.hosts["h1"].groups) == 302
+    assert [h.name for h in inv.select("g150")] == ["h1"]
