@@ -75,7 +75,7 @@ def resolve_inventory_path(inventory: str | None) -> str:
 def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
     """The inventory, checked against vfleet's variables; its warnings go to stderr."""
     inv = load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])), schema=SCHEMA)
-    for line in getattr(inv, "warnings", []):
+    for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
     return inv
 

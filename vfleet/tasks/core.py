@@ -28,7 +28,7 @@ def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
             from fleet.errors import VfleetError
 
             raise VfleetError(f"host '{host}' is not in {inv.path}; known hosts: {', '.join(inv.hosts)}")
-        print(json.dumps(masked_vars(inv.hosts[host].vars), indent=2, default=str))
+        print(json.dumps(masked_vars(inv.hosts[host].vars, schema=inv.schema), indent=2, default=str))
         return
     data = inv.to_list_json()
     if limit:
