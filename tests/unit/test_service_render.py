@@ -391,7 +391,7 @@ def test_trailing_backslash_in_description_refused():
     ("vllm_user", "root; rm"), ("vllm_group", "Bad Group"), ("service_name", "a b"),
     ("service_name", "-x"), ("service_name", "--now"), ("vllm_env", {"BAD-NAME": "x"}),
     ("vllm_env", {"X": True}), ("vllm_port", 70000), ("dtype", "fp64"),
-    ("kv_cache_dtype", "fp4"), ("block_size", 7), ("enable_chunked_prefill", "yes"),
+    ("kv_cache_dtype", "fp4"), ("block_size", 7), ("enable_chunked_prefill", "maybe"),
     ("quantization", "awq; rm"), ("pipeline_parallel_size", 0), ("gpu_memory_utilization", 1.5),
 ])
 def test_bad_inventory_values_refused_by_the_schema(key, value):
