@@ -174,7 +174,20 @@ VARIABLES: list[Variable] = [
     Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
 ]
 
-SCHEMA = VarSchema(VARIABLES)
+# Names operators write for vfleet's variables (other tools' names, vLLM flags with
+# underscores): a warning points at the variable meant instead of silently ignoring them.
+ALIASES = {
+    "tp": "tensor_parallel_size", "tp_size": "tensor_parallel_size", "tensor_parallel": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size", "pp_size": "pipeline_parallel_size",
+    "port": "vllm_port", "host": "vllm_host", "model": "model_name", "served_name": "served_model_name",
+    "max_seqs": "max_num_seqs", "max_len": "max_model_len", "context_length": "max_model_len",
+    "gpu_util": "gpu_memory_utilization", "gpu_memory": "gpu_memory_utilization",
+    "version": "vllm_version", "api_key_path": "api_key_file", "prefix_caching": "enable_prefix_caching",
+    "chunked_prefill": "enable_chunked_prefill", "eager": "enforce_eager", "extra_args": "vllm_extra_args",
+    "env": "vllm_env", "user": "vllm_user",
+}
+
+SCHEMA = VarSchema(VARIABLES, aliases=ALIASES)
 
 
 def markdown_table() -> str:

@@ -71,7 +71,10 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
     console = Console(highlight=False)
     if config:
-        cfg = capacity.load_config(config)
+        try:
+            cfg = capacity.load_config(config)
+        except (OSError, ValueError) as exc:
+            raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
         if cpu_kvcache_space_gib:
             tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
             print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
