@@ -48,15 +48,20 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
     if not root.is_dir():
         raise VfleetError(f"--snapshot {snapshot_dir}: no such folder; make one with `vfleet preflight.capture`")
     out: dict[str, dict] = {}
+    listed = {p.name for p in root.iterdir() if p.is_dir()}  # never a path built from a host name
     for name in list(play.active):
         ctx = play.contexts[name]
         d = root / name
-        if not d.is_dir():
+        if name not in listed:
             ctx.step_name = "preflight: snapshot"
             ctx.record("facts", str(d), Status.SKIPPED, "no snapshot for this host")
             play.active.remove(name)
             continue
-        facts = facts_from_snapshot(d, ctx.config.as_vars())
+        try:
+            facts = facts_from_snapshot(d, ctx.config.as_vars())
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise VfleetError(f"--snapshot {d}: unreadable snapshot ({type(exc).__name__}: {exc}); "
+                              "capture it again with `vfleet preflight.capture`") from None
         ctx.result.facts = facts
         out[name] = facts
     return out

@@ -62,12 +62,15 @@ def unsafe_name(text: str) -> str | None:
 
     Names and addresses end up in ssh_config files and on ssh/rsync command lines: a
     newline would add an ssh_config directive, a space another argument, a leading '-' an
-    option (`-oProxyCommand=...`).
+    option (`-oProxyCommand=...`); host names also become folder names (snapshots, `render
+    --dest`), so a '/' or a name of dots would climb out of them.
     """
     if not text:
         return "is empty"
     if text.startswith("-"):
         return "starts with '-' (it would read as a command-line option)"
+    if "/" in text or text.strip(".") == "":
+        return "contains '/' or is only dots (host names become folder names)"
     for ch in text:
         if ch.isspace():
             return "contains whitespace"

@@ -38,6 +38,7 @@ def _inventory(case: dict[str, Any], tmp: Path) -> Path:
 
 def run_case(case: dict[str, Any], tmp: Path, monkeypatch, capsys) -> tuple[int, str, list]:
     for name, text in (case.get("files") or {}).items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_text(text)
         os.chmod(tmp / name, int(case.get("file_mode", "600"), 8))
     os.mkfifo(tmp / "fifo")
