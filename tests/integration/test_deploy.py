@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def test_killed_weight_transfer_leaves_live_model_and_resumes(fleet, tmp_path):
     (src / "extra-shard.bin").write_bytes(bytes(range(256)) * (40 * 4096))  # 40 MiB
     inv = write_deploy_inventory(fleet["lab"], tmp_path, extra={"model_source": str(src), "weights_bwlimit": 8000,
                                                                  "weights_fanout": False})
-    proc = subprocess.Popen(["python", "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--limit", "lab1"],
+    proc = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--limit", "lab1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     before = vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command",
                     "readlink /srv/models/tiny").stdout
