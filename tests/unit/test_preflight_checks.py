@@ -379,7 +379,7 @@ def test_capacity_check() -> None:
     v = {**V100, "max_model_len": 32768, "max_num_seqs": 256}
     c = by_id(host_checks(v, facts(v)), "capacity.kv")
     assert c.status == "warn" and "max_num_seqs 256" in c.message and "max_num_seqs <=" in c.fix
-    v1 = {**V100, "tensor_parallel_size": 1, "max_model_len": 32768, "gpu_memory_utilization": 0.5}
+    v1 = {**V100, "tensor_parallel_size": 1, "max_model_len": 32768, "gpu_memory_utilization": 0.55}
     c = by_id(host_checks(v1, facts(v1)), "capacity.kv")
     assert c.status == "fail" and "max_model_len" in c.fix
     assert by_id(host_checks(V100, facts(V100)), "capacity.kv").status == "pass"
