@@ -105,11 +105,20 @@ def check_dtype(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
 
 
 def check_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    """A quantisation whose kernels the GPU lacks fails (vLLM refuses it); one that only runs on a
+    slow fallback there (GPTQ without Marlin on CC < 8.0) warns."""
     quant = vars.get("quantization")
     req = vllm_facts.quantization_requirement(quant)
     if not quant or req is None:
         return None
-    bad = sorted({g.get("name") for g in facts.get("gpus") or [] if req["lack"] in vllm_facts.gpu_lacks(g.get("name"))})
+    names = {g.get("name") for g in facts.get("gpus") or []}
+    if req.get("severity") == "warn":
+        slow = sorted(n for n in names if req["lack"] in vllm_facts.gpu_slow(n))
+        if slow:
+            return Check("gpu.quantization", WARN, f"quantization {quant} on {', '.join(slow)}: {req['message']}",
+                         "prefer an fp16 checkpoint on these GPUs, or GPUs with CC >= 8.0 (Marlin)")
+        return Check("gpu.quantization", PASS, f"quantization {quant} is supported on these GPUs")
+    bad = sorted(n for n in names if req["lack"] in vllm_facts.gpu_lacks(n))
     if bad:
         return Check("gpu.quantization", FAIL, f"quantization {quant} needs {req['lack']} kernels, which "
                      f"{', '.join(bad)} lack", "use an fp16 checkpoint (or GPTQ without Marlin) on these GPUs")
@@ -149,8 +158,11 @@ def _last_release_for_cc(cc: str) -> str:
     return f"{rows[-1]['last'] or rows[-1]['first']}".replace(".999", ".x") if rows else "none"
 
 
-def _newest_release_for_driver(driver: str) -> str | None:
-    rows = [r for r in vllm_facts.data()["vllm_releases"] if vllm_facts.version_ge(driver, str(r["min_driver"]))]
+def _newest_release_for_driver(driver: str, native: bool) -> str | None:
+    """Newest release table row the driver runs natively, or at all (minor-version compatibility)."""
+    rels = [(r, vllm_facts.release_info(r["first"])) for r in vllm_facts.data()["vllm_releases"]]
+    rows = [r for r, rel in rels
+            if vllm_facts.version_ge(driver, rel.min_driver if native else (rel.compat_driver or rel.min_driver))]
     return (rows[-1]["last"] or rows[-1]["first"]).replace(".999", ".x") if rows else None
 
 
@@ -167,19 +179,28 @@ def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: 
                      "add the release to roles/data/vllm_facts.yaml (vllm_releases:)")
     if not driver:
         return Check(cid, WARN, "driver version unknown: requirement unchecked")
-    exact = vllm_facts.min_driver_for_cuda(rel.cuda)
-    supports = vllm_facts.max_cuda_for_driver(driver)
-    if not vllm_facts.version_ge(driver, rel.min_driver):
-        older = _newest_release_for_driver(driver)
-        alt = f", or pin `vllm_version` to {older} or older" if older else ""
-        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} (torch {rel.torch}) "
-                     f"and need driver >= {rel.min_driver} (CUDA {rel.cuda} needs >= {exact}); this host has "
-                     f"{driver} (CUDA {facts.get('cuda_version') or supports})",
-                     f"upgrade the NVIDIA driver to >= {exact}{alt}")
-    if exact and not vllm_facts.version_ge(driver, exact):
-        return Check(cid, WARN, f"driver {driver} is below {exact} (CUDA {rel.cuda}): vLLM {version} runs only "
-                     "through CUDA minor-version compatibility, with limits", f"upgrade the driver to >= {exact}")
-    return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.cuda} (>= {exact or rel.min_driver})")
+    builds = f"CUDA {rel.cuda} kernels" + (f", torch {rel.torch} on CUDA {rel.torch_cuda}"
+                                            if rel.torch_cuda and rel.torch_cuda != rel.cuda else "")
+    have = f"{driver} (CUDA {facts.get('cuda_version') or vllm_facts.max_cuda_for_driver(driver)})"
+    if vllm_facts.version_ge(driver, rel.min_driver):
+        return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.runtime_cuda} "
+                     f"({builds}: >= {rel.min_driver})")
+    if rel.compat_driver and vllm_facts.version_ge(driver, rel.compat_driver):
+        return Check(cid, WARN, f"vLLM {version} ({builds}) needs driver >= {rel.min_driver} natively; this "
+                     f"host has {have}, so it runs only through CUDA minor-version compatibility "
+                     f"(CUDA {rel.runtime_cuda.split('.')[0]}.x on >= {rel.compat_driver}): prebuilt kernels "
+                     "work, anything that needs PTX JIT or a newer driver API fails at run time",
+                     f"upgrade the NVIDIA driver to >= {rel.min_driver}")
+    older, native = _newest_release_for_driver(driver, False), _newest_release_for_driver(driver, True)
+    alt = f", or pin `vllm_version` to {older} or older" if older else ""
+    alt += f" ({native} or older natively)" if native and native != older else ""
+    fwd = vllm_facts.forward_compat()
+    cross = (f"; CUDA {rel.runtime_cuda.split('.')[0]} does not run on this driver's major even through "
+             f"minor-version compatibility: only CUDA forward compatibility ({fwd['gpus']} GPUs, the "
+             f"cuda-compat package) would, which vLLM enables with {fwd['env']}=1") if rel.compat_driver else ""
+    return Check(cid, FAIL, f"vLLM {version} ({builds}) needs driver >= {rel.min_driver} "
+                 f"(>= {rel.compat_driver or rel.min_driver} with minor-version compatibility); this host has "
+                 f"{have}{cross}", f"upgrade the NVIDIA driver to >= {rel.min_driver}{alt}")
 
 
 # --- tensor parallelism -----------------------------------------------------------------------
@@ -426,19 +447,31 @@ def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = 
     return Check("vllm.flags", PASS, f"every inventory flag is accepted by vLLM {version}")
 
 
+def _engine_on_host(version: str | None, facts: dict[str, Any]) -> str | None:
+    """Engine the version runs on this host: V0 where the release runs CC < 8.0 only on V0."""
+    rel, gpu = vllm_facts.release_info(version), _min_cc_gpu(facts)
+    if rel and gpu and rel.cc70 == "v0-only" and vllm_facts.cc_tuple(gpu["compute_capability"]) < (8, 0):
+        return "V0"
+    return vllm_facts.engine_for(version)
+
+
 def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    """Metric names that change between the installed and the pinned version (per engine: a V100
+    on 0.9.x still runs V0 and exports V0 names)."""
     installed = (facts.get("vllm_installed") or {}).get("version")
     new = vars.get(version_key)
     if not new:
         return Check("vllm.metrics", PASS, f"no {version_key} pinned: metric names not compared")
+    e_new = _engine_on_host(new, facts)
     if not installed:
-        return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} exports "
-                     f"{vllm_facts.engine_for(new)} metric names")
-    renames = vllm_facts.metric_renames(installed, new)
+        return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} ({e_new}) exports "
+                     + ", ".join(sorted(vllm_facts.metrics_exported(new, e_new))))
+    e_old = _engine_on_host(installed, facts)
+    renames = vllm_facts.metric_renames(installed, new, e_old, e_new)
     if renames:
         pairs = ", ".join(f"{a} -> {b}" for a, b in renames)
-        return Check("vllm.metrics", WARN, f"metric names change from installed {installed} "
-                     f"({vllm_facts.engine_for(installed)}) to {new} ({vllm_facts.engine_for(new)}): {pairs}",
+        return Check("vllm.metrics", WARN, f"metric names change from installed {installed} ({e_old}) to "
+                     f"{new} ({e_new}): {pairs}",
                      "make dashboards, alerts and drain gates accept both names before upgrading")
     return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
 
