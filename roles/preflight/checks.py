@@ -558,8 +558,11 @@ def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
                    check_tp_heads(vars, facts), check_topology(vars, facts), check_nccl_env(vars, facts),
                    check_pcie_acs(vars, facts),
                    check_ecc(vars, facts), check_persistence(vars, facts)]
-    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts),
-               check_installed(vars, facts)]
+    from .model_checks import model_checks  # model_checks builds on Check: imported here, not at the top
+
+    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts)]
+    checks += model_checks(vars, facts)
+    checks.append(check_installed(vars, facts))
     checks += upgrade_checks(vars, facts)
     if gpu_ok:
         checks.append(check_capacity(vars, facts))
