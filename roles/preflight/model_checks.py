@@ -13,7 +13,7 @@ from typing import Any
 
 from roles import vllm_facts
 
-from .checks import FAIL, PASS, WARN, Check
+from .check_base import FAIL, PASS, WARN, Check
 from .model_facts import TEMPLATE_FILES, custom_code_files
 
 # Inventory quantisation values vLLM accepts for a checkpoint of each quant_method (the Marlin
