@@ -35,7 +35,8 @@ DTYPE_BYTES = {
 # Memory held back per GPU besides weights and KV cache, fitted to vLLM 0.20.0 on an H200 with a
 # Llama-3.1-8B-shaped model (docs/evidence/h200-vllm-0.20.0/README.md: four starts varying
 # max_num_batched_tokens, max_num_seqs and --enforce-eager; the terms below reproduce all four
-# within 0.25 GiB, on the safe side):
+# within 0.25 GiB, on the safe side, and predicted two later starts, a Qwen2.5-7B shape and an
+# fp8 KV cache, within 0.3 % below vLLM's figure):
 # - FIXED_RESERVE_BYTES = 1.125 GiB: what vLLM counts as non-KV besides the activation peak and
 #   the sampler: non-torch allocations (cuBLAS workspaces, NCCL), the rotary cos/sin cache.
 #   Measured 1.11 GiB at every batch size.

@@ -10,7 +10,7 @@ import pytest
 from roles import vllm_facts as vf
 from roles.preflight import checks
 
-HELP_032 = (Path(vf.DATA_FILE).parent / "vllm-0.32.0-help.txt").read_text()
+HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}
 
 
 def _rows() -> list[tuple[str, dict]]:
@@ -29,19 +29,22 @@ def test_every_row_names_a_source() -> None:
             assert any(k.endswith("source") and table[k] for k in table), key
 
 
-def _in_help(flag: str) -> bool:
-    return re.search(rf"(^|[\s,\[]){re.escape(flag)}([\s,\]=]|$)", HELP_032, re.MULTILINE) is not None
+def _in_help(flag: str, version: str) -> bool:
+    return re.search(rf"(^|[\s,\[]){re.escape(flag)}([\s,\]=]|$)", HELPS[version], re.MULTILINE) is not None
 
 
+@pytest.mark.parametrize("version", sorted(HELPS))
 @pytest.mark.parametrize("flag", [r["flag"] for r in vf.data()["flags"]])
-def test_flag_rows_agree_with_the_032_help_capture(flag: str) -> None:
-    assert vf.flag_available(flag, "0.32.0") == _in_help(flag), flag
+def test_flag_rows_agree_with_real_help_captures(flag: str, version: str) -> None:
+    """0.20.0 captured on the H200 (docs/evidence/h200-vllm-0.20.0), 0.32.0 from the lab."""
+    assert vf.flag_available(flag, version) == _in_help(flag, version), (flag, version)
 
 
-def test_negative_forms_agree_with_the_032_help_capture() -> None:
-    negs = {f for f in vf.accepted_flags("0.32.0") if f.startswith("--no-")}
+@pytest.mark.parametrize("version", sorted(HELPS))
+def test_negative_forms_agree_with_real_help_captures(version: str) -> None:
+    negs = {f for f in vf.accepted_flags(version) if f.startswith("--no-")}
     assert {"--no-enable-prefix-caching", "--no-enable-chunked-prefill", "--no-enable-log-requests"} <= negs
-    assert all(_in_help(f) for f in negs)
+    assert all(_in_help(f, version) for f in negs)
 
 
 def test_flags_for_the_new_unit_variables() -> None:

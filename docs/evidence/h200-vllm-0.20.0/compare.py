@@ -14,18 +14,24 @@ from roles import capacity as cap  # noqa: E402
 
 HERE = Path(__file__).parent
 GPU_MIB = 143771  # nvidia-smi memory.total on the device (gpu.csv)
-RUNS = {  # log file -> the flags that differ from the rendered defaults
-    "default": dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=False),
-    "eager": dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True),
-    "b16k_s1024": dict(max_num_batched_tokens=16384, max_num_seqs=1024, enforce_eager=False),
-    "b2k_eager": dict(max_num_batched_tokens=2048, max_num_seqs=256, enforce_eager=True),
+LLAMA = "docs/evidence/llama-3.1-8b-config.json"
+QWEN = "tests/unit/data/facts/fixtures/qwen2.5-7b-instruct.config.json"
+RUNS = {  # log file -> (config.json, the flags that differ from the rendered defaults)
+    "default": (LLAMA, dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=False)),
+    "eager": (LLAMA, dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True)),
+    "b16k_s1024": (LLAMA, dict(max_num_batched_tokens=16384, max_num_seqs=1024, enforce_eager=False)),
+    "b2k_eager": (LLAMA, dict(max_num_batched_tokens=2048, max_num_seqs=256, enforce_eager=True)),
+    # predicted before these two ran (predicted-before-run.txt): not used to fit the reserve
+    "qwen_default": (QWEN, dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=False)),
+    "llama_fp8kv": (LLAMA, dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=False,
+                                kv_cache_dtype="fp8")),
 }
 
 
 def main() -> None:
-    config = json.loads((ROOT / "docs/evidence/llama-3.1-8b-config.json").read_text())
     rows = []
-    for name, kw in RUNS.items():
+    for name, (config_path, kw) in RUNS.items():
+        config = json.loads((ROOT / config_path).read_text())
         log = (HERE / f"{name}.log").read_text()
         logged = cap.parse_kv_cache_log(log)
         avail = float(re.search(r"Available KV cache memory: ([\d.]+) GiB", log).group(1))

@@ -1,7 +1,7 @@
 # serve NAME [extra flags]: start vLLM 0.20.0 as vfleet renders it, wait for ready, one completion, stop.
 name=$1; shift
-M=/tmp/models/llama-3.1-8b
-python3 -m vllm.entrypoints.cli.main serve $M --served-model-name llama-3.1-8b --dtype bfloat16 \
+M=${M:-/tmp/models/llama-3.1-8b}; NAME=${NAME:-llama-3.1-8b}
+python3 -m vllm.entrypoints.cli.main serve $M --served-model-name $NAME --dtype bfloat16 \
   --tensor-parallel-size 1 --max-model-len 32768 --max-num-seqs 256 --gpu-memory-utilization 0.9 \
   --port 8000 "$@" > $OUT/$name.log 2>&1 &
 pid=$!
@@ -13,6 +13,6 @@ done
 echo "== $name ready after ${i}s"
 nvidia-smi --query-gpu=memory.total,memory.used --format=csv,noheader,nounits | tee -a $OUT/$name.smi
 curl -s localhost:8000/v1/completions -H 'content-type: application/json' \
-  -d '{"model":"llama-3.1-8b","prompt":"w1 w2 w3","max_tokens":8}' | head -c 300; echo
+  -d '{"model":"'$NAME'","prompt":"w1 w2 w3","max_tokens":8}' | head -c 300; echo
 grep -E "KV cache|concurrency|memory|Memory|took|graph|max_num_batched_tokens|Chunked|profil" $OUT/$name.log | cut -c1-400
 kill -TERM $pid; wait $pid
