@@ -65,7 +65,7 @@ def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: 
         return Check(cid, WARN, "driver version unknown: requirement unchecked")
     builds = f"CUDA {rel.cuda} kernels" + (f", torch {rel.torch} on CUDA {rel.torch_cuda}"
                                             if rel.torch_cuda and rel.torch_cuda != rel.cuda else "")
-    have = f"{driver} (CUDA {facts.get('cuda_version') or vllm_facts.max_cuda_for_driver(driver)})"
+    have = f"{driver} (CUDA {facts.get('cuda_version') or vllm_facts.max_cuda_for_driver(driver) or 'unknown'})"
     if vllm_facts.version_ge(driver, rel.min_driver):
         return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.runtime_cuda} "
                      f"({builds}: >= {rel.min_driver})")
