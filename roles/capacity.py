@@ -54,6 +54,10 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
 MAX_SUGGESTED_SEQS = 1024
+# Model types whose transformers config class defaults tie_word_embeddings to True, so a config.json
+# that omits the key shares the embedding with the LM head (GemmaConfig, Gemma2Config, Gemma3TextConfig;
+# PretrainedConfig's own default is True too, but Llama/Qwen2/Mistral configs override it to False).
+TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
 
 
 def dtype_bytes(dtype: str | None, default: int = 2) -> int:
@@ -98,7 +102,7 @@ class ModelShape:
             hidden=hidden,
             intermediate=c.get("intermediate_size"),
             vocab=c.get("vocab_size"),
-            tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(c.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
             dtype=c.get("torch_dtype") or c.get("dtype"),
             # Qwen2 puts a bias on q/k/v without saying so in config.json.
             attention_bias=bool(c.get("attention_bias", model_type == "qwen2")),

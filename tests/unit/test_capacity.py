@@ -62,6 +62,9 @@ def test_llama_like_estimate_matches_published_qwen_size() -> None:
 def test_tied_embeddings_drop_lm_head() -> None:
     a = cap.estimate_param_count(cap.ModelShape.from_config(TINY))
     b = cap.estimate_param_count(cap.ModelShape.from_config({**TINY, "tie_word_embeddings": True}))
+    # gemma-2 configs omit the key and tie by default (Gemma2Config); a Llama that omits it does not.
+    assert cap.ModelShape.from_config({**TINY, "model_type": "gemma2"}).tie_word_embeddings
+    assert not cap.ModelShape.from_config({**TINY, "model_type": "llama"}).tie_word_embeddings
     assert a - b == 4096 * 256
 
 
