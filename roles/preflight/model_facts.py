@@ -74,3 +74,13 @@ def model_facts_from_folder(path: str | Path) -> dict[str, Any]:
         config = None
     return {"model_config": config if isinstance(config, dict) else None, "model_files": files,
             "tokenizer_config": tokenizer_meta(read("tokenizer_config.json"))}
+
+
+def with_model_source(facts: dict[str, Any], vars: dict[str, Any]) -> dict[str, Any]:
+    """`facts` with the model keys the host could not give (weights not synced yet) filled from the
+    controller's `model_source` folder; `host:/path` sources live on the host and add nothing."""
+    src = str(vars.get("model_source") or "")
+    if not src or ":" in src or not Path(src).is_dir():
+        return facts
+    local = model_facts_from_folder(src)
+    return {**facts, **{k: v for k, v in local.items() if not facts.get(k)}}

@@ -8,7 +8,7 @@ import pytest
 
 from roles.preflight import host_checks
 from roles.preflight import model_checks as mc
-from roles.preflight.model_facts import custom_code_files, model_facts_from_folder
+from roles.preflight.model_facts import custom_code_files, model_facts_from_folder, with_model_source
 
 MODELS = Path(__file__).parent / "data" / "models"
 V100 = [{"index": 0, "name": "Tesla V100-PCIE-32GB", "compute_capability": "7.0", "memory_total_mib": 32768,
@@ -98,3 +98,13 @@ def test_host_checks_include_the_model_checks_and_the_bf16_config_on_v100() -> N
     assert got["model.chat_template"] == "fail" and got["model.remote_code"] == "fail"
     assert got["model.max_model_len"] == "pass"
     assert got["gpu.dtype"] in ("warn", "fail")   # config says bfloat16, the V100 cannot
+
+
+def test_controller_model_source_fills_what_the_host_lacks() -> None:
+    src = str(MODELS / "yuan2_custom_code")
+    got = with_model_source({"model_config": None, "model_files": None, "gpus": V100}, {"model_source": src})
+    assert got["model_files"][0] == "config.json" and got["model_config"]["model_type"] == "yuan"
+    assert got["gpus"] == V100
+    host = {"model_files": ["config.json"], "model_config": {"model_type": "llama"}}
+    assert with_model_source(host, {"model_source": src})["model_config"] == {"model_type": "llama"}
+    assert with_model_source(host, {"model_source": "gpu01:/srv/weights/x"}) is host
