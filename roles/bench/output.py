@@ -1,7 +1,7 @@
 """What a sweep leaves behind: the terminal table, JSON (everything), CSV (one row a level,
 flat columns) and a PNG a person reads at a glance (matplotlib, Agg backend: no display):
-top, output-token and request throughput against the level; bottom, TTFT p95 and TPOT p95;
-the knee marked on both, the SLO drawn when one was given."""
+output-token throughput, TTFT p95 and TPOT p95 (with E2E p95) against the level, the knee
+marked through all of them, the SLO drawn when one was given."""
 from __future__ import annotations
 
 import csv
@@ -114,64 +114,79 @@ def print_analysis(console: Console, analysis: dict[str, Any]) -> None:
 
 
 def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
-    """One figure per sweep: a column per mode (concurrency, rate). Returns the modes drawn."""
+    """One column per mode (concurrency, rate), three panels sharing the x axis: output
+    tokens/s (each point labelled with its requests/s), TTFT p95 (and p50) with the TTFT SLO,
+    TPOT p95 with E2E p95 on a second axis and the E2E SLO. The knee is a dashed line through
+    all three. Returns the modes drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     modes = [m for m in ("concurrency", "rate") if any(x["mode"] == m for x in result["levels"])]
-    fig, axes = plt.subplots(2, len(modes), figsize=(7.5 * len(modes), 8), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(3, len(modes), figsize=(7.5 * len(modes), 10), squeeze=False, sharex="col",
+                             gridspec_kw={"height_ratios": [1.2, 1, 1]})
     slo = (result.get("settings") or {}).get("slo") or {}
     for col, mode in enumerate(modes):
         lv = sorted((x for x in result["levels"] if x["mode"] == mode), key=lambda x: x["value"])
         xs = [x["value"] for x in lv]
-        top, bottom = axes[0][col], axes[1][col]
-        top.plot(xs, [x["output_throughput"] for x in lv], "o-", color="tab:blue", label="output tokens/s")
-        top.set_ylabel("output tokens/s", color="tab:blue")
-        top.set_ylim(bottom=0)
-        r = top.twinx()
-        r.plot(xs, [x["request_throughput"] for x in lv], "s--", color="tab:green", label="requests/s")
-        r.set_ylabel("requests/s", color="tab:green")
-        r.set_ylim(bottom=0)
-        top.grid(True, alpha=0.3)
-        top.set_title(f"{result.get('model', '')} via {result.get('target', {}).get('url', '')}: "
-                      f"{'concurrency' if mode == 'concurrency' else 'Poisson rate'} sweep", fontsize=10)
+        thr, ttft, tpot = axes[0][col], axes[1][col], axes[2][col]
 
         def ms(key: str, p: str = "p95") -> list[float]:
             return [float("nan") if x[key][p] is None else x[key][p] for x in lv]
 
-        bottom.plot(xs, ms("ttft_ms"), "o-", color="tab:red", label="TTFT p95")
-        bottom.plot(xs, ms("e2e_ms"), "^:", color="tab:purple", alpha=0.6, label="E2E p95")
-        bottom.set_ylabel("TTFT / E2E p95 (ms)")
-        bottom.set_ylim(bottom=0)
-        b2 = bottom.twinx()
-        b2.plot(xs, ms("tpot_ms"), "d-", color="tab:orange", label="TPOT p95")
-        b2.set_ylabel("TPOT p95 (ms/token)", color="tab:orange")
-        b2.set_ylim(bottom=0)
-        bottom.grid(True, alpha=0.3)
-        bottom.set_xlabel("concurrent requests" if mode == "concurrency" else "requests/s offered (Poisson)")
+        thr.plot(xs, [x["output_throughput"] for x in lv], "o-", color="tab:blue", lw=2, label="output tokens/s")
+        for x in lv:
+            thr.annotate(f"{x['output_throughput']:,.0f}\n{x['request_throughput']:.2f} req/s",
+                         (x["value"], x["output_throughput"]), textcoords="offset points", xytext=(0, 8),
+                         ha="center", fontsize=7.5, color="tab:blue")
+        thr.set_ylabel("output tokens/s")
+        thr.set_ylim(0, max([x["output_throughput"] for x in lv] + [1]) * 1.3)
+        thr.set_title(f"{result.get('model', '')} via {result.get('target', {}).get('url', '')}: "
+                      f"{'concurrency' if mode == 'concurrency' else 'Poisson rate'} sweep", fontsize=10)
+
+        ttft.plot(xs, ms("ttft_ms"), "o-", color="tab:red", lw=2, label="TTFT p95")
+        ttft.plot(xs, ms("ttft_ms", "p50"), "o:", color="tab:red", alpha=0.5, label="TTFT p50")
         if slo.get("ttft_p95_s"):
-            bottom.axhline(slo["ttft_p95_s"] * 1000, color="tab:red", ls="--", lw=0.8, label="TTFT SLO")
+            ttft.axhline(slo["ttft_p95_s"] * 1000, color="tab:red", ls="--", lw=0.8, label="TTFT p95 target")
+        ttft.set_ylabel("TTFT (ms)")
+        ttft.set_ylim(bottom=0)
+
+        tpot.plot(xs, ms("tpot_ms"), "d-", color="tab:orange", lw=2, label="TPOT p95")
+        tpot.set_ylabel("TPOT p95 (ms/token)", color="tab:orange")
+        tpot.set_ylim(bottom=0)
+        e2e = tpot.twinx()
+        e2e.plot(xs, ms("e2e_ms"), "^:", color="tab:purple", alpha=0.7, label="E2E p95")
         if slo.get("e2e_p95_s"):
-            bottom.axhline(slo["e2e_p95_s"] * 1000, color="tab:purple", ls="--", lw=0.8, label="E2E SLO")
+            e2e.axhline(slo["e2e_p95_s"] * 1000, color="tab:purple", ls="--", lw=0.8, label="E2E p95 target")
+        e2e.set_ylabel("E2E p95 (ms)", color="tab:purple")
+        e2e.set_ylim(bottom=0)
+        tpot.set_xlabel("concurrent requests" if mode == "concurrency" else "requests/s offered (Poisson)")
+        for ax in (thr, ttft, tpot):
+            ax.grid(True, alpha=0.3)
         if len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) >= 8:
-            top.set_xscale("log", base=2)
-            top.set_xticks(xs, [f"{x:g}" for x in xs])
+            thr.set_xscale("log", base=2)
+        thr.set_xticks(xs, [f"{x:g}" for x in xs])
         a = (result.get("analysis") or {}).get(mode) or {}
         knee = a.get("knee") or {}
         if knee.get("found"):
-            for ax in (top, bottom):
+            for ax in (thr, ttft, tpot):
                 ax.axvline(knee["value"], color="black", ls="--", lw=1.2)
-            top.annotate(f"knee: {knee['value']:g}\nmax_num_seqs {a.get('suggested_max_num_seqs')}",
-                         xy=(knee["value"], top.get_ylim()[1] * 0.5), xytext=(6, 0), textcoords="offset points",
-                         fontsize=9, fontweight="bold")
-        h1, l1 = top.get_legend_handles_labels()
-        h2, l2 = r.get_legend_handles_labels()
-        top.legend(h1 + h2, l1 + l2, loc="lower right", fontsize=8)
-        h1, l1 = bottom.get_legend_handles_labels()
-        h2, l2 = b2.get_legend_handles_labels()
-        bottom.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
+            thr.text(0.02, 0.95, f"knee at {knee['value']:g}: suggested max_num_seqs {a.get('suggested_max_num_seqs')}"
+                     f" per host, client limit {a.get('suggested_client_concurrency')}",
+                     transform=thr.transAxes, va="top", fontsize=9, fontweight="bold")
+        elif knee.get("value") is not None:
+            thr.text(0.02, 0.95, f"no knee up to {knee['value']:g}: throughput still grows",
+                     transform=thr.transAxes, va="top", fontsize=9)
+        best = (a.get("slo") or {}).get("highest_level", "none")
+        if best != "none":
+            thr.text(0.02, 0.86, "target met up to: " + ("no level" if best is None else f"{best:g}"),
+                     transform=thr.transAxes, va="top", fontsize=9, color="darkgreen")
+        thr.legend(loc="lower right", fontsize=8)
+        ttft.legend(loc="upper left", fontsize=8)
+        h1, l1 = tpot.get_legend_handles_labels()
+        h2, l2 = e2e.get_legend_handles_labels()
+        tpot.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
     fig.tight_layout()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
