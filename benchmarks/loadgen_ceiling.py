@@ -139,6 +139,7 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     best = max(rows, key=lambda x: x["request_throughput"])
     return emit({"benchmark": "loadgen_ceiling", "machine": f"{platform.node()} {os.cpu_count()} CPUs",
+                 "load_average_after": [round(x, 2) for x in os.getloadavg()],
                  "body": f"{args.tokens} one-token chunks + usage, {len(body)} bytes", "levels": rows,
                  "ceiling_requests_per_s": best["request_throughput"], "at": best["level"],
                  "ceiling_output_tokens_per_s": best["output_throughput"]}, args.out)

@@ -239,3 +239,20 @@ def test_unreachable_target_fails_cleanly(tmp_path):
     assert p.returncode == 1 and "connect" in p.stdout and "Traceback" not in p.stderr
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["levels"][0]["errors"] == {"connect": 3}
+
+
+def test_timings_match_what_the_server_did(fake, tmp_path):
+    """Ground truth: the fake sleeps 2 x TOKEN_S before its first content chunk... plus one
+    TOKEN_S per chunk of two tokens. At concurrency 1: TTFT = 3 x TOKEN_S, ITL = TOKEN_S,
+    TPOT = (5 - 1) x TOKEN_S / (10 - 1) tokens. The measurement adds only loopback and parsing."""
+    inv = _inventory(tmp_path, fake.port)
+    p = _vfleet("bench", "--inventory", str(inv), "--host", "node1", "--concurrency", "1", "--requests", "12",
+                "--warmup", "1", "--input-len", "16", "--output-len", "10", "--out", str(tmp_path),
+                "--no-server-metrics")
+    assert p.returncode == 0, p.stdout + p.stderr
+    lv = json.loads((tmp_path / "bench.json").read_text())["levels"][0]
+    ms = TOKEN_S * 1000
+    assert 3 * ms <= lv["ttft_ms"]["p50"] <= 3 * ms + 12, lv["ttft_ms"]
+    assert ms <= lv["itl_ms"]["p50"] <= ms + 4, lv["itl_ms"]
+    assert 4 * ms / 9 <= lv["tpot_ms"]["p50"] <= 4 * ms / 9 * 1.3, lv["tpot_ms"]
+    assert lv["mean_output_tokens"] == 10
