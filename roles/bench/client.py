@@ -4,13 +4,14 @@ only from `usage`: a chunk may carry several tokens (or none), so counting chunk
 Every failure is classified by kind, so a level's errors read as {"http_503": 4, ...}."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import aconnect_sse
+from httpx_sse import SSEError, aconnect_sse
 
 
 @dataclass
@@ -68,23 +69,28 @@ def request_body(model: str, messages: list[dict[str, str]], max_tokens: int | N
 
 
 def _kind(exc: Exception) -> str:
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
         return "timeout"
+    if isinstance(exc, SSEError):
+        return "not_sse"  # a 200 that is not an event stream
     if isinstance(exc, httpx.ConnectError):
         return "connect"
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return "disconnected"
-    if isinstance(exc, json.JSONDecodeError):
+    if isinstance(exc, (json.JSONDecodeError, TypeError, AttributeError)):
         return "bad_json"
     return type(exc).__name__
 
 
 async def send(client: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], index: int,
-               warmup: bool = False) -> RequestRecord:
+               warmup: bool = False, total_timeout_s: float | None = None) -> RequestRecord:
+    """One request; never raises for what the server or network did. total_timeout_s bounds
+    the whole request (httpx's timeouts bound each read, not a slow stream)."""
     rec = RequestRecord(index, time.perf_counter(), warmup=warmup)
     done = False
     try:
-        async with aconnect_sse(client, "POST", ep.base_url + ep.path, json=body, headers=ep.headers()) as es:
+        async with asyncio.timeout(total_timeout_s), \
+                aconnect_sse(client, "POST", ep.base_url + ep.path, json=body, headers=ep.headers()) as es:
             if es.response.status_code != 200:
                 await es.response.aread()
                 rec.error = f"http_{es.response.status_code}"
@@ -109,7 +115,7 @@ async def send(client: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], in
                 if usage:
                     rec.prompt_tokens = usage.get("prompt_tokens")
                     rec.completion_tokens = usage.get("completion_tokens")
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, json.JSONDecodeError, TimeoutError, TypeError, AttributeError) as exc:
         rec.error, rec.detail = _kind(exc), f"{type(exc).__name__}: {exc}"[:200]
         return rec
     finally:

@@ -136,7 +136,7 @@ class Sweep:
                 async def worker() -> None:
                     while may_issue():
                         idx, warm = issue()
-                        done(await send(client, self.endpoint, self._body(idx), idx, warm))
+                        done(await send(client, self.endpoint, self._body(idx), idx, warm, s.timeout_s))
 
                 await asyncio.gather(*(worker() for _ in range(int(level.value))))
             else:
@@ -148,7 +148,7 @@ class Sweep:
 
                 async def one(idx: int, warm: bool) -> None:
                     try:
-                        done(await send(client, self.endpoint, self._body(idx), idx, warm))
+                        done(await send(client, self.endpoint, self._body(idx), idx, warm, s.timeout_s))
                     finally:
                         sem.release()
 

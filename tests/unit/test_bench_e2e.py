@@ -73,6 +73,11 @@ class FakeVLLM:
                 if self.path != "/v1/chat/completions":
                     return self._json(404, {"error": "no"})
                 prompt = body["messages"][-1]["content"]
+                if body["model"] == "json-not-sse":
+                    return self._json(200, {"choices": []})
+                if body["model"] == "stall":
+                    time.sleep(3)
+                    return self._json(200, {})
                 with fake.lock:
                     fake.prompts.append(prompt)
                     fake.bodies.append(body)
@@ -256,3 +261,21 @@ def test_timings_match_what_the_server_did(fake, tmp_path):
     assert ms <= lv["itl_ms"]["p50"] <= ms + 4, lv["itl_ms"]
     assert 4 * ms / 9 <= lv["tpot_ms"]["p50"] <= 4 * ms / 9 * 1.3, lv["tpot_ms"]
     assert lv["mean_output_tokens"] == 10
+
+
+def test_failures_are_classified_and_bounded(fake):
+    """A 200 that is not an event stream, and a server that stalls past the request's total
+    timeout: each request ends, classified, and the level stops by itself."""
+    from roles.bench.client import Endpoint
+    from roles.bench.prompts import SyntheticPrompts
+    from roles.bench.sweep import Level, Sweep, SweepSettings
+
+    url = f"http://127.0.0.1:{fake.port}"
+    settings = SweepSettings(requests=2, warmup=0, output_len=4, timeout_s=0.5)
+    r = Sweep(Endpoint(url, "json-not-sse", KEY), SyntheticPrompts(8), [], settings).run_level(Level("concurrency", 2))
+    assert r["errors"] == {"not_sse": 2}
+    t0 = time.monotonic()
+    r = Sweep(Endpoint(url, "stall", KEY), SyntheticPrompts(8), [], settings).run_level(Level("concurrency", 2))
+    assert r["errors"] == {"timeout": 2} and time.monotonic() - t0 < 2.5
+    r = Sweep(Endpoint(url, "tiny", "wrong-key"), SyntheticPrompts(8), [], settings).run_level(Level("rate", 50))
+    assert r["errors"] == {"http_401": 2} and r["completed"] == 0
