@@ -22,7 +22,9 @@ from vfleet.tasks.common import cli_errors, helptext, load, select
 DEFAULT_CONCURRENCY = "1,4,16,64"
 
 BENCH_HELP = helptext(
-    "inventory", "limit", "set", "report",
+    "inventory", "set", "report",
+    limit="vLLM hosts behind the target: whose /metrics are sampled, and what max_num_seqs is split over "
+          "(default: all of group vllm)",
     target="Gateway host to send through (default: the first of group gateways)",
     host="Send to this one vLLM host directly instead of through a gateway",
     concurrency=f"Concurrency levels, e.g. 1,4,16,64,128 (default {DEFAULT_CONCURRENCY} when no --rate)",
