@@ -98,6 +98,10 @@ def analyse(levels: list[dict[str, Any]], n_hosts: int, slo_ttft_p95_s: float | 
             a["suggested_client_concurrency"] = inflight
             a["suggested_max_num_seqs"] = max(1, math.ceil(inflight / max(n_hosts, 1)))
             a["lower_bound"] = not knee["found"]
+            hosts = ((at.get("server") or {}).get("hosts") or {}).values()
+            running = [h["running_max"] for h in hosts if "running_max" in h]
+            if running:  # what the server actually batched at the knee (capped by its max_num_seqs)
+                a["server_running_max_at_knee"] = max(running)
         slo = highest_meeting(lv, slo_ttft_p95_s, slo_e2e_p95_s)
         if slo is not None:
             a["slo"] = slo

@@ -104,7 +104,9 @@ def print_analysis(console: Console, analysis: dict[str, Any]) -> None:
         console.print(f"[bold]{mode}[/]: {word} {knee['value']:g}{unit}: {knee['reason']}")
         bound = " (at least: the knee was not reached)" if a.get("lower_bound") else ""
         console.print(f"  suggested max_num_seqs per vLLM host: [bold]{a['suggested_max_num_seqs']}[/]{bound}; "
-                      f"client concurrency limit: [bold]{a['suggested_client_concurrency']}[/]")
+                      f"client concurrency limit: [bold]{a['suggested_client_concurrency']}[/]"
+                      + (f" (the server ran at most {a['server_running_max_at_knee']:g} at once per host there)"
+                         if "server_running_max_at_knee" in a else ""))
         if "slo" in a:
             slo = a["slo"]
             want = ", ".join(f"{k} <= {slo[k + '_p95_s']:g} s" for k in ("ttft", "e2e") if slo[k + "_p95_s"] is not None)

@@ -192,6 +192,7 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
     assert a["knee"]["found"] and a["knee"]["value"] in (4, 8), a
     k = a["knee"]["value"]
     assert a["suggested_max_num_seqs"] == k and a["suggested_client_concurrency"] == k
+    assert a["server_running_max_at_knee"] == min(k, SLOTS)
     assert a["slo"]["highest_level"] in (4, 8) and "TTFT p95" in a["slo"]["levels"]["16"]
     assert f"suggested max_num_seqs per vLLM host: {k}" in p.stdout
     # every request asked for usage, exact lengths, and no two prompts were the same
