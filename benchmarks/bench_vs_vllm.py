@@ -85,7 +85,9 @@ def main() -> int:
     if not cli:
         raise SystemExit(f"no working `vllm bench serve` on {client.name}: {so[-800:]} {se[-800:]}")
     flags = set(so.split())
-    version = remote([client], "vllm version", "/opt/vllm/current/bin/python -c 'import vllm; print(vllm.__version__)'")[1].strip()
+    version_out = remote([client], "vllm version",
+                         "/opt/vllm/current/bin/python -c 'import vllm; print(vllm.__version__)' 2>/dev/null")[1]
+    version = (version_out.strip().splitlines() or ["?"])[-1]  # vLLM may log to stdout before it
 
     results = []
     for c in [int(x) for x in args.concurrency.split(",")]:
