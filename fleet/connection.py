@@ -1,6 +1,6 @@
 """Connections to hosts: Fabric's Connection for SSH, a subprocess for `localhost`.
 
-Both expose the same three calls (run, put_bytes, close) so operations never care which one
+Both expose the same two calls (run, close) so operations never care which one
 they talk to. Fabric's defaults are changed where a fleet tool needs stricter ones: host keys
 are checked against known_hosts unless the inventory explicitly opts out, every command has a
 timeout, and failures become UnreachableError/CommandError with a one-line operator message."""
@@ -12,7 +12,6 @@ import shlex
 import socket
 import time
 import subprocess
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -68,7 +67,6 @@ class ConnectionSettings:
 
 class HostConnection(Protocol):
     def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult: ...
-    def put_bytes(self, data: bytes, remote_path: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -179,14 +177,6 @@ class SSHConnection:
         return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"),
                              timed_out=timed_out)
 
-    def put_bytes(self, data: bytes, remote_path: str) -> None:
-        import io
-
-        try:
-            self.conn.put(io.BytesIO(data), remote=remote_path)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise CommandError(f"{self.name}: upload to {remote_path} failed: {exc}") from None
-
     def close(self) -> None:
         self.conn.close()
 
@@ -211,12 +201,6 @@ class LocalConnection:
             err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             return CommandResult(command, -1, out, err, timed_out=True)
         return CommandResult(command, p.returncode, p.stdout, p.stderr)
-
-    def put_bytes(self, data: bytes, remote_path: str) -> None:
-        tmp = f"{remote_path}.{uuid.uuid4().hex[:8]}.part"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, remote_path)
 
     def close(self) -> None:
         pass

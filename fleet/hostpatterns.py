@@ -13,7 +13,11 @@ import string
 
 from fleet.errors import VfleetError
 
-__all__ = ["expand_host_range", "has_host_range", "match_limit", "split_limit"]
+__all__ = ["expand_host_range", "has_host_range", "host_range_size", "match_limit",
+           "split_limit", "MAX_LIMIT_RANGE"]
+
+# A --limit range is compared with the inventory's names, so it is expanded; this bounds it.
+MAX_LIMIT_RANGE = 1_000_000
 
 # One bracketed range: [start:end] or [start:end:step]; start may be empty (= 0), as in Ansible.
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
@@ -22,6 +26,26 @@ _RANGE = re.compile(r"\[([^\[\]]*)\]")
 def has_host_range(pattern: str) -> bool:
     """True when a host name holds a `[a:b]` range, so the loader knows to expand it."""
     return any(":" in m.group(1) for m in _RANGE.finditer(pattern))
+
+
+def host_range_size(pattern: str) -> int:
+    """How many names a pattern expands to, without expanding it: the loader checks this
+    against its host limit first, because `gpu[0:10000000]` would otherwise fill memory."""
+    size, rest = 1, pattern
+    while True:
+        match = next((m for m in _RANGE.finditer(rest) if ":" in m.group(1)), None)
+        if match is None:
+            expand_host_range(rest)   # the same errors as expanding would give
+            return size
+        parts = match.group(1).split(":")
+        beg, end = (parts[0].strip() or "0"), (parts[1].strip() if len(parts) > 1 else "")
+        step = parts[2].strip() if len(parts) == 3 else "1"
+        if (len(parts) in (2, 3) and step.isdigit() and int(step) >= 1
+                and beg.isdigit() and end.isdigit() and int(beg) <= int(end)):
+            size *= (int(end) - int(beg)) // int(step) + 1
+        else:
+            size *= len(_expand_one(pattern, match.group(1)))   # letters: at most 52
+        rest = rest[: match.start()] + "x" + rest[match.end():]
 
 
 def expand_host_range(pattern: str) -> list[str]:
@@ -115,6 +139,9 @@ def _match_term(term: str, hosts: list[str], groups: dict[str, list[str]]) -> li
         return _union([h for h in hosts if rx.match(h)], *(groups[g] for g in found))
     if has_host_range(term):
         try:
+            if host_range_size(term) > MAX_LIMIT_RANGE:
+                raise ValueError(f"host range '{term}' expands to more than "
+                                 f"{MAX_LIMIT_RANGE} names; use a glob such as 'gpu*'")
             names = set(expand_host_range(term))
         except ValueError as exc:
             raise VfleetError(f"--limit: {exc}") from None

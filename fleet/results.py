@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class Status(str, Enum):
@@ -57,6 +59,15 @@ class HostResult:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    # What steps tell later steps about this host, one typed record per kind (the service
+    # step's outcome, say): never string keys in `data`, which is for the report.
+    notes: dict[type, Any] = field(default_factory=dict, repr=False)
+
+    def note(self, record: Any) -> None:
+        self.notes[type(record)] = record
+
+    def get(self, kind: type[T]) -> T | None:
+        return self.notes.get(kind)
 
     def add(self, result: StepResult) -> StepResult:
         self.steps.append(result)

@@ -63,12 +63,17 @@ STATUS_STYLE = {
 
 
 class HostContext:
-    """What a step function gets for one host: its vars, a lazily opened connection, the run
-    options and a place to record results and notify handlers."""
+    """What a step function gets for one host: its typed config (whatever the Play's
+    `configure` made of the host: the engine does not look inside), a lazily opened
+    connection, the run options, and a place to record results and notify handlers.
 
-    def __init__(self, play: "Play", host: Host):
+    Notifications persist across steps, as Ansible's handlers do: the weights step can notify
+    the restart that only the service step knows how to do, and it runs once, there."""
+
+    def __init__(self, play: "Play", host: Host, config: Any = None):
         self.play = play
         self.host = host
+        self.config = config
         self.result = play.results[host.name]
         self.step_name = ""
         self._conn: HostConnection | None = None
@@ -81,6 +86,7 @@ class HostContext:
 
     @property
     def vars(self) -> dict[str, Any]:
+        """The merged inventory vars; the engine reads only its own (connection) settings."""
         return self.host.vars
 
     @property
@@ -155,19 +161,21 @@ class HostContext:
 
 
 StepFn = Callable[[HostContext], Any]
+ConfigFactory = Callable[[Host], Any]
 
 
 class Play:
     """One task invocation over a set of hosts: runs steps, tracks who is still in, recaps."""
 
     def __init__(self, task: str, hosts: list[Host], options: RunOptions | None = None,
-                 console: Console | None = None):
+                 console: Console | None = None, configure: ConfigFactory | None = None):
         self.task = task
         self.hosts = list(hosts)
         self.options = options or RunOptions()
         self.console = console or Console(stderr=False, highlight=False)
         self.results: dict[str, HostResult] = {h.name: HostResult(h.name) for h in self.hosts}
-        self.contexts: dict[str, HostContext] = {h.name: HostContext(self, h) for h in self.hosts}
+        self.contexts: dict[str, HostContext] = {
+            h.name: HostContext(self, h, configure(h) if configure else None) for h in self.hosts}
         self.active: list[str] = [h.name for h in self.hosts]
         # the hosts --limit chose; a play may hold others only to act through them (the
         # gateways that drain a host during a rolling restart)
@@ -194,6 +202,12 @@ class Play:
                                soft_wrap=True)
             if res.diff and self.options.diff:
                 self.console.print(res.diff, markup=False, highlight=False, soft_wrap=True)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print to the play's console without interleaving with other hosts' lines."""
+        kwargs.setdefault("highlight", False)
+        with self._lock:
+            self.console.print(*objects, **kwargs)
 
     def banner(self, text: str) -> None:
         with self._lock:
@@ -251,7 +265,8 @@ class Play:
                  handlers: dict[str, StepFn] | None = None, forks: int | None = None,
                  budget_among: list[str] | None = None) -> dict[str, Any]:
         """Run fn on every active host (or the given subset), at most `forks` at a time.
-        Handlers notified during the step run once per host right after its step. Returns
+        Handlers notified during this step or an earlier one run once per host right after
+        this step, if it offers them (else they stay pending). Returns
         {host: fn's return value} for the hosts that did not fail."""
         if self.aborted:
             raise PlayAborted(self.aborted)
@@ -264,17 +279,14 @@ class Play:
         def one(host_name: str) -> None:
             ctx = self.contexts[host_name]
             ctx.step_name = name
-            ctx.notified = []
             value = self._call(ctx, fn, name)
             if host_name in self.active:
                 out[host_name] = value
-                for h in list(ctx.notified):
-                    if handlers and h in handlers and host_name in self.active:
+                for h in [h for h in ctx.notified if handlers and h in handlers]:
+                    if host_name in self.active:
                         ctx.step_name = f"{name}: handler {h}"
+                        ctx.notified.remove(h)
                         self._call(ctx, handlers[h], h)
-                    elif not handlers or h not in handlers:
-                        ctx.record("handler", h, Status.FAILED, "notified but no such handler")
-            ctx.notified = []
 
         workers = max(1, min(forks or self.options.forks, len(targets)))
         with self.progress.running():

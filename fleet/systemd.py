@@ -1,5 +1,7 @@
-"""systemd operations: unit enabled/started state, daemon-reload, restart, journal tails.
-Restarts are meant to be handlers: they run only when a unit or its environment changed."""
+"""systemd actions that are not states: restart and start (handlers, rollouts), stop, and
+journal tails for error messages. Enabled/started states are planned with
+fleet.changes.service_changes from a fleet.facts.UnitFact; daemon-reload is
+fleet.changes.daemon_reload. Unit names are passed after `--`, so none is read as an option."""
 from __future__ import annotations
 
 import shlex
@@ -10,46 +12,7 @@ from fleet.runner import HostContext, HostFailed
 
 q = shlex.quote
 
-
-def unit_state(ctx: HostContext, unit: str) -> tuple[str, str]:
-    """(is-enabled, is-active) words, e.g. ("enabled", "active") or ("not-found", "inactive")."""
-    r = ctx.run(f"systemctl is-enabled {q(unit)} 2>/dev/null || true; systemctl is-active {q(unit)} 2>/dev/null || true")
-    words = r.stdout.split()
-    enabled = words[0] if len(words) > 1 else "not-found"
-    active = words[-1] if words else "unknown"
-    return enabled, active
-
-
-def service(ctx: HostContext, unit: str, *, enabled: bool = True, started: bool = True) -> StepResult:
-    """Ensure a unit is enabled (or not) and running (or stopped). Starting a stopped unit is a
-    change; a running one is left alone (restarts are a handler's job)."""
-    t0 = time.monotonic()
-    is_enabled, is_active = unit_state(ctx, unit)
-    todo: list[str] = []
-    if enabled and is_enabled not in ("enabled", "static", "alias"):
-        todo.append("enable")
-    if not enabled and is_enabled == "enabled":
-        todo.append("disable")
-    if started and is_active != "active":
-        todo.append("start")
-    if not started and is_active in ("active", "activating", "reloading"):
-        todo.append("stop")
-    if not todo:
-        return ctx.record("service", unit, Status.OK, f"{is_enabled}, {is_active}", elapsed_s=time.monotonic() - t0)
-    if ctx.check:
-        return ctx.record("service", unit, Status.CHANGED, "would " + ", ".join(todo))
-    for verb in todo:
-        r = ctx.run(f"systemctl {verb} {q(unit)}")
-        if not r.ok:
-            raise HostFailed(f"systemctl {verb} {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
-    return ctx.record("service", unit, Status.CHANGED, ", ".join(todo), elapsed_s=time.monotonic() - t0)
-
-
-def daemon_reload(ctx: HostContext) -> StepResult:
-    if ctx.check:
-        return ctx.record("systemd", "daemon-reload", Status.SKIPPED, "check mode")
-    ctx.must("systemctl daemon-reload", what="systemctl daemon-reload")
-    return ctx.record("systemd", "daemon-reload", Status.CHANGED)
+__all__ = ["restart", "start", "stop", "journal_tail"]
 
 
 def _start_or_restart(ctx: HostContext, verb: str, done: str, unit: str, no_block: bool) -> StepResult:
@@ -58,7 +21,7 @@ def _start_or_restart(ctx: HostContext, verb: str, done: str, unit: str, no_bloc
     t0 = time.monotonic()
     flag = " --no-block" if no_block else ""
     # a unit that crash-looped into its start limit refuses a plain (re)start: clear that first
-    r = ctx.run(f"systemctl reset-failed {q(unit)} 2>/dev/null; systemctl {verb}{flag} {q(unit)}")
+    r = ctx.run(f"systemctl reset-failed -- {q(unit)} 2>/dev/null; systemctl {verb}{flag} -- {q(unit)}")
     if not r.ok:
         raise HostFailed(f"systemctl {verb} {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
     return ctx.record("service", unit, Status.CHANGED, done, elapsed_s=time.monotonic() - t0)
@@ -72,6 +35,11 @@ def restart(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResul
 def start(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResult:
     """Start a stopped unit, also one that failed before (a rollout's stop, switch, start)."""
     return _start_or_restart(ctx, "start", "started", unit, no_block)
+
+
+def stop(ctx: HostContext, unit: str, *, timeout: float) -> None:
+    """Stop a unit and wait for it (vLLM drains in-flight requests on SIGTERM)."""
+    ctx.run(f"systemctl stop -- {q(unit)}", timeout=timeout)
 
 
 def journal_tail(ctx: HostContext, unit: str, lines: int = 15) -> str:

@@ -10,12 +10,59 @@ re-implements them by hand.
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 
-__all__ = ["VariableSpec", "VarSchema", "describe", "short_value"]
+__all__ = ["VariableSpec", "VarSchema", "describe", "short_value", "looks_secret",
+           "ENV_NAME_PATTERN"]
+
+# The pattern of a POSIX environment variable name, for `propertyNames` of env mappings.
+ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+# Ansible's boolean() (module_utils/parsing/convert_bool.py): the strings it accepts.
+_TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
+_FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
+_DIGITS = re.compile(r"^[0-9]+$")
+# Name parts that mark a value as secret wherever it sits (HF_TOKEN, openai_api_key,
+# db_password, ansible_become_pass); whole parts only, so 'max_num_batched_tokens' is shown.
+_SECRET_PARTS = frozenset(("key", "token", "secret", "password", "passwd", "pass",
+                           "credential", "credentials", "apikey"))
+_COMPANION_PARTS = frozenset(("file", "env"))
+WARN_CUTOFF = 0.6   # difflib ratio for a "did you mean" warning (errors need 0.8)
+
+
+def looks_secret(name: str) -> bool:
+    """True when a variable or mapping key's name says it holds a secret.
+
+    The name is split on '_', '-', '.' and camelCase humps; a part that is key/token/secret/password/...
+    marks it, unless the last part is 'file' or 'env': NAME_file and NAME_env say where a
+    secret is, not what it is, and an operator needs to see them.
+    """
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)   # apiToken -> api_Token
+    parts = [p for p in re.split(r"[_\-.]+", words.lower()) if p]
+    if not parts or parts[-1] in _COMPANION_PARTS:
+        return False
+    return any(p in _SECRET_PARTS for p in parts)
+
+
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    # jsonschema counts 4.0 as an integer; a variable typed integer must not render "4.0".
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(_checker: Any, instance: Any) -> bool:
+    # NaN and infinity compare false with every bound, so ranges alone would let them in.
+    return (isinstance(instance, (int, float)) and not isinstance(instance, bool)
+            and math.isfinite(instance))
+
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}))
 
 
 @dataclass(frozen=True)
@@ -141,6 +188,16 @@ def value_kind(value: Any, none: str = "null") -> str:
     return f"a {type(value).__name__}"
 
 
+def _types(schema: dict[str, Any]) -> set[str]:
+    """Every JSON type a schema names, at the top or in its anyOf/oneOf branches."""
+    t = schema.get("type")
+    out = {t} if isinstance(t, str) else set(t or [])
+    for branch in schema.get("anyOf", []) + schema.get("oneOf", []):
+        if isinstance(branch, dict):
+            out |= _types(branch)
+    return out
+
+
 def _path_text(path: Iterable[Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
@@ -148,20 +205,27 @@ def _path_text(path: Iterable[Any]) -> str:
 class VarSchema:
     """A table of VariableSpec, able to check values and name what was expected."""
 
-    def __init__(self, specs: Iterable[VariableSpec]):
+    def __init__(self, specs: Iterable[VariableSpec],
+                 aliases: Mapping[str, str] | None = None):
+        """`aliases` maps names operators write by mistake (a vLLM flag with underscores,
+        another tool's name: "tp_size") to the variable meant; they only drive warnings."""
         self.specs: dict[str, VariableSpec] = {}
         for spec in specs:
             if spec.name in self.specs:
                 raise ValueError(f"variable {spec.name!r} defined twice")
             Draft202012Validator.check_schema(spec.json_schema)
             self.specs[spec.name] = spec
-        self._validators = {n: Draft202012Validator(s.json_schema) for n, s in self.specs.items()}
+        self._validators = {n: _Validator(s.json_schema) for n, s in self.specs.items()}
+        self._types = {n: _types(s.json_schema) for n, s in self.specs.items()}
         self.secret_names: list[str] = [n for n, s in self.specs.items() if s.secret]
         # NAME_file / NAME_env of a secret: a path or a variable name, never the secret itself.
         for n in self.secret_names:
             for companion in self.secret_sources(n):
-                self._validators[companion] = Draft202012Validator(
-                    {"type": "string", "minLength": 1})
+                self._validators[companion] = _Validator({"type": "string", "minLength": 1})
+        self.aliases: dict[str, str] = dict(aliases or {})
+        unknown = sorted(set(self.aliases.values()) - self.known_names)
+        if unknown:
+            raise ValueError(f"aliases point at unknown variables: {', '.join(unknown)}")
 
     # Companion keys of a secret: where to read it from instead of writing it inline.
     @staticmethod
@@ -196,6 +260,36 @@ class VarSchema:
         close = difflib.get_close_matches(key, sorted(self.known_names), n=1, cutoff=0.8)
         return close[0] if close else None
 
+    def hint(self, key: str) -> str | None:
+        """The variable an unknown key probably meant, for a warning: the alias map first,
+        then a looser difflib match than suggest() (cutoff WARN_CUTOFF)."""
+        if key in self.known_names:
+            return None
+        if key in self.aliases:
+            return self.aliases[key]
+        close = difflib.get_close_matches(key, sorted(self.known_names), n=1, cutoff=WARN_CUTOFF)
+        return close[0] if close else None
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """The value as Ansible would take it, by the variable's JSON type: a string of
+        digits for a variable that takes integers but not strings (ansible_port: "2222"),
+        and boolean-ish strings or 0/1 for one that takes booleans (Ansible's boolean():
+        yes/no/true/false/on/off/y/n/t/f/1/0, any case). Anything else is returned as is,
+        for check() to accept or refuse."""
+        types = self._types.get(name)
+        if not types or isinstance(value, bool):
+            return value
+        if isinstance(value, str) and "string" not in types:
+            text = value.strip()
+            if "integer" in types and _DIGITS.match(text):
+                return int(text)
+            if "boolean" in types and text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+        if (isinstance(value, (int, float)) and value in (0, 1) and "boolean" in types
+                and not types & {"integer", "number"}):
+            return value == 1
+        return value
+
     def check(self, name: str, value: Any) -> list[str]:
         """Problems with one value, each 'vars.NAME[.path]: expected X, got Y'; [] if fine.
 
@@ -205,14 +299,20 @@ class VarSchema:
         validator = self._validators.get(name)
         if validator is None:
             return []
-        secret = name in self.specs and self.specs[name].secret
         out: list[str] = []
         seen: set[str] = set()
         for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
             where = f"vars.{name}{_path_text(err.absolute_path)}"
+            if "propertyNames" in err.relative_schema_path:
+                out.append(f"{where}: key {short_value(err.instance)} is not a valid "
+                           f"{_name_words(err.schema)}")
+                continue
             if where in seen:
                 continue
             seen.add(where)
+            spec = self.specs.get(name)
+            secret = (spec.secret if spec else looks_secret(name)) or any(
+                looks_secret(str(p)) for p in err.absolute_path)
             if err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum",
                                  "exclusiveMaximum", "pattern", "minLength", "anyOf", "oneOf",
                                  "minItems"):
@@ -221,8 +321,29 @@ class VarSchema:
                 expected = err.message
             got = f"{value_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
             msg = f"{where}: expected {expected}, got {got}"
-            if (not secret and isinstance(err.instance, (int, float))
-                    and not isinstance(err.instance, bool) and expected.startswith("a string")):
-                msg += " (a number: put it in quotes)"
+            msg += "" if secret else _why(err.instance, expected)
             out.append(msg)
         return out
+
+
+def _why(instance: Any, expected: str) -> str:
+    """A hint for the near misses operators make most."""
+    if isinstance(instance, bool) or not isinstance(instance, (int, float)):
+        return ""
+    if expected.startswith("a string"):
+        return " (a number: put it in quotes)"
+    if isinstance(instance, float) and not math.isfinite(instance):
+        return " (not a finite number)"
+    if isinstance(instance, float) and expected.startswith("an integer") and instance.is_integer():
+        return f" (write {int(instance)}, without the decimal point)"
+    return ""
+
+
+def _name_words(schema: Any) -> str:
+    """What a `propertyNames` schema wants, in words."""
+    schema = schema if isinstance(schema, dict) else {}
+    if schema.get("title"):
+        return str(schema["title"])
+    if schema.get("pattern") == ENV_NAME_PATTERN:
+        return "environment variable name (letters, digits and '_', not starting with a digit)"
+    return f"name (expected {describe(schema)})" if describe(schema) != "any value" else "name"

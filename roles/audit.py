@@ -26,14 +26,14 @@ def gather(play: Play, hosts: list[str] | None = None, capture_dir: str | Path |
     snapshot (GPU profile layout + facts.json) to capture_dir/<host>/."""
 
     def step(ctx: HostContext) -> dict[str, Any]:
-        r = ctx.run("sh -s", stdin=gather_script(ctx.vars), timeout=120)
+        r = ctx.run("sh -s", stdin=gather_script(ctx.config.as_vars()), timeout=120)
         if r.timed_out:
             raise HostFailed("gathering facts timed out after 120s")
         if capture_dir is not None:
-            facts = snapshot_from_gathered(Path(capture_dir) / ctx.name, r.stdout, ctx.vars)
+            facts = snapshot_from_gathered(Path(capture_dir) / ctx.name, r.stdout, ctx.config.as_vars())
             ctx.record("capture", str(Path(capture_dir) / ctx.name), Status.CHANGED, "snapshot written")
         else:
-            facts = parse_gathered(r.stdout, ctx.vars)
+            facts = parse_gathered(r.stdout, ctx.config.as_vars())
         ctx.result.facts = facts
         ctx.record("facts", "gather", Status.OK, f"{len(facts.get('gpus') or [])} GPUs, driver "
                    f"{facts.get('driver_version') or 'none'}")
@@ -48,15 +48,20 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
     if not root.is_dir():
         raise VfleetError(f"--snapshot {snapshot_dir}: no such folder; make one with `vfleet preflight.capture`")
     out: dict[str, dict] = {}
+    listed = {p.name for p in root.iterdir() if p.is_dir()}  # never a path built from a host name
     for name in list(play.active):
         ctx = play.contexts[name]
         d = root / name
-        if not d.is_dir():
+        if name not in listed:
             ctx.step_name = "preflight: snapshot"
             ctx.record("facts", str(d), Status.SKIPPED, "no snapshot for this host")
             play.active.remove(name)
             continue
-        facts = facts_from_snapshot(d, ctx.vars)
+        try:
+            facts = facts_from_snapshot(d, ctx.config.as_vars())
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise VfleetError(f"--snapshot {d}: unreadable snapshot ({type(exc).__name__}: {exc}); "
+                              "capture it again with `vfleet preflight.capture`") from None
         ctx.result.facts = facts
         out[name] = facts
     return out
@@ -73,9 +78,9 @@ def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
         f = facts.get(ctx.name) or {}
         if f.get("gpu_state") != "ok" or not f.get("gpus"):
             return
-        gpus = [i for i in nccl_rules.tp_gpu_indices(ctx.vars) if i < len(f["gpus"])]
+        gpus = [i for i in nccl_rules.tp_gpu_indices(ctx.config.as_vars()) if i < len(f["gpus"])]
         topo = f.get("topology") or {}
-        python = f"{ctx.vars.get('vllm_root') or '/opt/vllm'}/current/bin/python"
+        python = f"{ctx.config.current_link}/bin/python"
         r = ctx.run(nb.probe_command(gpus, python, dict(topo.get("nccl_env") or {})), timeout=600)
         result = nb.parse_result(r.stdout)
         ccs = [g.get("compute_capability") for g in f["gpus"] if g.get("compute_capability")]
@@ -92,7 +97,7 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
           fail_hosts: bool = True, extra_checks: dict[str, list[dict]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
-    pairs = {h: (play.contexts[h].vars, f) for h, f in facts.items()}
+    pairs = {h: (play.contexts[h].config.as_vars(), f) for h, f in facts.items()}
     groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in
               ((name, inventory.group_hosts(name)) for name in inventory.groups) if g not in ("all", "ungrouped")}
     extra = fleet_checks(pairs, groups)
@@ -131,5 +136,4 @@ def print_checks(play: Play, host: str, checks: list[dict[str, Any]]) -> None:
     for c in checks:
         st = c["status"]
         table.add_row(c["id"], f"[{STYLE.get(st, '')}]{st}[/]", c.get("message") or "", c.get("fix") or "")
-    with play._lock:
-        play.console.print(table)
+    play.print(table)

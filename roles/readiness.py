@@ -13,6 +13,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from fleet.runner import HostContext, HostFailed
 from fleet.systemd import journal_tail
+from roles.hostconfig import HostConfig
 
 q = shlex.quote
 
@@ -50,10 +51,9 @@ def _probe(ctx: HostContext, unit: str) -> tuple[str, int]:
     """One SSH round trip: systemd's ActiveState and NRestarts for the unit, then the HTTP
     probe. NRestarts growing while we wait means vLLM crashed and Restart=on-failure brought
     it back: a failure to start, not slow loading."""
-    v = ctx.vars
-    params = json.dumps({"port": int(v.get("vllm_port", 8000)), "model": v.get("model_name"), "key": v.get("api_key")})
-    python = v.get("vllm_python") or "/usr/bin/python3"
-    r = ctx.run(f"systemctl show -p ActiveState,NRestarts {q(unit)}; {q(python)} -c {q(PROBE)}",
+    cfg: HostConfig = ctx.config
+    params = json.dumps({"port": cfg.vllm_port, "model": cfg.served_model_name, "key": cfg.api_key})
+    r = ctx.run(f"systemctl show -p ActiveState,NRestarts -- {q(unit)}; {q(cfg.vllm_python)} -c {q(PROBE)}",
                 stdin=params, timeout=30)
     props: dict[str, str] = {}
     lines: list[str] = []
@@ -73,14 +73,15 @@ def _probe(ctx: HostContext, unit: str) -> tuple[str, int]:
 
 def probe(ctx: HostContext, unit: str | None = None) -> str:
     """The host's readiness state (see the module docstring)."""
-    return _probe(ctx, unit or ctx.vars.get("service_name") or "vllm")[0]
+    return _probe(ctx, unit or ctx.config.unit)[0]
 
 
 def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | None = None) -> float:
     """Block until the host serves its model; returns seconds waited. Fails the host with the
     last journal lines when the unit dies or the timeout passes."""
-    unit = unit or ctx.vars.get("service_name") or "vllm"
-    timeout = float(timeout or ctx.vars.get("ready_timeout", 900))
+    cfg: HostConfig = ctx.config
+    unit = unit or cfg.unit
+    timeout = float(timeout or cfg.ready_timeout)
     t0 = time.monotonic()
     restarts_before: int | None = None
 

@@ -13,6 +13,8 @@ A controller that died mid-run leaves at most a drained host behind; the next ru
 undraining every drained host that is healthy, so re-running converges."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import posixpath
 import shlex
@@ -25,12 +27,13 @@ import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from fleet.errors import VfleetError
-from fleet.inventory import Inventory
-from fleet.operations import put_file
+from fleet.facts import FileFact, LinkFact, gather
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed, Play
-from fleet.systemd import daemon_reload, start
+from fleet.systemd import start
 from roles import gateway, readiness, service, smoke, vllm_install
+from roles.gateway_render import Backend
+from roles.hostconfig import HostConfig
 
 q = shlex.quote
 
@@ -50,6 +53,15 @@ for line in text.splitlines():
         total += float(line.rsplit(" ", 1)[1])
 print("inflight %d" % total if seen else "unavailable no-gauge")
 """
+
+
+def plan_batches(spec: str, hosts: list[str]) -> list[list[str]]:
+    """The hosts in batches of batch_sizes(spec), in inventory order."""
+    batches, i = [], 0
+    for size in batch_sizes(spec, len(hosts)):
+        batches.append(hosts[i:i + size])
+        i += size
+    return batches
 
 
 def batch_sizes(spec: str, total: int) -> list[int]:
@@ -80,8 +92,11 @@ def batch_sizes(spec: str, total: int) -> list[int]:
 
 @dataclass
 class Rollout:
+    """`backends` are every vLLM host behind the gateways, selected by --limit or not: "the
+    last healthy host" is judged against all of them."""
+
     play: Play
-    inventory: Inventory
+    backends: list[Backend]
     vllm_hosts: list[str]
     gateways: list[str]
     upgrade: bool = False
@@ -91,28 +106,26 @@ class Rollout:
     def __post_init__(self) -> None:
         self._gw_lock = threading.Lock()
         self._cond = threading.Condition(self._gw_lock)
-        # every vLLM host behind the gateways, selected by --limit or not: "the last healthy
-        # host" is judged against all of them
-        self.backends: set[str] = {h.name for h in self.inventory.hosts.values() if "vllm" in h.groups}
+        self.backend_names: set[str] = {b.name for b in self.backends}
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
 
     # -- gateway ---------------------------------------------------------------------------
     def _apply_drained(self) -> None:
         for gw in self.gateways:
             if gw in self.play.active:
-                gateway.set_drained(self.play.contexts[gw], self.inventory, set(self.drained))
+                gateway.set_drained(self.play.contexts[gw], self.backends, set(self.drained))
 
     def read_state(self) -> None:
         """Union of the drained sets on every gateway (what an earlier run may have left)."""
         for gw in self.gateways:
             self.drained |= gateway.read_drained(self.play.contexts[gw])
-        self.drained &= self.backends
+        self.drained &= self.backend_names
 
     def drain(self, ctx: HostContext) -> float:
         t0 = time.monotonic()
         with self._cond:
             deadline = time.monotonic() + self.drain_timeout
-            while not (self.backends - self.out_of_service - {ctx.name}):
+            while not (self.backend_names - self.out_of_service - {ctx.name}):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
                     raise HostFailed(f"{ctx.name} is the last healthy host behind the gateways: not taking it out")
             self.out_of_service.add(ctx.name)
@@ -133,11 +146,11 @@ class Rollout:
     def wait_inflight(self, ctx: HostContext) -> float:
         """Until vllm:num_requests_running + waiting is 0 (requests nginx already sent finish)."""
         t0 = time.monotonic()
-        port = int(ctx.vars.get("vllm_port", 8000))
-        python = ctx.vars.get("vllm_python") or "/usr/bin/python3"
+        cfg: HostConfig = ctx.config
 
         def probe() -> str:
-            r = ctx.run(f"{q(python)} -c {q(INFLIGHT_PROBE)}", stdin=f'{{"port": {port}}}', timeout=30)
+            r = ctx.run(f"{q(cfg.vllm_python)} -c {q(INFLIGHT_PROBE)}", stdin=json.dumps({"port": cfg.vllm_port}),
+                        timeout=30)
             return r.stdout.strip()
 
         state = Retrying(stop=stop_after_delay(self.drain_timeout), wait=wait_fixed(0.5),
@@ -148,34 +161,25 @@ class Rollout:
                        f"stopping anyway (vLLM's --shutdown-timeout lets them finish)")
         return time.monotonic() - t0
 
-    def _render_unit(self, ctx: HostContext, version: str) -> None:
-        vars = dict(ctx.vars, vllm_version=version)
-        from roles.service_render import render_service
-        from roles.vllm_facts import flag_available
-
-        r = render_service(service.render_vars(vars), flag_available, api_key=ctx.vars.get("api_key"),
-                           nccl_env=service.nccl_env_for(ctx))
-        unit = service.unit_name(ctx.vars)
-        put_file(ctx, f"/etc/systemd/system/{unit}.service", r.unit_text, mode="0644", owner="root", group="root",
-                 action="unit")
-        put_file(ctx, r.env_path, r.env_text, mode="0600", owner="root", group="root", sensitive=True, action="env")
-        daemon_reload(ctx)
+    @staticmethod
+    def _render_unit(ctx: HostContext, version: str) -> None:
+        service.write_files(ctx, dataclasses.replace(ctx.config, vllm_version=version))
 
     def restart_host(self, ctx: HostContext, new_venv: str | None) -> dict[str, float]:
-        unit = service.unit_name(ctx.vars)
+        cfg: HostConfig = ctx.config
         t: dict[str, float] = {}
         t0 = time.monotonic()
-        ctx.must(f"systemctl stop {q(unit)}", what=f"stop {unit}",
-                 timeout=float(ctx.vars.get("shutdown_timeout") or 0) + 120)
+        ctx.must(f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}",
+                 timeout=float(cfg.shutdown_timeout) + 120)
         t["stop_s"] = time.monotonic() - t0
         if new_venv:
-            vllm_install.link_current(ctx, new_venv)
-            self._render_unit(ctx, str(ctx.vars["vllm_version"]))
+            vllm_install.link_current(ctx, cfg, new_venv)
+            self._render_unit(ctx, str(cfg.vllm_version))
         t1 = time.monotonic()
-        start(ctx, unit, no_block=True)
+        start(ctx, cfg.unit, no_block=True)
         readiness.wait_ready(ctx)
         with httpx.Client(timeout=120) as client:
-            chat = smoke.chat(client, smoke.host_target(ctx), max_tokens=4)
+            chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
         if not chat["choices"][0]["message"].get("content"):
             raise HostFailed("ready but a real completion returned no text")
         t["ready_s"] = time.monotonic() - t1
@@ -184,13 +188,14 @@ class Rollout:
 
     def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
         """Previous venv and unit, restart; True when the host serves again."""
-        unit = service.unit_name(ctx.vars)
+        cfg: HostConfig = ctx.config
+        unit = cfg.unit
         ctx.step_name = "rollback"
         try:
-            ctx.run(f"systemctl stop {q(unit)}", timeout=float(ctx.vars.get("shutdown_timeout") or 0) + 120)
+            ctx.run(f"systemctl stop -- {q(unit)}", timeout=float(cfg.shutdown_timeout) + 120)
             if old_venv:
-                vllm_install.link_current(ctx, old_venv)
-                self._render_unit(ctx, old_version or str(ctx.vars["vllm_version"]))
+                vllm_install.link_current(ctx, cfg, old_venv)
+                self._render_unit(ctx, old_version or str(cfg.vllm_version))
             start(ctx, unit, no_block=True)
             readiness.wait_ready(ctx)
             ctx.record("rollback", unit, Status.CHANGED, f"back on {old_venv or 'the same venv'}: serving")
@@ -202,10 +207,10 @@ class Rollout:
     def one_host(self, ctx: HostContext) -> None:
         info: dict[str, Any] = {}
         ctx.result.data["rollout"] = info
-        root = ctx.vars.get("vllm_root") or "/opt/vllm"
-        old_venv = ctx.run(f"readlink {q(root)}/current").stdout.strip() or None
+        cfg: HostConfig = ctx.config
+        old_venv = _current_venv(ctx)
         old_version = _venv_version(ctx, old_venv)
-        new_venv = vllm_install.venv_path(ctx.vars) if self.upgrade else None
+        new_venv = cfg.venv_path if self.upgrade else None
         if new_venv == old_venv:
             new_venv = None
         info["from"] = old_venv
@@ -254,12 +259,7 @@ class Rollout:
 
     def run(self, batch_spec: str, max_fail_percentage: float) -> dict[str, Any]:
         healed = self.converge()
-        targets = [h for h in self.vllm_hosts if h in self.play.active]
-        sizes = batch_sizes(batch_spec, len(targets))
-        batches, i = [], 0
-        for s in sizes:
-            batches.append(targets[i:i + s])
-            i += s
+        batches = plan_batches(batch_spec, [h for h in self.vllm_hosts if h in self.play.active])
         stopped = None
         for n, batch in enumerate(batches, 1):
             self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
@@ -268,22 +268,26 @@ class Rollout:
             if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
                 stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
                            f"(> {max_fail_percentage:g}%): not starting the next batch")
-                self.play.console.print(f"[bold red]STOP[/]: {stopped}")
+                self.play.print(f"[bold red]STOP[/]: {stopped}")
                 break
         serving = {h: (self.play.results[h].data.get("rollout") or {}).get("serving")
-                   or self.play.contexts[h].run(f"readlink {q(self.play.contexts[h].vars.get('vllm_root') or '/opt/vllm')}/current").stdout.strip()
+                   or _current_venv(self.play.contexts[h])
                    for h in self.vllm_hosts if h in self.play.contexts}
         return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
                 "drained": sorted(self.drained)}
 
 
+def _current_venv(ctx: HostContext) -> str | None:
+    link = gather(ctx, {"current": LinkFact(ctx.config.current_link)})["current"]
+    return None if link in (None, "OTHER") else link
+
+
 def _venv_version(ctx: HostContext, venv: str | None) -> str | None:
+    """The version a venv's install marker records (None: no venv, or no marker)."""
     if not venv:
         return None
-    r = ctx.run(f"cat {q(posixpath.join(venv, vllm_install.MARKER))} 2>/dev/null")
+    marker = gather(ctx, {"m": FileFact(posixpath.join(venv, vllm_install.MARKER), with_content=True)})["m"]
     try:
-        import json
-
-        return json.loads(r.stdout)["spec"]["version"]
-    except Exception:
+        return json.loads(marker.content or "")["spec"]["version"]
+    except (ValueError, KeyError, TypeError):
         return None

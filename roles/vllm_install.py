@@ -10,62 +10,27 @@ with rsync, and pip installs with --no-index from it, ignoring any pip config on
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import posixpath
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from fleet.changes import Change, apply, directory_change, symlink_change
 from fleet.errors import VfleetError
-from fleet.operations import ensure_directory, ensure_symlink
+from fleet.facts import Fact, FileFact, LinkFact, gather
 from fleet.results import Status
-from fleet.runner import HostContext, HostFailed
+from fleet.runner import HostContext
 from fleet.transfer import rsync_push
+from roles.hostconfig import HostConfig, InstallSpec
+from roles.service import RESTART
+
+__all__ = ["MARKER", "arch_covers", "spec_id", "facts_for", "plan", "install_venv", "link_current"]
 
 q = shlex.quote
 MARKER = ".vfleet-install.json"
-
-VERIFY_SCRIPT = r"""
-import json, sys
-out = {}
-try:
-    import vllm
-    out["version"] = getattr(vllm, "__version__", None)
-except Exception as exc:
-    out["error"] = "import vllm failed: %s: %s" % (type(exc).__name__, exc)
-try:
-    import torch
-    out["torch"] = torch.__version__
-    out["cuda"] = torch.version.cuda
-    out["arch_list"] = torch.cuda.get_arch_list() if torch.version.cuda else []
-except Exception as exc:
-    out.setdefault("error", "import torch failed: %s" % exc)
-print("VFLEET_VERIFY " + json.dumps(out))
-"""
-
-
-def install_spec(vars: dict[str, Any]) -> dict[str, Any]:
-    if not vars.get("vllm_version"):
-        raise VfleetError("vllm_version is not set in the inventory; pin one (see `vfleet preflight`)")
-    return {
-        "package": vars.get("vllm_package") or "vllm",
-        "version": str(vars["vllm_version"]),
-        "pins": list(vars.get("vllm_extra_pins") or []),
-        "remove": list(vars.get("vllm_remove_packages") or []),
-        "python": vars.get("vllm_python") or "/usr/bin/python3",
-        "offline": bool(vars.get("vllm_wheelhouse")),
-    }
-
-
-def venv_path(vars: dict[str, Any]) -> str:
-    spec = install_spec(vars)
-    name = vars.get("vllm_venv_name") or f"{spec['package']}-{spec['version']}"
-    return posixpath.join(vars.get("vllm_root") or "/opt/vllm", name)
-
-
-def spec_id(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def arch_covers(arch_list: list[str], compute_capability: str) -> bool:
@@ -85,101 +50,127 @@ def arch_covers(arch_list: list[str], compute_capability: str) -> bool:
     return False
 
 
-def installed(ctx: HostContext, venv: str, spec: dict[str, Any]) -> bool:
-    r = ctx.run(f"cat {q(venv)}/{MARKER} 2>/dev/null")
+# Runs in the new venv on the host: imports vllm and torch, checks the version and that
+# torch's kernels cover the host's GPUs (arch_covers, the same function as above), and only
+# then writes the marker that makes the venv trusted.
+VERIFY_SCRIPT = inspect.getsource(arch_covers) + r"""
+import json, subprocess, sys
+p = json.loads(PARAMS)
+out = {}
+try:
+    import vllm
+    out["version"] = getattr(vllm, "__version__", None)
+except Exception as exc:
+    sys.exit("import vllm failed: %s: %s" % (type(exc).__name__, exc))
+try:
+    import torch
+    out.update(torch=torch.__version__, cuda=torch.version.cuda,
+               arch_list=torch.cuda.get_arch_list() if torch.version.cuda else [])
+except Exception as exc:
+    sys.exit("import torch failed: %s" % exc)
+if not str(out["version"] or "").startswith(p["version"]):
+    sys.exit("vllm reports version %s, pinned %s" % (out["version"], p["version"]))
+try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+except (OSError, subprocess.SubprocessError):
+    smi = []
+for cc in [c for c in smi if c[:1].isdigit()]:
+    if out["cuda"] and not arch_covers(out["arch_list"], cc):
+        sys.exit("torch %s is built for %s, which does not cover this host's GPUs (compute "
+                 "capability %s); pin a vLLM built for it" % (out["torch"], out["arch_list"], cc))
+with open(p["marker"], "w") as f:
+    json.dump({"spec_id": p["spec_id"], "spec": p["spec"], "verified": out}, f)
+print("VFLEET_VERIFY " + json.dumps(out))
+"""
+
+
+def spec_id(spec: InstallSpec) -> str:
+    return hashlib.sha256(json.dumps(spec.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def facts_for(cfg: HostConfig) -> dict[str, Fact]:
+    return {"root": FileFact(cfg.vllm_root),
+            "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
+            "current": LinkFact(cfg.current_link)}
+
+
+def installed(spec: InstallSpec, marker: Any) -> bool:
+    """A venv is trusted only when its marker says it was verified from this same spec."""
     try:
-        return r.ok and json.loads(r.stdout).get("spec_id") == spec_id(spec)
+        return marker.kind == "file" and json.loads(marker.content or "").get("spec_id") == spec_id(spec)
     except json.JSONDecodeError:
         return False
 
 
-def _gpu_compute_caps(ctx: HostContext) -> list[str]:
-    r = ctx.run("nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null")
-    return [line.strip() for line in r.stdout.splitlines() if r.ok and line.strip()[:1].isdigit()]
+def install_change(cfg: HostConfig, venv: str) -> Change:
+    """One script: fresh venv, pip install (offline from the pushed wheelhouse), removals,
+    then VERIFY_SCRIPT on stdin; a half-finished install has no marker and is rebuilt."""
+    spec = cfg.install_spec
+    req = [f"{spec.package}=={spec.version}", *spec.pins]
+    pip_env, source = "", ""
+    if spec.offline:
+        pip_env, source = "PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {q(cfg.wheelhouse_dir)}"
+    remove = f" && {q(venv)}/bin/pip uninstall -y {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
+    params = json.dumps({"version": spec.version, "spec_id": spec_id(spec), "spec": spec.as_dict(),
+                         "marker": posixpath.join(venv, MARKER)})
+    script = (f"set -e; rm -rf -- {q(venv)}; {q(spec.python)} -m venv -- {q(venv)}; "
+              f"{pip_env}{q(venv)}/bin/pip install --no-cache-dir --disable-pip-version-check -q{source} "
+              f"{' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
+    return Change("venv", venv, f"install {' '.join(req)}", script,
+                  stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
 
 
-def push_wheelhouse(ctx: HostContext, wheelhouse: str) -> str:
-    src = Path(wheelhouse).expanduser()
+def link_changes(cfg: HostConfig, venv: str, current: str | None) -> list[Change]:
+    """Point `current` at venv, keeping the old target as `previous` (for rollback)."""
+    if current == venv:
+        return []
+    keep = symlink_change(cfg.previous_link, current, None) if current and current != "OTHER" else []
+    return keep + symlink_change(cfg.current_link, venv, current, notify=RESTART)
+
+
+def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
+    """Changes that put the pinned, verified venv in place (and `current` on it)."""
+    spec, venv = cfg.install_spec, cfg.venv_path
+    changes = directory_change(cfg.vllm_root, facts["root"], mode="0755")
+    if not installed(spec, facts["marker"]):
+        changes.append(install_change(cfg, venv))
+    if switch:
+        changes += link_changes(cfg, venv, facts["current"])
+    return changes
+
+
+def push_wheelhouse(ctx: HostContext, cfg: HostConfig) -> None:
+    """rsync the controller's wheelhouse to the host (an offline install reads it there)."""
+    src = Path(str(cfg.vllm_wheelhouse)).expanduser()
     if not src.is_dir() or not any(src.glob("*.whl")):
-        raise VfleetError(f"vllm_wheelhouse {wheelhouse}: no wheels there; build it first (`vfleet wheelhouse`) or unset it")
-    dest = posixpath.join(ctx.vars.get("vllm_root") or "/opt/vllm", "wheelhouse")
-    if ctx.check:
-        ctx.record("wheelhouse", dest, Status.SKIPPED, "check mode: would sync")
-        return dest
+        raise VfleetError(f"vllm_wheelhouse {cfg.vllm_wheelhouse}: no wheels there; build it first or unset it")
     t0 = time.monotonic()
-    ctx.run(f"mkdir -p {q(dest)}")
-    stats = rsync_push(ctx, str(src), dest, delete=False,
+    ctx.run(f"mkdir -p -- {q(cfg.wheelhouse_dir)}")
+    stats = rsync_push(ctx, str(src), cfg.wheelhouse_dir, delete=False,
                        on_progress=lambda done, pct: ctx.progress(pct, 100, "wheelhouse %"))
-    status = Status.CHANGED if stats.literal_bytes else Status.OK
-    ctx.record("wheelhouse", dest, status, f"{stats.bytes_sent} bytes sent", elapsed_s=time.monotonic() - t0,
+    ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.CHANGED if stats.literal_bytes else Status.OK,
+               f"{stats.bytes_sent} bytes sent", elapsed_s=time.monotonic() - t0,
                data={"bytes_sent": stats.bytes_sent})
-    return dest
 
 
 def install_venv(ctx: HostContext, *, switch: bool = True) -> str:
-    """Make sure the pinned venv exists and is verified; with switch, point `current` at it.
-    Returns the venv path."""
-    spec = install_spec(ctx.vars)
-    root = ctx.vars.get("vllm_root") or "/opt/vllm"
-    venv = venv_path(ctx.vars)
-    ensure_directory(ctx, root, mode="0755")
-    if installed(ctx, venv, spec):
-        ctx.record("venv", venv, Status.OK, f"{spec['package']}=={spec['version']} verified")
-    elif ctx.check:
-        ctx.record("venv", venv, Status.CHANGED, f"would install {spec['package']}=={spec['version']}")
-    else:
-        _install(ctx, spec, venv)
-    if switch:
-        link_current(ctx, venv)
-    return venv
+    """Step body: the pinned venv exists and is verified; with switch, `current` points at
+    it (a change notifies the service restart). Returns the venv path."""
+    cfg: HostConfig = ctx.config
+    changes = plan(cfg, gather(ctx, facts_for(cfg)), switch=switch)
+    installing = any(c.action == "venv" for c in changes)
+    if not installing:
+        ctx.record("venv", cfg.venv_path, Status.OK, f"{cfg.vllm_package}=={cfg.vllm_version} verified")
+    if installing and cfg.vllm_wheelhouse and not ctx.check:
+        push_wheelhouse(ctx, cfg)
+    if installing:
+        ctx.progress(0, None, "pip install")
+    apply(ctx, changes)
+    return cfg.venv_path
 
 
-def link_current(ctx: HostContext, venv: str) -> bool:
-    """Point <root>/current at venv, keeping the old target as <root>/previous. True if changed."""
-    root = posixpath.dirname(venv)
-    cur = ctx.run(f"readlink {q(root)}/current").stdout.strip()
-    if cur == venv:
-        ctx.record("symlink", f"{root}/current", Status.OK, f"-> {venv}")
-        return False
-    if cur and not ctx.check:
-        ensure_symlink(ctx, f"{root}/previous", cur)
-    ensure_symlink(ctx, f"{root}/current", venv)
-    ctx.result.data["install_changed"] = not ctx.check
-    return True
-
-
-def _install(ctx: HostContext, spec: dict[str, Any], venv: str) -> None:
-    t0 = time.monotonic()
-    req = [f"{spec['package']}=={spec['version']}", *spec["pins"]]
-    pip_env = ""
-    source = ""
-    if spec["offline"]:
-        wh = push_wheelhouse(ctx, ctx.vars["vllm_wheelhouse"])
-        pip_env = "PIP_CONFIG_FILE=/dev/null "
-        source = f" --no-index --find-links {q(wh)}"
-    remove = ""
-    if spec["remove"]:
-        remove = f" && {q(venv)}/bin/pip uninstall -y {' '.join(q(p) for p in spec['remove'])}"
-    script = (f"set -e; rm -rf {q(venv)}; {q(spec['python'])} -m venv {q(venv)}; "
-              f"{pip_env}{q(venv)}/bin/pip install --no-cache-dir --disable-pip-version-check -q{source} "
-              f"{' '.join(q(r) for r in req)}{remove}")
-    ctx.progress(0, None, "pip install")
-    r = ctx.run(script, timeout=float(ctx.vars.get("install_timeout", 3600)))
-    if not r.ok:
-        raise HostFailed(f"installing {' '.join(req)} into {venv} failed: {r.tail(3)}")
-    v = ctx.run(f"cd / && {q(venv)}/bin/python -", stdin=VERIFY_SCRIPT, timeout=600)
-    line = next((ln for ln in v.stdout.splitlines() if ln.startswith("VFLEET_VERIFY ")), None)
-    info = json.loads(line.split(" ", 1)[1]) if line else {"error": v.tail()}
-    if info.get("error"):
-        raise HostFailed(f"{venv}: {info['error']}")
-    got = str(info.get("version") or "")
-    if not got.startswith(spec["version"]):
-        raise HostFailed(f"{venv}: vllm reports version {got}, pinned {spec['version']}")
-    for cc in _gpu_compute_caps(ctx):
-        if info.get("cuda") and not arch_covers(info.get("arch_list") or [], cc):
-            raise HostFailed(f"{venv}: torch {info.get('torch')} is built for {info.get('arch_list')}, "
-                             f"which does not cover this host's GPUs (compute capability {cc}); pin a vLLM built for it")
-    marker = json.dumps({"spec_id": spec_id(spec), "spec": spec, "verified": info})
-    ctx.must(f"cat > {q(venv)}/{MARKER}", stdin=marker, what="write install marker")
-    ctx.record("venv", venv, Status.CHANGED, f"installed {' '.join(req)} (vllm {got}, torch {info.get('torch')})",
-               elapsed_s=time.monotonic() - t0, data=info)
+def link_current(ctx: HostContext, cfg: HostConfig, venv: str) -> None:
+    """Switch `current` to venv (a rollout's upgrade or rollback)."""
+    current = gather(ctx, {"current": LinkFact(cfg.current_link)})["current"]
+    apply(ctx, link_changes(cfg, venv, current))

@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleet.changes import apply, directory_change, symlink_change
 from fleet.errors import VfleetError
-from fleet.operations import ensure_directory, ensure_symlink
+from fleet.facts import FileFact, LinkFact, gather
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed, Play
 from fleet.transfer import TransferStats, rsync_push
+from roles.hostconfig import HostConfig
+from roles.service import RESTART
 from roles.weights_manifest import MANIFEST_NAME, verify_command, write_manifest
 
 q = shlex.quote
@@ -43,20 +46,16 @@ class ModelSource:
     manifest_id: str
 
 
-def live_path(vars: dict[str, Any]) -> str:
-    return posixpath.join(vars.get("model_dir") or "/srv/models", vars["model_name"])
+def _paths(cfg: HostConfig, manifest_id: str) -> tuple[str, str, str]:
+    """(live link the service reads, verified copy, staging folder) of one copy."""
+    name = f"{cfg.model_name}-{manifest_id[:12]}"
+    return (str(cfg.model_path), posixpath.join(cfg.model_dir, ".versions", name),
+            posixpath.join(cfg.model_dir, ".staging", name))
 
 
-def _paths(vars: dict[str, Any], manifest_id: str) -> tuple[str, str, str]:
-    base = vars.get("model_dir") or "/srv/models"
-    name = f"{vars['model_name']}-{manifest_id[:12]}"
-    return (posixpath.join(base, vars["model_name"]), posixpath.join(base, ".versions", name),
-            posixpath.join(base, ".staging", name))
-
-
-def resolve_source(vars: dict[str, Any], play: Play | None = None) -> ModelSource:
-    spec = vars.get("model_source")
-    if not vars.get("model_name"):
+def resolve_source(cfg: HostConfig) -> ModelSource:
+    spec = cfg.model_source
+    if not cfg.model_name:
         raise VfleetError("model_name is not set in the inventory; set it to the served model name")
     if not spec:
         raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller "
@@ -90,19 +89,26 @@ def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
     return src
 
 
-def host_state(ctx: HostContext, manifest_id: str) -> str:
+def copy_state(version: str, marker: Any, link: str | None) -> str:
     """'live' (linked and verified), 'verified' (copy present, not linked), or 'missing'."""
-    live, version, _ = _paths(ctx.vars, manifest_id)
-    r = ctx.must(f"if [ -f {q(version)}/{VERIFIED_MARK} ]; then "
-                 f"if [ \"$(readlink {q(live)})\" = {q(version)} ]; then echo live; else echo verified; fi; "
-                 f"else echo missing; fi", what="weights state")
-    return r.stdout.strip()
+    if marker.kind != "file":
+        return "missing"
+    return "live" if link == version else "verified"
+
+
+def host_facts(ctx: HostContext, manifest_id: str) -> dict[str, Any]:
+    cfg: HostConfig = ctx.config
+    live, version, _ = _paths(cfg, manifest_id)
+    return gather(ctx, {"model_dir": FileFact(cfg.model_dir),
+                        "marker": FileFact(posixpath.join(version, VERIFIED_MARK)),
+                        "link": LinkFact(live)})
 
 
 def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
     """Verify the staged copy, hand it to the service user, move it into place, switch link."""
-    live, version, staging = _paths(ctx.vars, manifest_id)
-    user = ctx.vars.get("vllm_user") or "vllm"
+    cfg: HostConfig = ctx.config
+    live, version, staging = _paths(cfg, manifest_id)
+    user = cfg.vllm_user
     t0 = time.monotonic()
     r = ctx.run(verify_command(staging), timeout=3600)
     if not r.ok:
@@ -112,20 +118,21 @@ def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
     ctx.must(f"set -e; {owner}chmod -R u=rwX,go=rX {q(staging)}; touch {q(staging)}/{VERIFIED_MARK}; "
              f"mkdir -p {q(posixpath.dirname(version))}; rm -rf {q(version)}; mv {q(staging)} {q(version)}",
              what="move verified weights into place")
-    ensure_symlink(ctx, live, version)
-    ctx.result.data["weights_changed"] = True
+    current = gather(ctx, {"link": LinkFact(live)})["link"]
+    apply(ctx, symlink_change(live, version, current, notify=RESTART))
 
 
 def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
     """Run rsync on the new host, pulling from a host that holds a verified copy."""
-    _, version, staging = _paths(ctx.vars, manifest_id)
-    src_path = peer_path or _paths(peer.vars, manifest_id)[1]
-    key = ctx.vars.get("weights_peer_ssh_key")
+    cfg: HostConfig = ctx.config
+    _, version, staging = _paths(cfg, manifest_id)
+    src_path = peer_path or _paths(peer.config, manifest_id)[1]
+    key = cfg.weights_peer_ssh_key
     ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes" + (f" -i {q(key)}" if key else "")
     user = peer.host.user
     remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
     t0 = time.monotonic()
-    bw = f"--bwlimit={int(ctx.vars['weights_bwlimit'])} " if ctx.vars.get("weights_bwlimit") else ""
+    bw = f"--bwlimit={cfg.weights_bwlimit} " if cfg.weights_bwlimit else ""
     r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
                 f"-e {q(ssh + ' -p ' + str(peer.host.port))} {q(remote)} {q(staging)}/", timeout=24 * 3600)
     if not r.ok:
@@ -136,14 +143,15 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_
 
 
 def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, int]) -> None:
-    _, _, staging = _paths(ctx.vars, src.manifest_id)
+    cfg: HostConfig = ctx.config
+    _, _, staging = _paths(cfg, src.manifest_id)
     assert src.controller_dir is not None
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
     ctx.run(f"mkdir -p {q(staging)}")
     t0 = time.monotonic()
     extra = ["--exclude", VERIFIED_MARK]
-    if ctx.vars.get("weights_bwlimit"):
-        extra.append(f"--bwlimit={int(ctx.vars['weights_bwlimit'])}")
+    if cfg.weights_bwlimit:
+        extra.append(f"--bwlimit={cfg.weights_bwlimit}")
     stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
                        on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
     totals["controller_bytes_sent"] += stats.bytes_sent
@@ -151,12 +159,34 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, 
                elapsed_s=time.monotonic() - t0, data={"source": "controller", "bytes_sent": stats.bytes_sent})
 
 
+def assign_wave(missing: list[str], have: list[str], *, fanout: bool, controller: bool,
+                source_host: str | None, raw_source: str | None) -> dict[str, str | None]:
+    """One wave of copies: new host -> the host it pulls from (None: the controller pushes).
+    With fan-out every host holding a copy feeds one new host per wave and the controller
+    feeds one only while no host holds a copy, so it sends each file once; without, the
+    controller (or the host:path source) feeds them all at once."""
+    assignments: dict[str, str | None] = {}
+    peers = list(have) if fanout else []
+    if raw_source:
+        peers.append(raw_source)
+    controller_slots = (0 if peers else 1) if fanout else len(missing)
+    for n in missing:
+        if peers:
+            assignments[n] = peers.pop(0)
+        elif controller and controller_slots > 0:
+            assignments[n] = None
+            controller_slots -= 1
+        elif source_host and not fanout:
+            assignments[n] = source_host
+    return assignments
+
+
 def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
     """The weights step on every active host (or `hosts`): returns accounting for the report."""
     names = [n for n in (hosts or play.active) if n in play.active]
     if not names:
         return {}
-    first = play.contexts[names[0]].vars
+    first: HostConfig = play.contexts[names[0]].config
     src = resolve_source(first)
     if src.host:
         src = _resolve_host_source(play, src)
@@ -165,55 +195,39 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
     state: dict[str, str] = {}
 
     def probe(ctx: HostContext) -> None:
-        if resolve_source(ctx.vars).spec != src.spec:
-            raise HostFailed(f"model_source differs between hosts ({src.spec} vs {ctx.vars.get('model_source')}); "
+        cfg: HostConfig = ctx.config
+        if cfg.model_source != src.spec:
+            raise HostFailed(f"model_source differs between hosts ({src.spec} vs {cfg.model_source}); "
                              f"deploy one model at a time")
-        base = ctx.vars.get("model_dir") or "/srv/models"
-        ensure_directory(ctx, base, mode="0755")
-        state[ctx.name] = host_state(ctx, src.manifest_id)
+        facts = host_facts(ctx, src.manifest_id)
+        live, version, _ = _paths(cfg, src.manifest_id)
+        apply(ctx, directory_change(cfg.model_dir, facts["model_dir"], mode="0755"))
+        state[ctx.name] = copy_state(version, facts["marker"], facts["link"])
         if state[ctx.name] == "live":
-            ctx.record("weights", live_path(ctx.vars), Status.OK, f"verified copy {src.manifest_id[:12]} in place")
+            ctx.record("weights", live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
+        elif state[ctx.name] == "verified":
+            apply(ctx, symlink_change(live, version, facts["link"], notify=RESTART))
 
     play.run_step("weights: check", probe, hosts=names)
-
-    def link_only(ctx: HostContext) -> None:
-        live, version, _ = _paths(ctx.vars, src.manifest_id)
-        ensure_symlink(ctx, live, version)
-        ctx.result.data["weights_changed"] = not ctx.check
-
-    relink = [n for n in names if state.get(n) == "verified" and n in play.active]
-    if relink:
-        play.run_step("weights: switch", link_only, hosts=relink)
 
     missing = [n for n in names if state.get(n) == "missing" and n in play.active]
     if not missing:
         return totals
     if play.options.check:
         def would(ctx: HostContext) -> None:
-            ctx.record("copy", live_path(ctx.vars), Status.CHANGED, f"would copy {src.spec} ({src.manifest_id[:12]})")
+            ctx.record("copy", str(ctx.config.model_path), Status.CHANGED,
+                       f"would copy {src.spec} ({src.manifest_id[:12]})")
         play.run_step("weights: copy", would, hosts=missing)
         return totals
 
-    fanout = bool(first.get("weights_fanout", False))
+    fanout = first.weights_fanout
     have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
     # host:path source: that host feeds others from its own path (it holds no verified copy here)
     raw_source = src.host if src.host and src.host not in have else None
     while missing:
         totals["waves"] += 1
-        assignments: dict[str, str | None] = {}  # new host -> source host (None = controller)
-        peers = list(have) if fanout else []
-        if raw_source:
-            peers.append(raw_source)
-        # With fan-out the controller feeds a host only while no host holds a copy yet.
-        controller_slots = (0 if peers else 1) if fanout else len(missing)
-        for n in list(missing):
-            if peers:
-                assignments[n] = peers.pop(0)
-            elif src.controller_dir is not None and controller_slots > 0:
-                assignments[n] = None
-                controller_slots -= 1
-            elif src.host and not fanout:
-                assignments[n] = src.host
+        assignments = assign_wave(missing, have, fanout=fanout, controller=src.controller_dir is not None,
+                                  source_host=src.host, raw_source=raw_source)
         if not assignments:
             raise VfleetError("weights: no source available for the remaining hosts")
         for n in assignments:

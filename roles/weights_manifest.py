@@ -141,34 +141,6 @@ def verify_command(model_dir: str) -> str:
             f"{{ [ ! -e {INDEX_NAME} ] || python3 -c {shlex.quote(check_index)}; }}")
 
 
-verify_script = verify_command  # the name the design notes use
-
-
-def verify_local(model_dir: Path | str) -> list[str]:
-    """Pure-Python check of a directory against its MANIFEST.sha256: list of problems."""
-    model_dir = Path(model_dir)
-    problems = []
-    try:
-        want = parse_manifest((model_dir / MANIFEST_NAME).read_text())
-    except OSError as e:
-        return [f"no manifest: {e}"]
-    for rel, digest in sorted(want.items()):
-        p = model_dir / rel
-        if not p.is_file():
-            problems.append(f"{rel}: missing")
-        elif sha256_file(p) != digest:
-            problems.append(f"{rel}: sha256 mismatch")
-    try:
-        for s in index_shards(model_dir):
-            if not (model_dir / s).is_file():
-                problems.append(f"{s}: shard named in {INDEX_NAME} is missing")
-            elif s not in want:
-                problems.append(f"{s}: shard not in {MANIFEST_NAME}")
-    except ManifestError as e:
-        problems.append(str(e))
-    return problems
-
-
 if __name__ == "__main__":
     import sys
     for d in sys.argv[1:]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 
 import pytest
 
@@ -16,17 +15,17 @@ def info(host) -> dict:
 
 
 def vllm_host(host) -> bool:
-    return "vllm" in info(host)["groups"]
+    return info(host)["serves"]
 
 
 def gateway_host(host) -> bool:
-    return "gateways" in info(host)["groups"]
+    return info(host)["is_gateway"]
 
 
 def test_vllm_unit_enabled_and_active(host):
     if not vllm_host(host):
         pytest.skip("not in group vllm")
-    unit = host.service(info(host)["vars"].get("service_name") or "vllm")
+    unit = host.service(info(host)["unit"])
     assert unit.is_enabled
     assert unit.is_running
 
@@ -34,16 +33,15 @@ def test_vllm_unit_enabled_and_active(host):
 def test_vllm_port_listening(host):
     if not vllm_host(host):
         pytest.skip("not in group vllm")
-    port = int(info(host)["vars"].get("vllm_port", 8000))
+    port = int(info(host)["vllm_port"])
     assert host.socket(f"tcp://0.0.0.0:{port}").is_listening or host.socket(f"tcp://:::{port}").is_listening
 
 
 def test_venv_version_is_pinned(host):
     if not vllm_host(host):
         pytest.skip("not in group vllm")
-    v = info(host)["vars"]
-    root = v.get("vllm_root") or "/opt/vllm"
-    marker = host.file(f"{root}/current/.vfleet-install.json")
+    v = info(host)
+    marker = host.file(f"{v['current_link']}/.vfleet-install.json")
     assert marker.exists, "no verified install behind <vllm_root>/current"
     data = json.loads(marker.content_string)
     assert str(data["verified"]["version"]).startswith(str(v["vllm_version"]))
@@ -52,8 +50,7 @@ def test_venv_version_is_pinned(host):
 def test_weights_match_manifest(host):
     if not vllm_host(host):
         pytest.skip("not in group vllm")
-    v = info(host)["vars"]
-    live = posixpath.join(v.get("model_dir") or "/srv/models", v["model_name"])
+    live = info(host)["model_path"]
     assert host.file(live).is_symlink
     cmd = host.run(f"cd {live}/ && sha256sum --quiet --strict -c MANIFEST.sha256")
     assert cmd.rc == 0, cmd.stderr or cmd.stdout
@@ -62,8 +59,7 @@ def test_weights_match_manifest(host):
 def test_env_file_is_private(host):
     if not vllm_host(host):
         pytest.skip("not in group vllm")
-    name = info(host)["vars"].get("service_name") or "vllm"
-    f = host.file(f"/etc/vllm/{name}.env")
+    f = host.file(info(host)["env_file"])
     assert f.exists and f.mode == 0o600 and f.user == "root"
 
 
@@ -72,5 +68,5 @@ def test_nginx_config_valid_and_running(host):
         pytest.skip("not in group gateways")
     assert host.run("nginx -t").rc == 0
     assert host.service("nginx").is_running
-    port = int(info(host)["vars"].get("gateway_port", 80))
+    port = int(info(host)["gateway_port"])
     assert host.socket(f"tcp://0.0.0.0:{port}").is_listening

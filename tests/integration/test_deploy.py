@@ -43,8 +43,13 @@ def test_first_deploy_serves_through_the_gateway(fleet):
                    json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
                    timeout=60)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
-    # the secret is in no report and no unit
+    # the secret is in no report, and on no host in a unit, a process argument or the journal
     assert API_KEY not in json.dumps(report)
+    seen = vfleet("run", "--inventory", str(fleet["inv"]), "--command",
+                  "ps -eo args; cat /etc/systemd/system/vllm.service 2>/dev/null; "
+                  "journalctl -o cat --no-pager 2>/dev/null | tail -n 5000")
+    assert seen.returncode == 0 and "ExecStart=" in seen.stdout, seen.stderr[-2000:]
+    assert API_KEY not in seen.stdout + seen.stderr
 
 
 def test_second_deploy_changes_nothing_and_restarts_nothing(fleet):
@@ -62,7 +67,7 @@ def test_one_variable_changes_only_that_unit_and_restarts_only_that_host(fleet, 
     code, report, out = run_report("deploy", inv, tmp_path / "r.json", "--diff")
     assert code == 0, out[-3000:]
     assert changed_targets(report, target) == ["unit /etc/systemd/system/vllm.service", "systemd daemon-reload",
-                                               "service vllm"], changed_targets(report, target)
+                                               "service vllm.service"], changed_targets(report, target)
     assert "--max-num-seqs" in out and "+    --max-num-seqs 4" in out.replace("\\\n", "\n") or "-max-num-seqs" in out
     assert restarts(report) == {"lab1": 1, "lab2": 0, "lab3": 0}
     for other in ("lab2", "lab3"):
@@ -70,6 +75,17 @@ def test_one_variable_changes_only_that_unit_and_restarts_only_that_host(fleet, 
     # and back, so the fleet is as the other tests expect
     code, report, out = run_report("deploy", fleet["inv"], tmp_path / "back.json")
     assert code == 0 and restarts(report) == {"lab1": 1, "lab2": 0, "lab3": 0}
+
+
+def test_a_host_with_its_own_served_model_name_deploys_and_passes_smoke(fleet, tmp_path):
+    inv = write_deploy_inventory(fleet["lab"], tmp_path, host_vars={"lab1": {"served_model_name": "tiny-lab1"}})
+    code, report, out = run_report("deploy", inv, tmp_path / "served.json", "--limit", "lab1")
+    assert code == 0, out[-3000:]
+    smoke = report["hosts"]["lab1"]["smoke"]["host"]
+    assert smoke["/v1/models"]["models"] == ["tiny-lab1"] and all(c["ok"] for c in smoke.values()), smoke
+    assert restarts(report) == {"lab1": 1}
+    code, report, out = run_report("deploy", fleet["inv"], tmp_path / "back.json", "--limit", "lab1")
+    assert code == 0 and restarts(report) == {"lab1": 1}, out[-3000:]
 
 
 def test_check_mode_reports_without_changing(fleet, tmp_path):
@@ -139,7 +155,7 @@ def test_nginx_config_that_fails_test_is_never_loaded(fleet, tmp_path):
                     "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf").stdout
     inv = write_deploy_inventory(fleet["lab"], tmp_path, extra={"gateway_rate_burst": 77})
     code, report, out = run_report("gateway", inv, tmp_path / "gw.json")
-    assert code == 1 and "nginx -t rejected" in out
+    assert code == 1 and "rejected by nginx -t; the previous file was put back" in out
     after = vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "gateways", "--command",
                    "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf; rm -f /etc/nginx/conf.d/zz-broken.conf").stdout
     assert before.split("[lab3]")[1].split()[0] == after.split("[lab3]")[1].split()[0]

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fleet.inventory import load_inventory
+from roles.variables import SCHEMA
 from fleet.operations import ensure_directory, ensure_symlink, put_file, run_command
 from fleet.results import Status
 from fleet.runner import HostContext, Play, RunOptions
@@ -44,7 +45,7 @@ def all_hosts(data: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def inv(lab_inventory):
-    return load_inventory(lab_inventory)
+    return load_inventory(lab_inventory, schema=SCHEMA)
 
 
 def test_worker_pool_is_bounded_by_forks(inv):
@@ -75,7 +76,7 @@ def test_unreachable_host_does_not_stop_the_others(lab_inventory, tmp_path):
     def mutate(d):
         victim = sorted(all_hosts(d))[0]
         all_hosts(d)[victim]["ansible_port"] = 2  # nothing listens there: connection refused
-    inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate))
+    inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate), schema=SCHEMA)
     hosts = inv.select(None)
     play = Play("test", hosts, RunOptions(connect_timeout=3))
     out = play.run_step("uname", lambda ctx: ctx.must("uname -n", what="uname").stdout.strip())
@@ -111,7 +112,7 @@ def test_unknown_host_key_is_rejected_and_opt_out_works(lab_inventory, tmp_path)
 
     def mutate(d):
         d["all"].setdefault("vars", {})["known_hosts_file"] = str(empty)
-    inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate))
+    inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate), schema=SCHEMA)
     host = inv.select(None)[:1]
     play = Play("test", host, RunOptions())
     play.run_step("uname", lambda ctx: ctx.run("uname"))

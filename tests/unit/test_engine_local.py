@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.inventory import load_inventory
+from roles.variables import SCHEMA
 from fleet.operations import ensure_directory, ensure_symlink, put_file, run_command
 from fleet.report import report_dict, write_json_atomic
 from fleet.results import Status
@@ -27,7 +28,7 @@ def local_inv(tmp_path):
 
 
 def play_for(inv: Path, **opts) -> Play:
-    return Play("test", load_inventory(inv).select(None), RunOptions(**opts))
+    return Play("test", load_inventory(inv, schema=SCHEMA).select(None), RunOptions(**opts))
 
 
 def test_put_file_check_apply_idempotent_and_diff(local_inv, tmp_path):

@@ -1,4 +1,9 @@
-"""nginx gateway rendering (roles/gateway_render.py), checked by a real nginx."""
+"""nginx gateway rendering (roles/gateway_render.py), checked by a real nginx.
+
+The gateway's knobs come from the gateway host's HostConfig (tests/unit/configs.py builds it
+through the inventory loader and schema); the backends are Backend values, as Backend.of
+makes them from the vLLM hosts' configs."""
+import dataclasses
 import http.server
 import re
 import shutil
@@ -12,16 +17,32 @@ from pathlib import Path
 
 import pytest
 
+from fleet.errors import InventoryError
 from roles import gateway_render as gr
+from roles.gateway_render import Backend
+from roles.variables import SCHEMA
+from tests.unit.configs import host_config
 
 BACKENDS = [
-    {"name": "gpu01", "address": "10.0.0.11", "port": 8000},
-    {"name": "gpu02", "address": "10.0.0.12", "port": 8000},
-    ("gpu03", "fd00::13", 8001),
-    {"name": "gpu04", "address": "gpu04.lab.example", "port": 8000},
+    Backend("gpu01", "10.0.0.11", 8000),
+    Backend("gpu02", "10.0.0.12", 8000),
+    Backend("gpu03", "fd00::13", 8001),
+    Backend("gpu04", "gpu04.lab.example", 8000),
 ]
+# the gateway knobs that are inventory variables (the rest are module constants)
+KNOBS = ("gateway_port", "gateway_listen_address", "gateway_rate_limit", "gateway_rate_burst",
+         "gateway_client_max_body_size", "gateway_read_timeout", "gateway_max_fails",
+         "gateway_fail_timeout")
 
 needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
+
+
+def gw(vars: dict | None = None):
+    """The HostConfig of a gateway host."""
+    return host_config(vars, name="gw01", group="gateways")
+
+
+GW = gw()
 
 
 def _server_lines(conf: str) -> dict:
@@ -29,8 +50,12 @@ def _server_lines(conf: str) -> dict:
             re.finditer(r"^\s*server (\S+) (.*);  # (\S+)$", conf, re.M)}
 
 
+def _locations(conf: str) -> list[str]:
+    return re.findall(r"^\s*location (.*?) \{$", conf, re.M)
+
+
 def test_upstream_and_drain_markers():
-    conf = gr.render_gateway(BACKENDS, drained={"gpu02"})
+    conf = gr.render_gateway(BACKENDS, GW, drained={"gpu02"})
     lines = _server_lines(conf)
     assert list(lines) == ["gpu01", "gpu02", "gpu03", "gpu04"]
     assert lines["gpu02"].rstrip().endswith("down;  # gpu02")
@@ -38,62 +63,141 @@ def test_upstream_and_drain_markers():
     assert "server [fd00::13]:8001 " in lines["gpu03"]
     assert "server gpu04.lab.example:8000 " in lines["gpu04"]
     assert "max_fails=3 fail_timeout=10s" in lines["gpu01"]
+    assert "# Drained (marked down): gpu02\n" in conf
     for needle in ("least_conn;", "keepalive 32;", "proxy_buffering off;",
                    "proxy_http_version 1.1;", 'proxy_set_header Connection "";',
                    "proxy_read_timeout 600s;", "client_max_body_size 10m;",
                    "limit_req_zone $binary_remote_addr zone=vfleet_vllm_per_client:10m rate=20r/s;",
                    "limit_req zone=vfleet_vllm_per_client burst=40 nodelay;",
-                   "location = /health", "location ^~ /metrics", "listen 80 default_server;"):
+                   "location = /health", "location ^~ /metrics", "listen 80 default_server;",
+                   "server_name _;", "upstream vfleet_vllm {", "proxy_pass http://vfleet_vllm;"):
         assert needle in conf, needle
 
 
 def test_vars_change_the_rendering():
-    conf = gr.render_gateway(BACKENDS[:1], {
+    conf = gr.render_gateway(BACKENDS[:1], gw({
         "gateway_port": 8080, "gateway_listen_address": "127.0.0.1",
         "gateway_rate_limit": "5r/s", "gateway_rate_burst": 7, "gateway_read_timeout": 30,
-        "gateway_client_max_body_size": "1m", "gateway_default_server": False,
-        "gateway_allowed_prefixes": ["/v1/", "/version"]})
-    assert "listen 127.0.0.1:8080;" in conf
+        "gateway_client_max_body_size": "1m", "gateway_max_fails": 5,
+        "gateway_fail_timeout": 20}))
+    assert "listen 127.0.0.1:8080 default_server;" in conf
     assert "rate=5r/s" in conf and "burst=7" in conf and "proxy_read_timeout 30s;" in conf
-    assert "location /version {" in conf
+    assert "proxy_send_timeout 30s;" in conf
+    assert "client_max_body_size 1m;" in conf
+    assert "max_fails=5 fail_timeout=20s" in _server_lines(conf)["gpu01"]
 
 
-def test_none_values_keep_defaults():
-    assert gr.render_gateway(BACKENDS[:1], {"gateway_port": None}) == \
-        gr.render_gateway(BACKENDS[:1])
+@pytest.mark.parametrize("var, value, needle", [
+    ("gateway_port", 8081, "listen 8081 default_server;"),
+    ("gateway_listen_address", "::1", "listen [::1]:80 default_server;"),
+    ("gateway_listen_address", "10.0.0.1", "listen 10.0.0.1:80 default_server;"),
+    ("gateway_rate_limit", "100r/m", "rate=100r/m;"),
+    ("gateway_rate_burst", 7, "burst=7 nodelay;"),
+    ("gateway_client_max_body_size", "512k", "client_max_body_size 512k;"),
+    ("gateway_read_timeout", 5, "proxy_read_timeout 5s;"),
+    ("gateway_max_fails", 0, "max_fails=0 fail_timeout=10s"),
+    ("gateway_fail_timeout", 25, "max_fails=3 fail_timeout=25s"),
+])
+def test_each_knob_comes_from_the_gateway_hosts_config(var, value, needle):
+    assert var in KNOBS
+    conf = gr.render_gateway(BACKENDS[:1], gw({var: value}))
+    assert needle in conf
+    assert conf != gr.render_gateway(BACKENDS[:1], GW)
+
+
+def test_defaults_are_the_schemas():
+    """A gateway host that sets nothing renders the schema's defaults: the same file as one
+    that sets every knob to its default explicitly (a null listen address included)."""
+    defaults = SCHEMA.defaults()
+    explicit = gw({k: defaults[k] for k in KNOBS})
+    assert gr.render_gateway(BACKENDS[:1], explicit) == gr.render_gateway(BACKENDS[:1], GW)
+    assert gr.render_gateway(BACKENDS[:1], gw({"gateway_listen_address": None})) == \
+        gr.render_gateway(BACKENDS[:1], GW)
+    assert defaults["gateway_fail_timeout"] == 10
+    # the vLLM hosts' own settings do not change the gateway (only the gateway host's do)
+    assert gr.render_gateway(BACKENDS[:1], gw({"vllm_port": 9000, "service_name": "x"})) == \
+        gr.render_gateway(BACKENDS[:1], GW)
+
+
+def test_fixed_parts_are_module_constants_not_variables():
+    conf = gr.render_gateway(BACKENDS[:1], GW)
+    assert f"upstream {gr.UPSTREAM_NAME} {{" in conf
+    assert f"keepalive {gr.KEEPALIVE};" in conf
+    assert f"server_name {gr.SERVER_NAME};" in conf
+    # only the allowed prefixes are proxied; /health, /metrics and the rest are nginx's own
+    assert gr.ALLOWED_PREFIXES == ("/v1/",)
+    assert _locations(conf) == ["= /health", "^~ /metrics", "/v1/", "/"]
+    assert conf.count("proxy_pass ") == len(gr.ALLOWED_PREFIXES)
+    # removed on purpose: no longer inventory variables
+    for name in ("gateway_allowed_prefixes", "gateway_upstream_name", "gateway_rate_per_client",
+                 "gateway_proxy_read_timeout", "gateway_listen"):
+        assert name not in SCHEMA.known_names, name
+    for name in KNOBS:
+        assert name in SCHEMA.known_names, name
+
+
+def test_backend_of_a_vllm_hosts_config():
+    cfg = host_config({"vllm_port": 8001}, name="gpu03", address="fd00::13")
+    assert Backend.of(cfg) == Backend("gpu03", "fd00::13", 8001)
+    # without ansible_host the host's inventory name is its address
+    assert Backend.of(host_config(name="gpu04.lab.example")) == \
+        Backend("gpu04.lab.example", "gpu04.lab.example", 8000)
+    configs = [host_config(name="gpu01", address="10.0.0.11"),
+               host_config(name="gpu02", address="10.0.0.12"), cfg,
+               host_config(name="gpu04", address="gpu04.lab.example")]
+    assert [Backend.of(c) for c in configs] == BACKENDS
+    assert gr.render_gateway([Backend.of(c) for c in configs], GW) == \
+        gr.render_gateway(BACKENDS, GW)
 
 
 @pytest.mark.parametrize("backends,drained", [
     ([], ()),
     (BACKENDS, {"gpu99"}),
     ([BACKENDS[0], BACKENDS[0]], ()),
-    ([{"name": "x", "address": "10.0.0.1;evil", "port": 1}], ()),
-    ([{"name": "x", "address": "$host", "port": 1}], ()),
-    ([{"name": "x", "address": "10.0.0.1", "port": 70000}], ()),
-    ([{"name": "bad name", "address": "10.0.0.1", "port": 1}], ()),
-    ([{"name": "x\n}", "address": "10.0.0.1", "port": 1}], ()),
+    ([Backend("x", "10.0.0.1;evil", 1)], ()),
+    ([Backend("x", "$host", 1)], ()),
+    ([Backend("x", "10.0.0.1", 70000)], ()),
+    ([Backend("x", "10.0.0.1", 0)], ()),
+    ([Backend("bad name", "10.0.0.1", 1)], ()),
+    ([Backend("x\n}", "10.0.0.1", 1)], ()),
+    ([Backend("x", "gpu01.lab.example\n}", 1)], ()),
 ])
 def test_bad_backends_refused(backends, drained):
     with pytest.raises(gr.GatewayRenderError):
-        gr.render_gateway(backends, drained=drained)
+        gr.render_gateway(backends, GW, drained=drained)
 
 
 @pytest.mark.parametrize("vars", [
     {"gateway_rate_limit": "20r/s; evil"}, {"gateway_client_max_body_size": "1m;"},
     {"gateway_read_timeout": "1s }"}, {"gateway_listen_address": "0.0.0.0; x"},
-    {"gateway_allowed_prefixes": "/v1/"}, {"gateway_allowed_prefixes": ["/v1/ {"]},
-    {"gateway_upstream_name": "a b"},
+    {"gateway_fail_timeout": "10s"}, {"gateway_fail_timeout": 0}, {"gateway_max_fails": -1},
+    {"gateway_rate_burst": -1}, {"gateway_port": 0}, {"gateway_port": 70000},
+    {"gateway_read_timeout": 0},
 ])
-def test_bad_vars_refused(vars):
-    with pytest.raises(gr.GatewayRenderError):
-        gr.render_gateway(BACKENDS, vars)
+def test_bad_vars_refused_by_the_schema(vars):
+    (key,) = vars
+    with pytest.raises(InventoryError, match=key):
+        gw(vars)
 
 
-def test_server_name_is_quoted():
-    conf = gr.render_gateway(BACKENDS, {"gateway_server_name": "a;b"})
-    assert 'server_name "a;b";' in conf
+@pytest.mark.parametrize("field, value", [
+    ("gateway_rate_limit", "20r/s; evil"), ("gateway_client_max_body_size", "1m;"),
+    ("gateway_listen_address", "0.0.0.0; x"), ("gateway_listen_address", "1.2.3"),
+    ("gateway_port", 70000),
+])
+def test_renderer_still_refuses_what_nginx_cannot_take(field, value):
+    """Defence in depth: a HostConfig built some other way is checked again."""
     with pytest.raises(gr.GatewayRenderError):
-        gr.render_gateway(BACKENDS, {"gateway_server_name": "$evil"})
+        gr.render_gateway(BACKENDS, dataclasses.replace(GW, **{field: value}))
+
+
+def test_server_name_is_quoted(monkeypatch):
+    assert "server_name _;" in gr.render_gateway(BACKENDS, GW)
+    monkeypatch.setattr(gr, "SERVER_NAME", "a;b")
+    assert 'server_name "a;b";' in gr.render_gateway(BACKENDS, GW)
+    monkeypatch.setattr(gr, "SERVER_NAME", "$evil")
+    with pytest.raises(gr.GatewayRenderError):
+        gr.render_gateway(BACKENDS, GW)
 
 
 # --- real nginx ---------------------------------------------------------------------
@@ -120,21 +224,59 @@ def _nginx_t(tmp_path: Path, conf: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+# host names must resolve for nginx -t: use IPs only here
+IP_BACKENDS = [b for b in BACKENDS if not b.address.endswith("example")]
+
+
 @needs_nginx
-@pytest.mark.parametrize("drained", [(), {"gpu02"}, {"gpu01", "gpu02", "gpu03", "gpu04"}])
+@pytest.mark.parametrize("drained", [(), {"gpu02"}, {"gpu01", "gpu02", "gpu03"}])
 def test_nginx_t_accepts_rendered_config(tmp_path, drained):
-    # host names must resolve for nginx -t: use IPs only here
-    backends = [b for b in BACKENDS if not (isinstance(b, dict) and
-                                            b["address"].endswith("example"))]
-    conf = _nginx_prefix(tmp_path, gr.render_gateway(backends, drained=set(drained) - {"gpu04"}))
+    conf = _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, GW, drained=set(drained)))
     r = _nginx_t(tmp_path, conf)
     assert r.returncode == 0, r.stderr
     assert "test is successful" in r.stderr
 
 
 @needs_nginx
+@pytest.mark.parametrize("vars", [
+    {"gateway_port": 8080, "gateway_listen_address": "127.0.0.1", "gateway_rate_limit": "100r/m",
+     "gateway_rate_burst": 7, "gateway_client_max_body_size": "512k", "gateway_read_timeout": 5,
+     "gateway_max_fails": 0, "gateway_fail_timeout": 30},
+    {"gateway_listen_address": "::1", "gateway_client_max_body_size": "1G",
+     "gateway_fail_timeout": 1},
+], ids=["ipv4-knobs", "ipv6-listen"])
+def test_nginx_t_accepts_every_knob(tmp_path, vars):
+    conf = _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, gw(vars), drained={"gpu01"}))
+    r = _nginx_t(tmp_path, conf)
+    assert r.returncode == 0, r.stderr
+
+
+@needs_nginx
+@pytest.mark.parametrize("var, value", [
+    ("gateway_rate_limit", "0r/s"), ("gateway_rate_limit", "1r/m"),
+    ("gateway_rate_limit", "100000r/s"), ("gateway_rate_burst", 0), ("gateway_rate_burst", 1),
+    ("gateway_client_max_body_size", "0"), ("gateway_client_max_body_size", "1k"),
+    ("gateway_read_timeout", 1), ("gateway_max_fails", 0), ("gateway_fail_timeout", 1),
+    ("gateway_port", 1), ("gateway_port", 65535),
+])
+def test_what_the_schema_accepts_nginx_accepts(tmp_path, var, value):
+    """The schema is where an operator's value is refused, with its file and line: a value
+    it lets through must not fail later at `nginx -t` on the gateway."""
+    try:
+        cfg = gw({var: value})
+    except InventoryError:
+        return          # refused up front: fine
+    r = _nginx_t(tmp_path, _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, cfg)))
+    assert r.returncode == 0, r.stderr
+
+
+@needs_nginx
 def test_nginx_t_rejects_a_broken_config(tmp_path):
-    bad = gr.render_gateway(BACKENDS[:1]).replace("least_conn;", "least_conn")
+    bad = gr.render_gateway(BACKENDS[:1], GW).replace("least_conn;", "least_conn")
+    assert _nginx_t(tmp_path, _nginx_prefix(tmp_path, bad)).returncode != 0
+    # nginx reads the time unit of fail_timeout (the integer seconds are rendered "10s"):
+    # a wrong one fails the test, so the accepted configs above are really checked
+    bad = gr.render_gateway(BACKENDS[:1], GW).replace("fail_timeout=10s", "fail_timeout=10q")
     assert _nginx_t(tmp_path, _nginx_prefix(tmp_path, bad)).returncode != 0
 
 
@@ -152,7 +294,7 @@ def test_fits_debians_stock_nginx_conf_once_default_site_is_gone(tmp_path):
             .replace("/run/nginx.pid", f"{tmp_path}/nginx.pid"))
     conf = tmp_path / "nginx.conf"
     conf.write_text(text)
-    (confd / "vfleet-gateway.conf").write_text(gr.render_gateway(BACKENDS[:2]))
+    (confd / Path(gr.GATEWAY_CONF_PATH).name).write_text(gr.render_gateway(BACKENDS[:2], GW))
     r = _nginx_t(tmp_path, conf)
     assert r.returncode == 0, r.stderr
     default_site = Path("/etc/nginx/sites-available/default")
@@ -215,11 +357,14 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
     hits: list = []
     a, b = _start_backend("a", hits), _start_backend("b", hits)
     port = _free_port()
+    # the backends as a deploy makes them: Backend.of the vLLM hosts' configs
+    backends = [Backend.of(host_config({"vllm_port": srv.server_address[1]}, name=name,
+                                       address="127.0.0.1"))
+                for name, srv in (("a", a), ("b", b))]
     conf_text = gr.render_gateway(
-        [{"name": "a", "address": "127.0.0.1", "port": a.server_address[1]},
-         {"name": "b", "address": "127.0.0.1", "port": b.server_address[1]}],
-        {"gateway_port": port, "gateway_listen_address": "127.0.0.1",
-         "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3},
+        backends,
+        gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
+            "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3}),
         drained={"b"})
     conf = _nginx_prefix(tmp_path, conf_text)
     nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)],
@@ -266,14 +411,3 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
         nginx.wait(timeout=10)
         a.shutdown()
         b.shutdown()
-
-
-def test_earlier_variable_names_still_work():
-    old = gr.render_gateway(BACKENDS[:1], {
-        "gateway_listen": "8080", "gateway_rate_per_client": "5r/s",
-        "gateway_proxy_read_timeout": "30s"})
-    new = gr.render_gateway(BACKENDS[:1], {
-        "gateway_port": 8080, "gateway_rate_limit": "5r/s", "gateway_read_timeout": 30})
-    assert old == new
-    assert "listen 127.0.0.1:81 " in gr.render_gateway(BACKENDS[:1],
-                                                      {"gateway_listen": "127.0.0.1:81"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.errors import VfleetError
-from fleet.hostpatterns import expand_host_range, match_limit, split_limit
+from fleet.hostpatterns import expand_host_range, host_range_size, match_limit, split_limit
 
 
 @pytest.mark.parametrize("pattern, expected", [
@@ -96,3 +96,16 @@ def test_match_limit_bad_regex_and_empty():
 def test_split_limit_keeps_ranges_whole():
     assert split_limit("gpu[01:04]:!gpu02") == ["gpu[01:04]", "!gpu02"]
     assert split_limit("a,b:c") == ["a", "b:c"]
+
+
+@pytest.mark.parametrize("pattern, size", [
+    ("gpu", 1), ("gpu[01:16]", 16), ("h[1:10:2]", 5), ("node-[a:c]", 3),
+    ("r[1:4]-n[01:10]", 40), ("gpu[0:10000000]", 10_000_001),
+])
+def test_host_range_size_counts_without_expanding(pattern, size):
+    assert host_range_size(pattern) == size
+
+
+def test_host_range_size_reports_the_same_errors():
+    with pytest.raises(ValueError, match="start after end"):
+        host_range_size("gpu[10:01]")

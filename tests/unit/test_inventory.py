@@ -12,6 +12,7 @@ import pytest
 
 from fleet.errors import InventoryError, VfleetError
 from fleet.inventory import Inventory, load_inventory, masked_vars, parse_set_args
+from roles.variables import SCHEMA
 
 DATA = Path(__file__).parent / "data" / "inventories"
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ def in_data_dir(monkeypatch):
 
 def errors_of(path: str, overrides=None) -> list[str]:
     with pytest.raises(InventoryError) as exc:
-        load_inventory(path, overrides)
+        load_inventory(path, overrides, schema=SCHEMA)
     return exc.value.errors
 
 
@@ -35,7 +36,7 @@ def errors_of(path: str, overrides=None) -> list[str]:
      "'<block mapping start>'"),
     ("bad/top_list.yaml",
      "bad/top_list.yaml: expected a mapping of groups at the top level (an Ansible YAML "
-     "inventory starting with 'all:'), got a list; INI inventories are not supported"),
+     "inventory starting with 'all:'), got a list"),
     ("bad/nope.yaml", "bad/nope.yaml: no such file"),
     ("bad", "bad: is a directory; give the inventory file (e.g. bad/hosts.yml)"),
     ("bad/empty.yaml",
@@ -101,11 +102,10 @@ def test_each_mistake_has_one_clear_line(path, message, monkeypatch):
     assert errors_of(path) == [message]
 
 
-def test_ini_inventory_gets_a_conversion_hint():
-    (msg,) = errors_of("bad/ini_format.ini")
-    assert msg.startswith("bad/ini_format.ini: line 2: YAML syntax error:")
-    assert msg.endswith("INI inventories are not supported: convert with "
-                        "'ansible-inventory -i bad/ini_format.ini --list -y'")
+def test_ini_inventory_loads():
+    # Once refused with a conversion hint; INI is now read (tests/unit/test_inventory_ini.py).
+    inv = load_inventory("bad/ini_format.ini", schema=SCHEMA)
+    assert inv.group_hosts("vllm") == ["gpu01", "gpu02"]
 
 
 def test_group_value_reported_once_not_per_host():
@@ -136,7 +136,7 @@ def test_secret_value_never_in_errors():
 
 def test_inventory_error_is_a_vfleet_error_with_lines():
     with pytest.raises(VfleetError) as exc:
-        load_inventory("bad/several.yaml")
+        load_inventory("bad/several.yaml", schema=SCHEMA)
     assert len(str(exc.value).splitlines()) == 3
 
 
@@ -150,9 +150,11 @@ def test_parse_set_args_yaml_types_and_raw_text():
 
 
 @pytest.mark.parametrize("item, message", [
-    ("max_num_seqs", "--set 'max_num_seqs': expected NAME=VALUE (e.g. --set max_num_seqs=64)"),
-    ("=5", "--set '=5': '' is not a variable name"),
-    ("bad key=1", "--set 'bad key=1': 'bad key' is not a variable name"),
+    ("max_num_seqs", "--set item 1 has no '=': expected NAME=VALUE (e.g. --set max_num_seqs=64)"),
+    ("=5", "--set '': not a variable name (letters, digits and '_', e.g. api_key); the value "
+           "is not shown"),
+    ("bad key=1", "--set 'bad key': not a variable name (letters, digits and '_', e.g. "
+                  "api_key); the value is not shown"),
     ("x=[1, 2", "--set x: the value is not valid YAML; quote it"),
 ])
 def test_parse_set_args_errors(item, message):
@@ -163,7 +165,7 @@ def test_parse_set_args_errors(item, message):
 
 def test_set_keeps_version_strings_and_types_numbers():
     inv = load_inventory("good/ranges.yaml",
-                         parse_set_args(["vllm_version=0.10", "max_num_seqs=64"]))
+                         parse_set_args(["vllm_version=0.10", "max_num_seqs=64"]), schema=SCHEMA)
     h = inv.hosts["gpu01"]
     assert h.vars["vllm_version"] == "0.10"
     assert h.vars["max_num_seqs"] == 64
@@ -181,7 +183,7 @@ def test_set_values_are_validated():
 # -------------------------------------------------------------------------- precedence
 @pytest.fixture
 def prec() -> Inventory:
-    return load_inventory("good/precedence/hosts.yaml")
+    return load_inventory("good/precedence/hosts.yaml", schema=SCHEMA)
 
 
 def test_child_beats_parent_beats_all_and_host_beats_groups(prec):
@@ -216,7 +218,7 @@ def test_host_vars_file_beats_inline_host_vars(prec):
 
 
 def test_set_beats_everything():
-    inv = load_inventory("good/precedence/hosts.yaml", parse_set_args(["vllm_port=2000"]))
+    inv = load_inventory("good/precedence/hosts.yaml", parse_set_args(["vllm_port=2000"]), schema=SCHEMA)
     assert {h.vars["vllm_port"] for h in inv.hosts.values()} == {2000}
 
 
@@ -282,7 +284,7 @@ def test_select(prec):
 
 # ------------------------------------------------------------------------------- ranges
 def test_ranges_in_host_names():
-    inv = load_inventory("good/ranges.yaml")
+    inv = load_inventory("good/ranges.yaml", schema=SCHEMA)
     assert list(inv.hosts) == ["gpu01", "gpu02", "gpu03", "node-a", "node-b", "node-c",
                                "h1", "h5", "h9", "edge08.lab", "edge09.lab", "edge10.lab",
                                "olda", "oldb"]
@@ -295,11 +297,11 @@ def test_ranges_in_host_names():
 # ------------------------------------------------------------------------------ secrets
 def test_secrets_from_file_env_and_inline(monkeypatch):
     monkeypatch.setenv("VFLEET_TEST_HF_TOKEN", "hf_from_env")
-    inv = load_inventory("good/secrets/hosts.yaml")
+    inv = load_inventory("good/secrets/hosts.yaml", schema=SCHEMA)
     assert inv.hosts["s1"].vars["api_key"] == "sk-from-file"   # stripped, relative path
     assert inv.hosts["s2"].vars["hf_token"] == "hf_from_env"
     assert inv.hosts["s3"].vars["api_key"] == "inline-key"
-    shown = masked_vars(inv.hosts["s2"].vars)
+    shown = masked_vars(inv.hosts["s2"].vars, schema=SCHEMA)
     assert shown["api_key"] == "***" and shown["hf_token"] == "***"
     assert shown["api_key_file"] == "key.txt"
     dumped = json.dumps(inv.to_list_json())
@@ -307,7 +309,7 @@ def test_secrets_from_file_env_and_inline(monkeypatch):
 
 
 def test_masked_vars_hides_password_like_user_vars():
-    assert masked_vars({"db_password": "x", "vllm_port": 1, "api_key": None}) == {
+    assert masked_vars({"db_password": "x", "vllm_port": 1, "api_key": None}, schema=SCHEMA) == {
         "db_password": "***", "vllm_port": 1, "api_key": None}
 
 
@@ -318,12 +320,12 @@ def test_masked_vars_hides_password_like_user_vars():
     ("example-ansible/hosts.yml", ["gpu01", "gpu02", "gpu03"]),
 ])
 def test_shipped_inventories_load(name, hosts):
-    inv = load_inventory(REPO / "inventories" / name)
+    inv = load_inventory(REPO / "inventories" / name, schema=SCHEMA)
     assert list(inv.hosts) == hosts
 
 
 def test_example_ansible_inventory():
-    inv = load_inventory(REPO / "inventories" / "example-ansible" / "hosts.yml")
+    inv = load_inventory(REPO / "inventories" / "example-ansible" / "hosts.yml", schema=SCHEMA)
     g2, g3 = inv.hosts["gpu02"], inv.hosts["gpu03"]
     assert g2.address == "192.0.2.11" and g2.user == "ops"     # host_vars file
     assert g3.port == 2222 and g3.vars["dtype"] == "float16"    # group_vars/l4.yml
@@ -334,7 +336,7 @@ def test_example_ansible_inventory():
 
 # ---------------------------------------------------------------------------- connection
 def test_connection_settings_and_aliases():
-    inv = load_inventory("good/connection.yaml")
+    inv = load_inventory("good/connection.yaml", schema=SCHEMA)
     h = inv.hosts
     assert (h["box1"].port, h["box2"].port) == (2201, 2200)
     assert h["box1"].user == "ops" and h["box1"].connection == "ssh"
@@ -348,12 +350,12 @@ def test_connection_settings_and_aliases():
 
 
 def test_host_repr_hides_vars():
-    inv = load_inventory("good/connection.yaml")
+    inv = load_inventory("good/connection.yaml", schema=SCHEMA)
     assert "vars" not in repr(inv.hosts["box1"])
 
 
 def test_yaml_anchors_and_merge_keys():
-    inv = load_inventory("good/anchors.yaml")
+    inv = load_inventory("good/anchors.yaml", schema=SCHEMA)
     assert inv.hosts["gpu01"].vars["max_num_seqs"] == 32
     assert inv.hosts["gpu02"].vars["max_num_seqs"] == 8
     assert inv.hosts["gpu02"].vars["dtype"] == "float16"

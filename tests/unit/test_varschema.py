@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.varschema import VariableSpec, VarSchema, describe
+from fleet.varschema import ENV_NAME_PATTERN, VariableSpec, VarSchema, describe, looks_secret
 from roles.variables import SCHEMA, VARIABLES, markdown_table
 
 
@@ -97,3 +97,72 @@ def test_markdown_table():
     assert "| `gpu_memory_utilization` | a number > 0 and <= 1 | `0.9` |" in table
     assert "`api_key_file`" in table and "`api_key_env`" in table
     assert table.count("\n") == len(VARIABLES) + 2
+
+
+# ------------------------------------------------------------- coercion and strict types
+def _schema() -> VarSchema:
+    return VarSchema([
+        VariableSpec("port", {"type": "integer", "minimum": 1, "maximum": 65535}),
+        VariableSpec("flag", {"type": "boolean"}),
+        VariableSpec("ratio", {"type": "number", "exclusiveMinimum": 0, "maximum": 1}),
+        VariableSpec("limit", {"type": ["integer", "null"]}),
+        VariableSpec("name", {"type": "string"}),
+        VariableSpec("env", {"type": "object", "additionalProperties": {"type": "string"},
+                             "propertyNames": {"pattern": ENV_NAME_PATTERN}}),
+        VariableSpec("labels", {"type": "object", "propertyNames": {
+            "pattern": "^[a-z]+$", "title": "label (lower-case letters)"}}),
+    ])
+
+
+@pytest.mark.parametrize("name, value, coerced", [
+    ("port", "2222", 2222), ("port", " 22 ", 22), ("port", "22.0", "22.0"),
+    ("port", "-1", "-1"), ("limit", "8", 8), ("name", "8", "8"),
+    ("flag", "yes", True), ("flag", "OFF", False), ("flag", "t", True), ("flag", "0", False),
+    ("flag", 1, True), ("flag", 0.0, False), ("flag", "maybe", "maybe"), ("flag", 2, 2),
+    ("ratio", "0.5", "0.5"), ("unknown", "1", "1"),
+])
+def test_coerce_takes_ansibles_coercions_only(name, value, coerced):
+    out = _schema().coerce(name, value)
+    assert out == coerced and type(out) is type(coerced)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("port", 4.0, "vars.port: expected an integer from 1 to 65535, got 4.0 (write 4, without "
+                  "the decimal point)"),
+    ("port", True, "vars.port: expected an integer from 1 to 65535, got true"),
+    ("ratio", float("nan"), "vars.ratio: expected a number > 0 and <= 1, got nan (not a "
+                            "finite number)"),
+    ("ratio", float("inf"), "vars.ratio: expected a number > 0 and <= 1, got inf (not a "
+                            "finite number)"),
+    ("env", {"NCCL_DEBUG=INFO; touch": "x"},
+     "vars.env: key 'NCCL_DEBUG=INFO; touch' is not a valid environment variable name "
+     "(letters, digits and '_', not starting with a digit)"),
+    ("labels", {"Bad": 1}, "vars.labels: key 'Bad' is not a valid label (lower-case letters)"),
+    ("env", {"HF_TOKEN": 7}, "vars.env.HF_TOKEN: expected a string, got a number (value "
+                             "hidden)"),
+])
+def test_check_refuses_type_holes(name, value, message):
+    assert _schema().check(name, value) == [message]
+
+
+def test_whole_numbers_still_pass_for_numbers():
+    assert _schema().check("ratio", 1) == [] and _schema().check("port", 22) == []
+
+
+def test_hint_uses_aliases_then_a_looser_match():
+    s = VarSchema(_schema().specs.values(), aliases={"ssh_port_number": "port"})
+    assert s.hint("ssh_port_number") == "port"
+    assert s.hint("flg") == "flag"            # 0.86: also an error-level suggestion
+    assert s.suggest("ratioo") == "ratio" and s.hint("ratio") is None
+    assert s.hint("zzz") is None
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("api_key", True), ("HF_TOKEN", True), ("openai_api_key", True), ("db_password", True),
+    ("apikey", True), ("aws_credentials", True), ("ansible_become_pass", True),
+    ("api_key_file", False), ("hf_token_env", False), ("max_num_batched_tokens", False),
+    ("gateway_rate_burst", False), ("keyboard", False), ("monkey", False),
+    ("apiToken", True), ("clientSecret", True), ("maxTokens", False),
+])
+def test_looks_secret_uses_whole_name_parts(name, secret):
+    assert looks_secret(name) is secret

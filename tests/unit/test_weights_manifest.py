@@ -58,15 +58,22 @@ def test_missing_shard_is_refused(tmp_path):
         wm.make_manifest(d)
 
 
-def test_verify_local(tmp_path):
+def _verify(d) -> subprocess.CompletedProcess:
+    """The command a host runs before a copy is trusted, run here with the real sha256sum."""
+    return subprocess.run(["sh", "-c", wm.verify_command(str(d))], capture_output=True, text=True)
+
+
+def test_verify_command_accepts_a_good_copy_and_names_what_is_wrong(tmp_path):
     d = _model(tmp_path, sharded=True)
     wm.write_manifest(d)
-    assert wm.verify_local(d) == []
+    assert _verify(d).returncode == 0
     (d / "config.json").write_text("changed")
+    r = _verify(d)
+    assert r.returncode != 0 and "config.json: FAILED" in r.stdout + r.stderr
+    wm.write_manifest(d)
     (d / "model-00001-of-00002.safetensors").unlink()
-    probs = wm.verify_local(d)
-    assert "config.json: sha256 mismatch" in probs
-    assert any("00001" in p and "missing" in p for p in probs)
+    r = _verify(d)
+    assert r.returncode != 0 and "00001" in r.stdout + r.stderr
 
 
 def test_parse_rejects_garbage():

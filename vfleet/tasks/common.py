@@ -15,6 +15,9 @@ from fleet.errors import InventoryError, VfleetError
 from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
+from roles.gateway_render import Backend
+from roles.hostconfig import HostConfig
+from roles.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
 
 COMMON_HELP: dict[str, str] = {
     "inventory": "Inventory file (Ansible YAML format); default $VFLEET_INVENTORY",
@@ -70,7 +73,11 @@ def resolve_inventory_path(inventory: str | None) -> str:
 
 
 def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
-    return load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])))
+    """The inventory, checked against vfleet's variables; its warnings go to stderr."""
+    inv = load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])), schema=SCHEMA)
+    for line in inv.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    return inv
 
 
 def select(inv: Inventory, limit: str | None, group: str | None = None) -> list[Host]:
@@ -80,10 +87,28 @@ def select(inv: Inventory, limit: str | None, group: str | None = None) -> list[
     return hosts
 
 
+def in_group(group: str, hosts: list[Host]) -> list[str]:
+    return [h.name for h in hosts if group in h.groups]
+
+
+def vllm_names(hosts: list[Host]) -> list[str]:
+    return in_group(VLLM_GROUP, hosts)
+
+
+def gateway_names(hosts: list[Host]) -> list[str]:
+    return in_group(GATEWAY_GROUP, hosts)
+
+
+def backends(inv: Inventory) -> list[Backend]:
+    """Every vLLM host of the inventory, as the gateways route to it (--limit or not)."""
+    return [Backend.of(HostConfig.from_host(h)) for h in inv.hosts.values() if VLLM_GROUP in h.groups]
+
+
 def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = False, diff: bool = False,
               no_host_key_checking: bool = False, connect_timeout: float | None = None,
               command_timeout: float | None = None, verbose: bool = False,
               max_fail_percentage: float | None = None) -> Play:
+    """The one way every task builds its Play: each host gets its HostConfig."""
     if forks < 1:
         raise VfleetError(f"--forks must be at least 1, got {forks}")
     options = RunOptions(
@@ -91,7 +116,7 @@ def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = Fa
         host_key_checking=False if no_host_key_checking else None, verbose=verbose,
         max_fail_percentage=max_fail_percentage,
     )
-    return Play(task, hosts, options, console=Console(highlight=False))
+    return Play(task, hosts, options, console=Console(highlight=False), configure=HostConfig.from_host)
 
 
 def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, *, recap: bool = True) -> dict[str, Any]:

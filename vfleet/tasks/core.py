@@ -28,7 +28,7 @@ def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
             from fleet.errors import VfleetError
 
             raise VfleetError(f"host '{host}' is not in {inv.path}; known hosts: {', '.join(inv.hosts)}")
-        print(json.dumps(masked_vars(inv.hosts[host].vars), indent=2, default=str))
+        print(json.dumps(masked_vars(inv.hosts[host].vars, schema=inv.schema), indent=2, default=str))
         return
     data = inv.to_list_json()
     if limit:
@@ -59,8 +59,7 @@ def run(c, command, inventory=None, limit=None, set_=None, forks=10, report=None
             raise HostFailed(f"exit {r.exited}: {r.tail()}", data)
         ctx.record("command", command, Status.CHANGED, data=data)
         if not quiet:
-            with play._lock:
-                play.console.print(f"[{ctx.name}] {r.stdout.rstrip()}", markup=False, highlight=False, soft_wrap=True)
+            play.print(f"[{ctx.name}] {r.stdout.rstrip()}", markup=False, soft_wrap=True)
 
     play.run_step("command", step)
     finish(play, report)

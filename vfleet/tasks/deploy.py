@@ -2,21 +2,23 @@
 verify. Each is idempotent: a second run reports zero changes and restarts nothing."""
 from __future__ import annotations
 
+import json
+import shlex
+
 from invoke import task
 
-from fleet.inventory import Host, Inventory
-from fleet.runner import HostContext, Play
+from fleet.inventory import Inventory
+from fleet.runner import Play
 from roles import audit, gateway, service, smoke, vllm_install, weights
+from roles.hostconfig import HostConfig
 from roles.rollout import Rollout, batch_sizes
-from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
+from roles.service import ServiceOutcome
+from vfleet.tasks.common import (backends, cli_errors, finish, gateway_names, helptext, load, make_play,
+                                 select, vllm_names)
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
             "connect_timeout", "command_timeout", "verbose")
 READING = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
-
-
-def _in(group: str, hosts: list[Host]) -> list[str]:
-    return [h.name for h in hosts if group in h.groups]
 
 
 def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
@@ -30,7 +32,7 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
     selected = [h.name for h in hosts]
     if batch:
         batch_sizes(str(batch), 1)
-        hosts += [h for h in inv.hosts.values() if "gateways" in h.groups and h.name not in selected]
+        hosts += [inv.hosts[n] for n in gateway_names(list(inv.hosts.values())) if n not in selected]
     play = make_play(name, hosts, forks=forks, check=check, diff=diff,
                      no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                      command_timeout=command_timeout, verbose=verbose)
@@ -38,28 +40,33 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
     return inv, play
 
 
-def _selected(play: Play, group: str) -> list[str]:
+def _selected_gateways(play: Play) -> list[str]:
     chosen = set(play.selected)
-    return [n for n in _in(group, play.hosts) if n in chosen]
+    return [n for n in gateway_names(play.hosts) if n in chosen]
 
 
 def step_weights(play: Play) -> None:
-    names = _in("vllm", play.hosts)
+    names = vllm_names(play.hosts)
     if names:
         weights.run(play, names)
 
 
 def step_install(play: Play) -> None:
-    play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=_in("vllm", play.hosts))
+    play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=vllm_names(play.hosts))
 
 
 def step_service(play: Play, rolling: bool = False) -> None:
-    play.run_step("service", service.configure, hosts=_in("vllm", play.hosts),
+    play.run_step("service", service.configure, hosts=vllm_names(play.hosts),
                   handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
 
 
 def step_gateway(play: Play, inv: Inventory) -> None:
-    play.run_step("gateway", lambda ctx: gateway.configure(ctx, inv), hosts=_selected(play, "gateways"))
+    bs = backends(inv)
+    play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
+
+
+def _outcome(play: Play, name: str) -> ServiceOutcome:
+    return play.results[name].get(ServiceOutcome) or ServiceOutcome(was_active=False)
 
 
 def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
@@ -70,43 +77,49 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     if not batch:
         _warn_serving_restarted(play)
         return
-    deferred = [n for n in _in("vllm", play.hosts)
-                if n in play.active and play.results[n].data.get("restart_deferred")]
+    deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
     if not deferred or play.options.check:
         return
-    rollout = Rollout(play, inv, deferred, _in("gateways", play.hosts))
+    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts))
     play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
 
 
 def step_smoke(play: Play) -> None:
     if play.options.check:
         return
-    play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx)),
-                  hosts=_in("vllm", play.hosts))
-    play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx)),
-                  hosts=_selected(play, "gateways"))
+    play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
+                  hosts=vllm_names(play.hosts))
+    play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx.config)),
+                  hosts=_selected_gateways(play))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
         for kind, res in s.items():
             st = res.get("streamed completion") or {}
             if st.get("ttft_s") is not None:
-                play.console.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
-                                   f"{st['ttft_s'] * 1000:.0f} ms", highlight=False, markup=False)
+                play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
+                           f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
 
 
 def _warn_serving_restarted(play: Play) -> None:
-    hit = [n for n in _in("vllm", play.hosts)
-           if play.results[n].data.get("was_active") and play.results[n].data.get("restarts")]
+    hit = [n for n in vllm_names(play.hosts) if _outcome(play, n).was_active and _outcome(play, n).restarts]
     if len(hit) > 1:
-        play.console.print(f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
-                           f"on a live fleet use `deploy --batch 1` to roll them through the gateways",
-                           highlight=False, markup=False)
+        play.print(f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
+                   f"on a live fleet use `deploy --batch 1` to roll them through the gateways", markup=False)
 
 
 def _require(play: Play) -> None:
-    for h in play.hosts:
-        if "vllm" in h.groups:
-            service.require_deploy_vars(h.vars)
+    for name in vllm_names(play.hosts):
+        play.contexts[name].config.require_serving()
+
+
+def curl_line(cfg: HostConfig) -> str:
+    """A command that works against the gateway, every inventory value quoted for the shell
+    (the key stays in $VLLM_API_KEY: never printed)."""
+    body = json.dumps({"model": cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
+                       "max_tokens": 16})
+    key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
+    return (f"curl -s {key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}")
 
 
 BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
@@ -186,8 +199,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
     if not skip_preflight:
-        vllm_hosts = _in("vllm", play.hosts)
-        facts = audit.gather(play, hosts=vllm_hosts)
+        facts = audit.gather(play, hosts=vllm_names(play.hosts))
         audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
     step_weights(play)
     step_install(play)
@@ -195,14 +207,9 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     step_gateway(play, inv)
     step_restart_changed(play, inv, batch)
     step_smoke(play)
-    gws = [h for h in play.hosts if "gateways" in h.groups and h.name in play.active]
+    gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
-        g = gws[0]
-        key = "-H \"Authorization: Bearer $VLLM_API_KEY\" " if g.vars.get("api_key") else ""
-        port = int(g.vars.get("gateway_port", 80))
-        play.data["curl"] = (f"curl -s {key}http://{g.address}:{port}/v1/chat/completions "
-                             f"-H 'Content-Type: application/json' -d '{{\"model\": \"{g.vars.get('model_name')}\", "
-                             f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}], \"max_tokens\": 16}}'")
+        play.data["curl"] = curl_line(play.contexts[gws[0]].config)
     finish(play, report)
     if play.data.get("curl"):
         print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command

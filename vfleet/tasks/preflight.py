@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fleet.errors import VfleetError
 from roles import audit, capacity
+from roles.variables import VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
@@ -70,7 +71,10 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
     console = Console(highlight=False)
     if config:
-        cfg = capacity.load_config(config)
+        try:
+            cfg = capacity.load_config(config)
+        except (OSError, ValueError) as exc:
+            raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
         if cpu_kvcache_space_gib:
             tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
             print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
@@ -86,22 +90,21 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
             write_json_atomic(report, p.to_dict())
         return
     inv = load(inventory, set_)
-    hosts = [h for h in select(inv, limit) if "vllm" in h.groups] or select(inv, limit)
+    hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups] or select(inv, limit)
     play = make_play("plan", hosts, forks=forks, no_host_key_checking=no_host_key_checking)
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     for name, f in facts.items():
         ctx = play.contexts[name]
-        vars = dict(ctx.vars)
-        src = vars.get("model_source")
+        cfg = ctx.config
+        src = cfg.model_source
         if not f.get("model_config") and src and Path(src).joinpath("config.json").is_file():
-            vars["model_config"] = capacity.load_config(src)
-        if vars.get("cpu_kvcache_space_gib") and (vars.get("model_config") or f.get("model_config")):
-            tokens = capacity.cpu_kv_capacity_tokens(vars.get("model_config") or f["model_config"],
-                                                     float(vars["cpu_kvcache_space_gib"]))
+            f = dict(f, model_config=capacity.load_config(src))  # the controller's copy of the model
+        if cfg.cpu_kvcache_space_gib and f.get("model_config"):
+            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
             ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
             print_plan(console, name, ctx.result.data["capacity"])
             continue
-        p = capacity.plan_for_host(vars, f)
+        p = capacity.plan_for_host(cfg.as_vars(), f)
         if p is None:
             ctx.result.data["capacity"] = None
             console.print(f"[{name}] no plan: needs GPUs and the model's config.json", markup=False)

@@ -7,7 +7,8 @@ from fleet.errors import VfleetError
 from fleet.runner import HostContext
 from roles import gateway, vllm_install
 from roles.rollout import Rollout
-from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
+from roles.variables import GATEWAY_GROUP, VLLM_GROUP
+from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
 
 ROLL = ("inventory", "limit", "set", "report", "no_host_key_checking", "connect_timeout", "command_timeout",
         "verbose")
@@ -21,14 +22,15 @@ ROLL_HELP = dict(
 def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
     inv = load(inventory, set_)
     selected = select(inv, limit)
-    vllm = [h.name for h in selected if "vllm" in h.groups]
-    gws = [h for h in inv.hosts.values() if "gateways" in h.groups]
+    vllm = [h.name for h in selected if VLLM_GROUP in h.groups]
+    gws = [h for h in inv.hosts.values() if GATEWAY_GROUP in h.groups]
     if not vllm:
-        raise VfleetError(f"no host of group 'vllm' selected in {inv.path}" + (f" by --limit {limit}" if limit else ""))
+        raise VfleetError(f"no host of group '{VLLM_GROUP}' selected in {inv.path}"
+                          + (f" by --limit {limit}" if limit else ""))
     # every vLLM host is in the play (drained ones may need undraining) but only the
     # selected ones are restarted
-    others = [h for h in inv.hosts.values() if "vllm" in h.groups and h.name not in vllm]
-    hosts = [h for h in selected if "vllm" in h.groups] + others + [g for g in gws if g.name not in vllm]
+    others = [h for h in inv.hosts.values() if VLLM_GROUP in h.groups and h.name not in vllm]
+    hosts = [h for h in selected if VLLM_GROUP in h.groups] + others + [g for g in gws if g.name not in vllm]
     play = make_play(name, hosts, forks=forks, **kw)
     return inv, play, vllm, [g.name for g in gws]
 
@@ -41,7 +43,7 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     inv, play, vllm, gws = _rollout_play("restart", inventory, limit, set_, no_host_key_checking=no_host_key_checking,
                                          connect_timeout=connect_timeout, command_timeout=command_timeout,
                                          verbose=verbose)
-    r = Rollout(play, inv, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
+    r = Rollout(play, backends(inv), vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
     play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 
@@ -55,20 +57,22 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
                                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                                          command_timeout=command_timeout, verbose=verbose)
     play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False), hosts=vllm)
-    r = Rollout(play, inv, [h for h in vllm if h in play.active], gws, upgrade=True, drain_timeout=float(drain_timeout))
+    r = Rollout(play, backends(inv), [h for h in vllm if h in play.active], gws, upgrade=True,
+                drain_timeout=float(drain_timeout))
     play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 
 
 def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_checking, drained: bool) -> None:
     inv = load(inventory, set_)
-    if host not in inv.hosts or "vllm" not in inv.hosts[host].groups:
-        raise VfleetError(f"--host {host}: not a host of group 'vllm' in {inv.path}")
-    gws = [h for h in inv.hosts.values() if "gateways" in h.groups]
+    if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
+        raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
+    gws = [inv.hosts[n] for n in gateway_names(list(inv.hosts.values()))]
     if not gws:
-        raise VfleetError(f"no host in group 'gateways' in {inv.path}: nothing to drain from")
+        raise VfleetError(f"no host in group '{GATEWAY_GROUP}' in {inv.path}: nothing to drain from")
     play = make_play(name, gws, no_host_key_checking=no_host_key_checking)
-    vllm_names = {h.name for h in inv.hosts.values() if "vllm" in h.groups}
+    bs = backends(inv)
+    vllm_names = {b.name for b in bs}
 
     def step(ctx: HostContext) -> None:
         current = gateway.read_drained(ctx)
@@ -77,7 +81,7 @@ def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_check
             from fleet.runner import HostFailed
 
             raise HostFailed(f"draining {host} would leave no vLLM host behind {ctx.name}")
-        gateway.set_drained(ctx, inv, wanted)
+        gateway.set_drained(ctx, bs, wanted)
 
     play.run_step(f"{name} {host}", step)
     finish(play, report)

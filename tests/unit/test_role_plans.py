@@ -1,0 +1,155 @@
+"""Role plans from data, without a host (pyinfra's way): each case in tests/unit/data/plans/
+gives a HostConfig (a few variables), the facts a host would report, and the changes the
+role must plan, in order, or none. The commands themselves are checked by fragments."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.changes import Change
+from fleet.facts import FileState, UnitState
+from roles import gateway, service, vllm_install, weights
+from roles.gateway_render import Backend, render_gateway
+from roles.rollout import plan_batches
+from roles.service_render import render_service
+from roles.vllm_facts import flag_available
+from tests.unit.configs import host_config
+
+DATA = Path(__file__).resolve().parent / "data" / "plans"
+
+
+def cases(name: str) -> list[dict[str, Any]]:
+    return yaml.safe_load((DATA / name).read_text())
+
+
+def file_state(spec: Any, wanted: str) -> FileState:
+    """'missing' | 'present' | 'dir' | 'wanted' | 'stale' | {wanted: true, mode: ...}."""
+    if isinstance(spec, dict):
+        return FileState("file", hashlib.sha256(wanted.encode()).hexdigest(), spec.get("mode", "644"),
+                         "root", "root")
+    if spec == "missing":
+        return FileState("missing")
+    if spec == "dir":
+        return FileState("dir", mode="755")
+    digest = hashlib.sha256((wanted if spec == "wanted" else "old\n").encode()).hexdigest()
+    mode = "600" if wanted.startswith("# Managed by vfleet (templates/vllm.env.j2)") else "644"
+    return FileState("file", digest, mode, "root", "root", content="old\n")
+
+
+def assert_plan(changes: list[Change], expect: list[dict[str, Any]]) -> None:
+    got = [(c.action, c.target) for c in changes]
+    assert got == [(e["action"], e["target"]) for e in expect], got
+    for c, e in zip(changes, expect):
+        if "reason" in e:
+            assert e["reason"] in c.reason, (c.reason, e)
+        if "notify" in e:
+            assert c.notify == e["notify"], (c, e)
+        if "command" in e:
+            assert e["command"] in c.command, (c.command, e)
+
+
+@pytest.mark.parametrize("case", cases("service.yaml"), ids=lambda c: c["name"])
+def test_service_plan(case: dict[str, Any]) -> None:
+    cfg = host_config(case["vars"])
+    f = case["facts"]
+    rendered = render_service(cfg, flag_available, systemd_version=f["systemd"])
+    facts = {"user": f["user"], "unit_file": file_state(f["unit_file"], rendered.unit_text),
+             "env_file": file_state(f["env_file"], rendered.env_text), "unit": UnitState(*f["unit"]),
+             "systemd": f["systemd"]}
+    changes = service.plan(cfg, rendered, facts)
+    assert_plan(changes, case["expect"])
+    for c in changes:   # the key travels on stdin into the 0600 file, never in a command
+        assert not cfg.api_key or cfg.api_key not in c.command + c.diff + c.reason
+
+
+@pytest.mark.parametrize("case", cases("gateway.yaml"), ids=lambda c: c["name"])
+def test_gateway_plan(case: dict[str, Any]) -> None:
+    cfg = host_config(case["vars"], name="gw01", group="gateways")
+    backends = [Backend("gpu01", "10.0.0.1", 8000), Backend("gpu02", "10.0.0.2", 8000)]
+    f = case["facts"]
+    drained = set(case.get("drain", []))
+    current = render_gateway(backends, cfg)
+    facts = {"nginx": f["nginx"], "conf": file_state(f["conf"], current),
+             "default_site": file_state(f["default_site"], ""), "drained": file_state(f["drained"], ""),
+             "unit": UnitState(*f["unit"])}
+    text = render_gateway(backends, cfg, drained=drained)
+    assert_plan(gateway.plan(cfg, text, facts, drained=drained if "drain" in case else None), case["expect"])
+
+
+def test_a_drained_backend_is_marked_down_in_the_planned_config() -> None:
+    cfg = host_config(name="gw01", group="gateways")
+    text = render_gateway([Backend("gpu01", "10.0.0.1", 8000), Backend("gpu02", "10.0.0.2", 8000)], cfg,
+                          drained={"gpu02"})
+    assert "server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;" in text
+    assert "server 10.0.0.1:8000 max_fails=3 fail_timeout=10s;" in text
+
+
+@pytest.mark.parametrize("case", cases("install.yaml"), ids=lambda c: c["name"])
+def test_install_plan(case: dict[str, Any]) -> None:
+    cfg = host_config(case["vars"])
+    f = case["facts"]
+    marker = FileState("missing")
+    if str(f["marker"]).startswith("matching"):
+        spec_cfg = host_config() if f["marker"] == "matching-default" else cfg
+        marker = FileState("file", content=json.dumps({"spec_id": vllm_install.spec_id(spec_cfg.install_spec)}))
+    facts = {"root": file_state(f["root"], ""), "marker": marker, "current": f["current"]}
+    assert_plan(vllm_install.plan(cfg, facts), case["expect"])
+
+
+def test_install_verifies_on_the_host_before_trusting_the_venv() -> None:
+    cfg = host_config()
+    change = next(c for c in vllm_install.plan(cfg, {"root": FileState("dir", mode="755"),
+                                                      "marker": FileState("missing"), "current": None})
+                  if c.action == "venv")
+    assert change.command.endswith("/opt/vllm/vllm-0.32.0/bin/python -")
+    assert change.timeout == cfg.install_timeout
+
+
+@pytest.mark.parametrize("installed, ok", [("0.32.0", True), ("0.31.1", False)])
+def test_install_verify_script_writes_the_marker_only_for_the_pinned_version(tmp_path, installed, ok) -> None:
+    """The script the install runs in the new venv, run here against stand-in packages."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text(f"__version__ = {installed!r}\n")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "__version__ = '2.9.0+cpu'\nclass version:\n    cuda = None\n")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    cfg = host_config({"vllm_root": str(tmp_path), "vllm_venv_name": "venv"})
+    stdin = vllm_install.install_change(cfg, str(venv)).stdin
+    r = subprocess.run([sys.executable, "-"], input=stdin, text=True, capture_output=True, cwd=tmp_path,
+                       env={"PYTHONPATH": str(tmp_path), "PATH": "/nonexistent"})
+    marker = venv / vllm_install.MARKER
+    assert (r.returncode == 0) is ok, r.stderr
+    assert marker.exists() is ok
+    if ok:
+        assert json.loads(marker.read_text())["spec_id"] == vllm_install.spec_id(cfg.install_spec)
+    else:
+        assert "vllm reports version 0.31.1, pinned 0.32.0" in r.stderr
+
+
+@pytest.mark.parametrize("case", cases("weights.yaml")["states"], ids=str)
+def test_weights_copy_state(case: dict[str, Any]) -> None:
+    version = "/srv/models/.versions/tiny-abc"
+    link = version if case["link"] == "VERSION" else case["link"]
+    assert weights.copy_state(version, FileState(case["marker"]), link) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("weights.yaml")["waves"], ids=lambda c: c["name"])
+def test_weights_waves(case: dict[str, Any]) -> None:
+    got = weights.assign_wave(case["missing"], case["have"], fanout=case["fanout"],
+                              controller=case["controller"], source_host=case.get("source_host"),
+                              raw_source=case.get("raw_source"))
+    assert got == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("rollout.yaml"), ids=lambda c: c["spec"])
+def test_rollout_batches(case: dict[str, Any]) -> None:
+    assert plan_batches(case["spec"], case["hosts"]) == case["expect"]
