@@ -17,6 +17,7 @@ from roles.bench.output import console as output_console
 from roles.bench.prompts import SyntheticPrompts, load_file
 from roles.bench.run import parse_levels, run_sweep
 from roles.bench.sweep import SweepSettings
+from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, helptext, load, select
 
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -74,16 +75,16 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
           name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None):
     """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs, write JSON/CSV/PNG."""
     inv = load(inventory, set_)
-    vllm_hosts = [h for h in select(inv, limit) if "vllm" in h.groups]
+    vllm_hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups]
     if host:
-        if host not in inv.hosts or "vllm" not in inv.hosts[host].groups:
-            raise VfleetError(f"--host {host}: not a host of group 'vllm' in {inv.path}")
+        if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
+            raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
         h = inv.hosts[host]
         ep = Endpoint(_vllm_url(h), _model(h), h.vars.get("api_key"))
         tgt = {"kind": "host", "name": h.name, "url": ep.base_url}
         behind = [h]
     else:
-        gws = [g for g in inv.hosts.values() if "gateways" in g.groups and (target is None or g.name == target)]
+        gws = [g for g in inv.hosts.values() if GATEWAY_GROUP in g.groups and (target is None or g.name == target)]
         if not gws:
             raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
                               "give --target NAME or --host for one vLLM host")
