@@ -29,6 +29,7 @@ from common import emit  # noqa: E402  benchmarks/common.py
 
 from fleet.inventory import load_inventory  # noqa: E402
 from fleet.runner import Play, RunOptions  # noqa: E402
+from roles.hostconfig import HostConfig  # noqa: E402
 
 
 def remote(hosts, name: str, command: str, timeout: float = 900) -> tuple[int, str, str]:
@@ -68,13 +69,11 @@ def main() -> int:
     vllm = [h for h in inv.hosts.values() if "vllm" in h.groups]
     server = inv.hosts[args.server] if args.server else vllm[0]
     client = inv.hosts[args.client] if args.client else (vllm[1] if len(vllm) > 1 else vllm[0])
-    v = server.vars
-    model = v.get("served_model_name") or v["model_name"]
-    port = int(v.get("vllm_port", 8000))
-    cv = client.vars
-    tokenizer = cv.get("model_path") or f"{cv.get('model_dir', '/srv/models')}/{cv['model_name']}"
-    env_file = cv.get("vllm_env_file") or f"/etc/vllm/{cv.get('service_name', 'vllm')}.env"
-    base = f"http://{server.address}:{port}"
+    scfg, ccfg = HostConfig.from_host(server), HostConfig.from_host(client)
+    model = str(scfg.served_model_name)
+    tokenizer = str(ccfg.model_path)  # the same weights on the client host give vllm bench the tokenizer
+    env_file = ccfg.env_file          # VLLM_API_KEY is read from it on the host
+    base = scfg.base_url
 
     # which CLI works in this venv (the lab notes say the console script may not)
     probe = ("for c in /opt/vllm/current/bin/vllm '/opt/vllm/current/bin/python -m vllm.entrypoints.cli.main'; do "

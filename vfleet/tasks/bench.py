@@ -1,15 +1,14 @@
 """bench and bench.compare: the load sweep that finds the knee, and the change between two.
 
-Host settings read here from the merged host vars (the lead's HostConfig will replace these
-reads): gateway_port (default 80), vllm_port (default 8000), served_model_name (default
-model_name), api_key (resolved from api_key_file / api_key_env by the inventory loader)."""
+What it needs of a host comes from its HostConfig (roles/hostconfig.py): base_url (vLLM:
+address + vllm_port), gateway_url (address + gateway_port), served_model_name (default
+model_name) and api_key. roles/bench itself only takes URLs, a model name and a key."""
 from __future__ import annotations
 
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from fleet.errors import VfleetError
-from fleet.inventory import Host
 from roles.bench import compare as cmp
 from roles.bench.client import Endpoint
 from roles.bench.knee import parse_duration
@@ -17,6 +16,7 @@ from roles.bench.output import console as output_console
 from roles.bench.prompts import SyntheticPrompts, load_file
 from roles.bench.run import parse_levels, run_sweep
 from roles.bench.sweep import SweepSettings
+from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, helptext, load, select
 
@@ -51,20 +51,10 @@ BENCH_HELP = helptext(
 )
 
 
-def _hostport(address: str, port: int) -> str:
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-
-
-def _model(h: Host) -> str:
-    v = h.vars
-    name = v.get("served_model_name") or v.get("model_name")
-    if not name:
-        raise VfleetError(f"{h.name}: no model_name (or served_model_name) in the inventory: which model to ask for?")
-    return str(name)
-
-
-def _vllm_url(h: Host) -> str:
-    return f"http://{_hostport(h.address, int(h.vars.get('vllm_port', 8000)))}"
+def _model(cfg: HostConfig) -> str:
+    if not cfg.served_model_name:
+        raise VfleetError(f"{cfg.name}: no model_name (or served_model_name) in the inventory: which model to ask for?")
+    return str(cfg.served_model_name)
 
 
 @task(help=BENCH_HELP, iterable=["set_"], auto_shortflags=False)
@@ -79,8 +69,8 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
     if host:
         if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
             raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
-        h = inv.hosts[host]
-        ep = Endpoint(_vllm_url(h), _model(h), h.vars.get("api_key"))
+        h = HostConfig.from_host(inv.hosts[host])
+        ep = Endpoint(h.base_url, _model(h), h.api_key)
         tgt = {"kind": "host", "name": h.name, "url": ep.base_url}
         behind = [h]
     else:
@@ -88,11 +78,10 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
         if not gws:
             raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
                               "give --target NAME or --host for one vLLM host")
-        g = gws[0]
-        ep = Endpoint(f"http://{_hostport(g.address, int(g.vars.get('gateway_port', 80)))}", _model(g),
-                      g.vars.get("api_key"))
+        g = HostConfig.from_host(gws[0])
+        ep = Endpoint(g.gateway_url, _model(g), g.api_key)
         tgt = {"kind": "gateway", "name": g.name, "url": ep.base_url}
-        behind = vllm_hosts
+        behind = [HostConfig.from_host(h) for h in vllm_hosts]
     levels = parse_levels(concurrency if (concurrency or rate) else DEFAULT_CONCURRENCY, rate)
     settings = SweepSettings(
         requests=int(requests) or None, seconds=parse_duration(seconds), max_seconds=float(max_seconds),
@@ -102,7 +91,7 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
     if settings.output_len < 1 or settings.max_seconds <= 0 or settings.max_inflight < 1:
         raise VfleetError("--output-len, --max-seconds and --max-inflight must be positive")
     prompts = load_file(dataset, dataset_format) if dataset else SyntheticPrompts(int(input_len), int(seed))
-    metrics_urls = {h.name: _vllm_url(h) + "/metrics" for h in behind} if server_metrics else {}
+    metrics_urls = {h.name: h.base_url + "/metrics" for h in behind} if server_metrics else {}
     result = run_sweep(ep, prompts, levels, settings, metrics_urls=metrics_urls, n_hosts=max(len(behind), 1),
                        target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
                        slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,
