@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 from common import emit  # noqa: E402  benchmarks/common.py
 
-from fleet.inventory import load_inventory  # noqa: E402
 from fleet.runner import Play, RunOptions  # noqa: E402
 from roles.hostconfig import HostConfig  # noqa: E402
+from vfleet.tasks.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
 
 
 def remote(hosts, name: str, command: str, timeout: float = 900) -> tuple[int, str, str]:
@@ -65,7 +65,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    inv = load_inventory(args.inventory)
+    inv = load(args.inventory)
     vllm = [h for h in inv.hosts.values() if "vllm" in h.groups]
     server = inv.hosts[args.server] if args.server else vllm[0]
     client = inv.hosts[args.client] if args.client else (vllm[1] if len(vllm) > 1 else vllm[0])
