@@ -185,7 +185,8 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
     # 4 slots: concurrency 8 queues (the server saw waiting requests), throughput flat, TTFT up
     for c in (8, 16):
         assert levels[c]["server"]["waiting_max"] >= 1 and levels[c]["server"]["running_max"] <= SLOTS, levels[c]
-    assert levels[16]["ttft_ms"]["p95"] > 2 * levels[4]["ttft_ms"]["p95"]
+    # (the factor is loose: a busy 2-core CI machine adds its own queueing at every level)
+    assert levels[16]["ttft_ms"]["p95"] > 1.2 * levels[4]["ttft_ms"]["p95"]
     a = data["analysis"]["concurrency"]
     # the knee is where the 4 slots fill: 4 (or 8, when a loaded machine's client-side gaps
     # leave slots idle at 4): never before, never the last level
@@ -258,9 +259,10 @@ def test_timings_match_what_the_server_did(fake, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     lv = json.loads((tmp_path / "bench.json").read_text())["levels"][0]
     ms = TOKEN_S * 1000
-    assert 3 * ms <= lv["ttft_ms"]["p50"] <= 3 * ms + 12, lv["ttft_ms"]
-    assert ms <= lv["itl_ms"]["p50"] <= ms + 4, lv["itl_ms"]
-    assert 4 * ms / 9 <= lv["tpot_ms"]["p50"] <= 4 * ms / 9 * 1.3, lv["tpot_ms"]
+    # lower bounds are the server's own sleeps; upper bounds leave room for a busy machine
+    assert 3 * ms <= lv["ttft_ms"]["p50"] <= 3 * ms + 40, lv["ttft_ms"]
+    assert ms <= lv["itl_ms"]["p50"] <= ms + 15, lv["itl_ms"]
+    assert 4 * ms / 9 <= lv["tpot_ms"]["p50"] <= 4 * ms / 9 * 2, lv["tpot_ms"]
     assert lv["mean_output_tokens"] == 10
 
 
