@@ -32,19 +32,32 @@ DTYPE_BYTES = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
 }
 
-# Memory held back per GPU besides weights and KV cache (documented choice):
-# - FIXED_RESERVE_BYTES = 1 GiB: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers and the CUDA
-#   graph pool. vLLM start-up logs typically show 0.3-1 GiB of "non-torch memory" plus graphs.
-# - activation peak of vLLM's profiling forward pass over `max_num_batched_tokens` tokens:
-#   tokens x (2 x intermediate/TP [gate+up] + 4 x hidden [residual, norm, attention in/out])
-#   x dtype bytes, plus fp32 logits for `max_num_seqs` sampled rows (max_num_seqs x vocab x 4).
+# Memory held back per GPU besides weights and KV cache, fitted to vLLM 0.20.0 on an H200 with a
+# Llama-3.1-8B-shaped model (docs/evidence/h200-vllm-0.20.0/README.md: four starts varying
+# max_num_batched_tokens, max_num_seqs and --enforce-eager; the terms below reproduce all four
+# within 0.25 GiB, on the safe side, and predicted two later starts, a Qwen2.5-7B shape and an
+# fp8 KV cache, within 0.3 % below vLLM's figure):
+# - FIXED_RESERVE_BYTES = 1.125 GiB: what vLLM counts as non-KV besides the activation peak and
+#   the sampler: non-torch allocations (cuBLAS workspaces, NCCL), the rotary cos/sin cache.
+#   Measured 1.11 GiB at every batch size.
+# - activation peak of the profiling forward pass over `max_num_batched_tokens` tokens: the
+#   gate_up projection's output, tokens x 2 x intermediate/TP x dtype bytes (measured slope
+#   57.7 KB/token for 57,344 predicted).
+# - fp32 logits of the sampler's profiling run: max_num_seqs x vocab x 4.
+# - CUDA_GRAPH_RESERVE_BYTES = 0.8 GiB unless enforce_eager: the CUDA graph pool plus the extra
+#   peak of the compiled graph (0.59 GiB at max_num_seqs 256, 0.78 GiB at 1024 measured).
 # It errs on the safe side (a little less KV than vLLM will find), which is the right direction
 # for a plan that decides whether a configuration starts.
-FIXED_RESERVE_BYTES = 1 * GIB
+FIXED_RESERVE_BYTES = 1152 * MIB
+CUDA_GRAPH_RESERVE_BYTES = 800 * MIB
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
 MAX_SUGGESTED_SEQS = 1024
+# Model types whose transformers config class defaults tie_word_embeddings to True, so a config.json
+# that omits the key shares the embedding with the LM head (GemmaConfig, Gemma2Config, Gemma3TextConfig;
+# PretrainedConfig's own default is True too, but Llama/Qwen2/Mistral configs override it to False).
+TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
 
 
 def dtype_bytes(dtype: str | None, default: int = 2) -> int:
@@ -89,7 +102,7 @@ class ModelShape:
             hidden=hidden,
             intermediate=c.get("intermediate_size"),
             vocab=c.get("vocab_size"),
-            tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(c.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
             dtype=c.get("torch_dtype") or c.get("dtype"),
             # Qwen2 puts a bias on q/k/v without saying so in config.json.
             attention_bias=bool(c.get("attention_bias", model_type == "qwen2")),
@@ -149,14 +162,16 @@ def safetensors_weight_bytes(path: str | Path) -> int | None:
 
 
 def reserve_bytes(shape: ModelShape, tp: int = 1, max_num_batched_tokens: int | None = None,
-                  max_num_seqs: int | None = None, act_dtype_bytes: int = 2) -> int:
+                  max_num_seqs: int | None = None, act_dtype_bytes: int = 2,
+                  enforce_eager: bool = False) -> int:
     """Per-GPU memory kept for everything but weights and KV (see FIXED_RESERVE_BYTES)."""
     tokens = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
     inter = int(shape.intermediate or 4 * shape.hidden)
-    act = tokens * (2 * inter // max(1, tp) + 4 * shape.hidden) * act_dtype_bytes
+    act = tokens * (2 * inter // max(1, tp)) * act_dtype_bytes
     logits = seqs * int(shape.vocab or 0) * 4
-    return FIXED_RESERVE_BYTES + act + logits
+    graphs = 0 if enforce_eager else CUDA_GRAPH_RESERVE_BYTES
+    return FIXED_RESERVE_BYTES + act + logits + graphs
 
 
 @dataclass
@@ -190,7 +205,7 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          max_num_seqs: int | None = None, dtype: str | None = "auto",
          kv_cache_dtype: str | None = "auto", weights_bytes: int | None = None,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
-         max_num_batched_tokens: int | None = None) -> Plan:
+         max_num_batched_tokens: int | None = None, enforce_eager: bool = False) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints), else the
@@ -208,7 +223,7 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     mem = int(gpu_memory_mib) * MIB
     budget = int(mem * float(gpu_memory_utilization))
     res = reserve if reserve is not None else reserve_bytes(shape, tp, max_num_batched_tokens,
-                                                             max_num_seqs, wb)
+                                                             max_num_seqs, wb, enforce_eager)
     per_tok_gpu = kv_bytes_per_token(shape, kvb, tp)
     kv_gpu = budget - math.ceil(weights / tp) - res
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
@@ -306,7 +321,8 @@ def plan_for_host(vars: dict[str, Any], facts: dict[str, Any]) -> Plan | None:
                 max_model_len=vars.get("max_model_len"), max_num_seqs=vars.get("max_num_seqs"),
                 dtype=vars.get("dtype") or "auto", kv_cache_dtype=vars.get("kv_cache_dtype") or "auto",
                 weights_bytes=facts.get("weights_bytes"),
-                max_num_batched_tokens=vars.get("max_num_batched_tokens"))
+                max_num_batched_tokens=vars.get("max_num_batched_tokens"),
+                enforce_eager=bool(vars.get("enforce_eager")))
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

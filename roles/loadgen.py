@@ -1,9 +1,9 @@
 """A bounded load generator for OpenAI-compatible endpoints: a steady stream of streamed and
 non-streamed chat requests from a few worker threads, each request classified as ok, failed
 (HTTP error, connection error) or truncated (a stream that ended before [DONE], or a body
-without a finished choice). It proves a rolling restart dropped nothing, and `vfleet bench`
-reports latency percentiles with it. Loops are bounded in time and count, and stop by
-themselves."""
+without a finished choice). It proves a rolling restart dropped nothing (the rollout tests and
+benchmarks/rolling_restart.py). Throughput and latency sweeps are `vfleet bench`'s job
+(roles/bench/). Loops are bounded in time and count, and stop by themselves."""
 from __future__ import annotations
 
 import itertools

@@ -75,8 +75,7 @@ def stop_timeout(cfg: HostConfig, flag_available: FlagCheck) -> int:
     return cfg.shutdown_timeout + STOP_TIMEOUT_MARGIN_SEC if drains else STOP_TIMEOUT_DEFAULT_SEC
 
 
-def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: int | None = None,
-                entrypoint: list[str] | None = None) -> str:
+def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: int | None = None) -> str:
     """The text of <service_name>.service. RestartSteps= only where systemd knows it."""
     _check_account("vllm_user", cfg.vllm_user)
     _check_account("vllm_group", cfg.vllm_group)
@@ -84,7 +83,7 @@ def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: 
         raise RenderError(f"vllm_env_file: {cfg.env_file!r} must be an absolute path of letters, "
                           "digits and ._/@+- (systemd's EnvironmentFile= takes no quoting)")
     try:
-        argv = vllm_argv(cfg, flag_available, entrypoint).argv
+        argv = vllm_argv(cfg, flag_available).argv
     except ArgvError as exc:
         raise RenderError(str(exc)) from None
     steps = systemd_version is not None and systemd_version >= SYSTEMD_RESTART_STEPS_MIN
@@ -152,14 +151,14 @@ class RenderedService:
 
 
 def render_service(cfg: HostConfig, flag_available: FlagCheck, *,
-                   nccl_env: Mapping[str, str] | None = None, systemd_version: int | None = None,
-                   entrypoint: list[str] | None = None) -> RenderedService:
+                   nccl_env: Mapping[str, str] | None = None,
+                   systemd_version: int | None = None) -> RenderedService:
     """Unit and environment file of one host, and the inventory flags the version lacks."""
     try:
-        dropped = vllm_argv(cfg, flag_available, entrypoint).dropped
+        dropped = vllm_argv(cfg, flag_available).dropped
     except ArgvError as exc:
         raise RenderError(str(exc)) from None
     return RenderedService(
         unit_path=cfg.unit_path,
-        unit_text=render_unit(cfg, flag_available, systemd_version=systemd_version, entrypoint=entrypoint),
+        unit_text=render_unit(cfg, flag_available, systemd_version=systemd_version),
         env_path=cfg.env_file, env_text=render_env(cfg, nccl_env), dropped_flags=dropped)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Collection, Union
 
+from roles import vllm_facts
 from roles.hostconfig import HostConfig
 
 __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
@@ -92,17 +93,17 @@ def _check_extra(words: tuple[str, ...], ok: Callable[[str, str], bool], version
                 raise ArgvError(f"vllm_extra_args: vLLM {version} does not accept {flag}")
 
 
-def vllm_argv(cfg: HostConfig, flag_available: FlagCheck, entrypoint: list[str] | None = None) -> VllmArgv:
-    """ExecStart's words. `entrypoint` is the version's preferred start command relative to
-    the venv (default: the OpenAI api_server module), with "{model}" where the model goes."""
+def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
+    """ExecStart's words. The start command is the one the pinned version prefers
+    (vllm_facts.entrypoint: `vllm serve MODEL`, or `python -m ...api_server --model MODEL` for
+    old releases), relative to the venv."""
     if not cfg.vllm_version or not cfg.model_path:
         raise ArgvError("vllm_version and model_name (or model_path) are required")
     ok = _accepts(flag_available)
     version = cfg.vllm_version
     venv = f"{cfg.vllm_root}/current"
-    template = entrypoint or ["bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}"]
-    argv = [f"{venv}/{w}" if i == 0 else (cfg.model_path if w == "{model}" else w)
-            for i, w in enumerate(template)]
+    words = vllm_facts.entrypoint(version, cfg.model_path)
+    argv = [f"{venv}/{w}" if w.startswith("bin/") else w for w in words]
     dropped: list[str] = []
     for flag, value in _valued_flags(cfg):
         if value is None or value == "":

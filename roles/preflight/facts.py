@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .parsers import misc, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
+from . import model_facts
 
 MARK = "@@VFLEET@@"
 # Per-command limit: a wedged driver can make nvidia-smi hang for minutes; one hung section must
@@ -236,6 +237,28 @@ class ModelConfig(Fact):
         return misc.model_config(output)
 
 
+class ModelFiles(Fact):
+    """Top-level names in the model directory (custom code, chat_template.jinja)."""
+    name, key = "model_files", "model_files"
+
+    def command(self, vars):
+        return f"ls -1A {shlex.quote(model_dir(vars))}"
+
+    def process(self, output):
+        return model_facts.model_files(output)
+
+
+class TokenizerConfig(Fact):
+    """tokenizer_config.json, reduced to whether it carries a chat template."""
+    name, key = "tokenizer_config", "tokenizer_config"
+
+    def command(self, vars):
+        return f"cat {shlex.quote(model_dir(vars) + '/tokenizer_config.json')}"
+
+    def process(self, output):
+        return model_facts.tokenizer_meta(output)
+
+
 class Weights(Fact):
     """Safetensors headers only (8-byte length + JSON), never tensor data. `od -t u8` reads the
     length in host byte order: little-endian on x86_64 and aarch64, as the format is."""
@@ -271,8 +294,8 @@ class PcieAcs(Fact):
 
 
 FACTS: list[Fact] = [NvidiaSmi(), GpuQuery(), Topology(), SmiXml(), OsRelease(), Kernel(), Shm(),
-                     ModelFs(), NcclEnvFile(), NcclConf(), VllmInstalled(), ModelConfig(), Weights(),
-                     PcieAcs()]
+                     ModelFs(), NcclEnvFile(), NcclConf(), VllmInstalled(), ModelConfig(), ModelFiles(),
+                     TokenizerConfig(), Weights(), PcieAcs()]
 GPU_FACTS = {"nvidia_smi", "query_gpu", "topo", "smi_xml"}
 BY_NAME: dict[str, Fact] = {f.name: f for f in FACTS}
 
@@ -352,7 +375,7 @@ def raw_outputs(sections: dict[str, Section]) -> dict[str, str]:
 
 # Facts a snapshot keeps in facts.json (the GPU ones live in the profile files).
 NON_GPU_KEYS = ["os", "kernel", "shm_bytes", "model_fs", "nccl_env_file", "nccl_conf",
-                "vllm_installed", "model_config", "weights", "pcie_acs"]
+                "vllm_installed", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs"]
 
 
 def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> list[dict[str, Any]]:

@@ -62,6 +62,9 @@ def test_llama_like_estimate_matches_published_qwen_size() -> None:
 def test_tied_embeddings_drop_lm_head() -> None:
     a = cap.estimate_param_count(cap.ModelShape.from_config(TINY))
     b = cap.estimate_param_count(cap.ModelShape.from_config({**TINY, "tie_word_embeddings": True}))
+    # gemma-2 configs omit the key and tie by default (Gemma2Config); a Llama that omits it does not.
+    assert cap.ModelShape.from_config({**TINY, "model_type": "gemma2"}).tie_word_embeddings
+    assert not cap.ModelShape.from_config({**TINY, "model_type": "llama"}).tie_word_embeddings
     assert a - b == 4096 * 256
 
 
@@ -104,7 +107,29 @@ def test_plan_h200_qwen() -> None:
 def test_plan_reserve_is_documented_formula() -> None:
     s = cap.ModelShape.from_config(QWEN)
     r = cap.reserve_bytes(s, tp=1, max_num_batched_tokens=8192, max_num_seqs=256)
-    assert r == GIB + 8192 * (2 * 18944 + 4 * 3584) * 2 + 256 * 152064 * 4
+    assert r == cap.FIXED_RESERVE_BYTES + 8192 * 2 * 18944 * 2 + 256 * 152064 * 4 + cap.CUDA_GRAPH_RESERVE_BYTES
+    eager = cap.reserve_bytes(s, tp=1, max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True)
+    assert r - eager == cap.CUDA_GRAPH_RESERVE_BYTES
+
+
+H200_RUNS = Path(__file__).parents[2] / "docs" / "evidence" / "h200-vllm-0.20.0"
+
+
+@pytest.mark.parametrize("run,flags", [
+    ("default", dict(max_num_batched_tokens=8192, max_num_seqs=256)),
+    ("eager", dict(max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True)),
+    ("b16k_s1024", dict(max_num_batched_tokens=16384, max_num_seqs=1024)),
+    ("b2k_eager", dict(max_num_batched_tokens=2048, max_num_seqs=256, enforce_eager=True)),
+    ("qwen_default", dict(max_num_batched_tokens=8192, max_num_seqs=256)),
+    ("llama_fp8kv", dict(max_num_batched_tokens=8192, max_num_seqs=256, kv_cache_dtype="fp8")),
+])
+def test_plan_matches_vllm_020_on_h200_from_the_safe_side(run: str, flags: dict) -> None:
+    """vLLM 0.20.0's own 'GPU KV cache size' on an H200 (utilisation 0.9, Llama-3.1-8B shape, one
+    run Qwen2.5-7B's): the plan stays at or below it, and within 0.5 %."""
+    config = QWEN if run.startswith("qwen") else json.loads((H200_RUNS.parent / "llama-3.1-8b-config.json").read_text())
+    logged = cap.parse_kv_cache_log((H200_RUNS / f"{run}.log").read_text())
+    planned = cap.plan(config, 143771, gpu_memory_utilization=0.9, max_model_len=32768, **flags).kv_capacity_tokens
+    assert 0.995 * logged <= planned <= logged
 
 
 def test_plan_warns_when_max_num_seqs_exceeds_capacity() -> None:

@@ -106,13 +106,27 @@ def test_vllm_v0_only_range_warns_on_v100() -> None:
 
 
 def test_vllm_driver_requirement() -> None:
-    v = {**V100, "vllm_version": "0.9.0"}  # CUDA 12.8 wheels, driver 535 on the box
+    # 0.9.0: CUDA 12.8 kernels; the seed box's 535 is below 12.8's 570.26 but above 12.x's 525.60.13.
+    v = {**V100, "vllm_version": "0.9.0"}
     c = by_id(host_checks(v, facts(v)), "vllm.driver")
-    assert c.status == "fail"
-    assert "CUDA 12.8" in c.message and "535.104.05" in c.message and ">= 570" in c.message
-    assert ">= 570.26" in c.fix and "0.6.3" in c.fix
+    assert c.status == "warn" and "minor-version compatibility" in c.message
+    assert "535.104.05" in c.message and ">= 570.26" in c.message and ">= 525.60.13" in c.message
+    assert c.fix == "upgrade the NVIDIA driver to >= 570.26"
     ok = by_id(host_checks(V100, facts(V100)), "vllm.driver")
     assert ok.status == "pass" and "530.30.02" in ok.message
+
+
+def test_vllm_driver_torch_cuda_counts_and_majors_do_not_mix() -> None:
+    # 0.6.6: kernels CUDA 12.1 but torch 2.5.1 brings CUDA 12.4, so 550.54.14 natively.
+    v = {**V100, "vllm_version": "0.6.6"}
+    c = by_id(host_checks(v, facts(v)), "vllm.driver")
+    assert c.status == "warn" and "CUDA 12.1 kernels, torch 2.5.1 on CUDA 12.4" in c.message
+    assert ">= 550.54.14" in c.message
+    # 0.20.0 is CUDA 13: a 12.x driver cannot run it, only forward compatibility could.
+    v = {**V100, "vllm_version": "0.20.0"}
+    c = by_id(host_checks(v, facts(v)), "vllm.driver")
+    assert c.status == "fail" and "VLLM_ENABLE_CUDA_COMPATIBILITY=1" in c.message
+    assert "580.65.06" in c.fix and "0.19.x" in c.fix
 
 
 def test_unknown_release_warns() -> None:
@@ -318,13 +332,16 @@ def test_healthy_gpu_host_passes_everything(a100: Path) -> None:
 
 def test_flags_table_api() -> None:
     assert vllm_facts.flag_available("--swap-space", "0.5.4")
-    assert not vllm_facts.flag_available("swap_space", "0.11.0")
+    assert vllm_facts.flag_available("swap_space", "0.17.1")          # vllm#36216 removed it in 0.18.0
+    assert not vllm_facts.flag_available("swap_space", "0.18.0")
     assert not vllm_facts.flag_available("--shutdown-timeout", "0.17.1")
     assert vllm_facts.flag_available("--shutdown-timeout", "0.18.0")
     assert vllm_facts.flag_available("--shutdown-timeout", "0.32.0")
     assert not vllm_facts.flag_available("--task", "0.13.0") and vllm_facts.flag_available("--task", "0.12.0")
-    assert vllm_facts.flag_available("--enable-log-requests", "0.10.2")
-    assert not vllm_facts.flag_available("--enable-log-requests", "0.10.1")
+    assert vllm_facts.flag_available("--enable-log-requests", "0.10.1")
+    assert not vllm_facts.flag_available("--enable-log-requests", "0.10.0")
+    assert vllm_facts.flag_status("--disable-log-requests", "0.12.0") == "deprecated"
+    assert vllm_facts.flag_status("--disable-log-requests", "0.19.0") == "removed"
     assert vllm_facts.flag_available("--some-future-flag", "0.5.4")  # unknown: never silently dropped
     s = vllm_facts.flags_supported("0.20.0")
     assert "--shutdown-timeout" in s and "--swap-space" not in s and "--disable-log-requests" not in s
@@ -334,18 +351,18 @@ def test_flags_table_api() -> None:
 
 
 def test_flags_check() -> None:
-    v = {**V100, "vllm_version": "0.11.0", "vllm_extra_args": {"--swap-space": 4}}
+    v = {**V100, "vllm_version": "0.18.0", "vllm_extra_args": {"--swap-space": 4}}
     c = by_id(host_checks(v, facts(v)), "vllm.flags")
-    assert c.status == "fail" and "--swap-space (vllm_extra_args.--swap-space) was removed in vLLM 0.11.0" in c.message
+    assert c.status == "fail" and "--swap-space (vllm_extra_args.--swap-space) was removed in vLLM 0.18.0" in c.message
     assert "remove `vllm_extra_args.--swap-space`" in c.fix
     v = {**V100, "vllm_version": "0.5.4", "vllm_extra_args": ["--swap-space 4", "--enforce-eager"]}
     assert by_id(host_checks(v, facts(v)), "vllm.flags").status == "pass"
     v = {**V100, "vllm_version": "0.5.4", "shutdown_timeout": 30}
     c = by_id(host_checks(v, facts(v)), "vllm.flags")
     assert c.status == "warn" and "needs vLLM >= 0.18.0" in c.message and "the unit will omit it" in c.message
-    v = {**V100, "vllm_version": "0.10.2", "disable_log_requests": True}
+    v = {**V100, "vllm_version": "0.12.0", "disable_log_requests": True}
     c = by_id(host_checks(v, facts(v)), "vllm.flags")
-    assert c.status == "warn" and "deprecated since 0.10.2" in c.message and "--enable-log-requests" in c.fix
+    assert c.status == "warn" and "deprecated since 0.10.1" in c.message and "--no-enable-log-requests" in c.fix
 
 
 def test_metrics_check() -> None:
@@ -355,6 +372,10 @@ def test_metrics_check() -> None:
     assert "vllm:time_per_output_token_seconds -> vllm:inter_token_latency_seconds" in c.message
     assert "accept both names" in c.fix
     c = by_id(host_checks(v, facts(v, vllm_installed={"package": "vllm", "version": "0.11.1"})), "vllm.metrics")
+    assert c.status == "pass"
+    # 0.9.2 on a V100 runs V0 (no V1 below CC 8.0 until 0.10.2): V0 names, nothing renamed.
+    v = {**V100, "vllm_version": "0.9.2"}
+    c = by_id(host_checks(v, facts(v, vllm_installed={"package": "vllm", "version": "0.5.4"})), "vllm.metrics")
     assert c.status == "pass"
 
 
@@ -379,7 +400,7 @@ def test_capacity_check() -> None:
     v = {**V100, "max_model_len": 32768, "max_num_seqs": 256}
     c = by_id(host_checks(v, facts(v)), "capacity.kv")
     assert c.status == "warn" and "max_num_seqs 256" in c.message and "max_num_seqs <=" in c.fix
-    v1 = {**V100, "tensor_parallel_size": 1, "max_model_len": 32768, "gpu_memory_utilization": 0.5}
+    v1 = {**V100, "tensor_parallel_size": 1, "max_model_len": 32768, "gpu_memory_utilization": 0.55}
     c = by_id(host_checks(v1, facts(v1)), "capacity.kv")
     assert c.status == "fail" and "max_model_len" in c.fix
     assert by_id(host_checks(V100, facts(V100)), "capacity.kv").status == "pass"

@@ -114,8 +114,7 @@ def test_schema_enums_are_values_vllm_accepts():
 def test_argv_for_the_lab():
     r = vllm_argv(lab(), stub_flag_available)
     assert r.argv == [
-        "/opt/vllm/current/bin/python", "-m", "vllm.entrypoints.openai.api_server",
-        "--model", "/srv/models/tiny", "--served-model-name", "tiny",
+        "/opt/vllm/current/bin/vllm", "serve", "/srv/models/tiny", "--served-model-name", "tiny",
         "--host", "0.0.0.0", "--port", "8000", "--dtype", "bfloat16",
         "--tensor-parallel-size", "1", "--max-model-len", "2048",
         "--gpu-memory-utilization", "0.9", "--shutdown-timeout", "30"]
@@ -234,8 +233,8 @@ def test_flags_the_version_lacks_are_dropped_and_reported():
 
 
 def test_flag_available_may_be_a_set():
-    r = vllm_argv(lab(), {"--model", "--port"})
-    assert r.argv[3:] == ["--model", "/srv/models/tiny", "--port", "8000"]
+    r = vllm_argv(lab(), {"--port"})
+    assert r.argv[3:] == ["--port", "8000"]
     for flag in ("--served-model-name", "--dtype", "--tensor-parallel-size",
                  "--gpu-memory-utilization", "--shutdown-timeout"):
         assert flag in r.dropped, flag
@@ -243,10 +242,11 @@ def test_flag_available_may_be_a_set():
 
 def test_entrypoint_is_the_versions_start_command():
     cfg = lab()
-    r = vllm_argv(cfg, stub_flag_available, entrypoint=["bin/vllm", "serve", "{model}"])
+    r = vllm_argv(cfg, stub_flag_available)
     assert r.argv[:5] == ["/opt/vllm/current/bin/vllm", "serve", "/srv/models/tiny",
                           "--served-model-name", "tiny"]
-    unit = sr.render_unit(cfg, stub_flag_available, entrypoint=["bin/vllm", "serve", "{model}"])
+    assert "--model" not in r.argv   # with `vllm serve`, --model as well is an error (0.8.5+)
+    unit = sr.render_unit(cfg, stub_flag_available)
     assert exec_words(unit) == r.argv
     assert "ExecStart=/opt/vllm/current/bin/vllm serve /srv/models/tiny \\\n" in unit
 
@@ -374,10 +374,10 @@ def test_derived_values_and_defaults():
     assert value_of(argv_of(cfg), "--served-model-name") == "tiny-chat"
     assert "(tiny-chat, vLLM 0.32.0)" in sr.render_unit(cfg, stub_flag_available)
     # model path: model_dir/model_name unless set
-    assert value_of(argv_of(lab(model_dir="/data/m")), "--model") == "/data/m/tiny"
-    assert value_of(argv_of(lab(model_path="/data/x/y")), "--model") == "/data/x/y"
+    assert argv_of(lab(model_dir="/data/m"))[2] == "/data/m/tiny"     # vllm serve MODEL
+    assert argv_of(lab(model_path="/data/x/y"))[2] == "/data/x/y"
     # the venv: vllm_root/current
-    assert argv_of(lab(vllm_root="/opt/v2"))[0] == "/opt/v2/current/bin/python"
+    assert argv_of(lab(vllm_root="/opt/v2"))[0] == "/opt/v2/current/bin/vllm"
 
 
 def test_trailing_backslash_in_description_refused():
@@ -563,12 +563,13 @@ def _verify(unit_text: str, tmp_path: Path, name: str = "vllm.service") -> subpr
 
 
 def _fake_root(tmp_path: Path) -> Path:
-    """The layout ExecStart needs: <vllm_root>/current/bin/python, executable."""
+    """The layout ExecStart needs: <vllm_root>/current/bin/{vllm,python}, executable."""
     root = tmp_path / "opt vllm"          # a space in the path on purpose
-    py = root / "current" / "bin" / "python"
-    py.parent.mkdir(parents=True)
-    py.write_text("#!/bin/sh\n")
-    py.chmod(0o755)
+    (root / "current" / "bin").mkdir(parents=True)
+    for name in ("vllm", "python"):
+        exe = root / "current" / "bin" / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
     return root
 
 
@@ -620,7 +621,7 @@ def test_systemd_analyze_verify_passes(tmp_path, extra):
 def test_systemd_analyze_verify_is_a_real_check(tmp_path):
     cfg = lab(vllm_root=str(_fake_root(tmp_path)))
     unit = sr.render_unit(cfg, stub_flag_available)
-    broken_quote = unit.replace("--model", '"--model', 1)
+    broken_quote = unit.replace("--served-model-name", '"--served-model-name', 1)
     r = _verify(broken_quote, tmp_path)
     assert r.returncode != 0 and "quoting" in r.stderr.lower()
     missing_exe = sr.render_unit(lab(vllm_root=str(tmp_path / "nope")), stub_flag_available)

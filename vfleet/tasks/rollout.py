@@ -1,14 +1,11 @@
-"""restart, upgrade, drain, undrain and bench: maintenance that drops no request."""
+"""restart, upgrade, drain and undrain: maintenance that drops no request."""
 from __future__ import annotations
-
-import json
 
 from invoke import task
 
 from fleet.errors import VfleetError
 from fleet.runner import HostContext
-from roles import gateway, smoke, vllm_install
-from roles.loadgen import LoadGenerator
+from roles import gateway, vllm_install
 from roles.rollout import Rollout
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
@@ -104,26 +101,3 @@ def drain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=
 def undrain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=False):
     """Put a drained vLLM host back into every gateway."""
     _drain_task("undrain", host, inventory, set_, report, no_host_key_checking, False)
-
-
-@task(help=helptext("inventory", "set", "report", seconds="How long to send load (default 30)",
-                    concurrency="Parallel clients (default 4)", max_tokens="Tokens per request (default 16)",
-                    target="Gateway host (default: the first of group gateways)"),
-      iterable=["set_"])
-@cli_errors
-def bench(c, inventory=None, set_=None, report=None, seconds=30, concurrency=4, max_tokens=16, target=None):
-    """Send a steady, bounded load of streamed and plain chat requests through a gateway."""
-    inv = load(inventory, set_)
-    gws = [h for h in inv.hosts.values() if "gateways" in h.groups and (target is None or h.name == target)]
-    if not gws:
-        raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}")
-    g = gws[0]
-    t = smoke.Target("gateway", f"http://{g.address}:{int(g.vars.get('gateway_port', 80))}", g.vars["model_name"],
-                     g.vars.get("api_key"))
-    gen = LoadGenerator(t.base_url, t.model, t.api_key, concurrency=int(concurrency), max_tokens=int(max_tokens))
-    summary = gen.run_for(float(seconds))
-    print(json.dumps(summary, indent=2))
-    if report:
-        from fleet.report import write_json_atomic
-
-        write_json_atomic(report, {"task": "bench", "target": t.base_url, **summary})

@@ -1,0 +1,104 @@
+"""The server's own view during a level, sampled from each vLLM host's Prometheus /metrics
+(parsed with prometheus_client): requests running and waiting, KV cache usage and
+preemptions. Metric names moved between vLLM versions; whichever the server exports is read:
+vllm:kv_cache_usage_perc (new) or vllm:gpu_cache_usage_perc / vllm:cpu_cache_usage_perc (old),
+vllm:num_preemptions_total (new) or vllm:num_preemptions (old). Values are summed over the
+label sets of one host (several engines or models), then over hosts per sampling tick."""
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+# our name -> sample names the server may export, first match wins
+GAUGES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"),
+}
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+}
+
+
+def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
+    """{our name: value} and {our name: the server's metric name} from one /metrics text."""
+    samples: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name.endswith(("_created", "_bucket", "_count", "_sum")):
+                continue
+            samples[s.name] = samples.get(s.name, 0.0) + float(s.value)
+    values, names = {}, {}
+    for ours, theirs in {**GAUGES, **COUNTERS}.items():
+        for name in theirs:
+            if name in samples:
+                values[ours], names[ours] = samples[name], name
+                break
+    return values, names
+
+
+@dataclass
+class MetricsSampler:
+    """Poll every host's /metrics while a level runs (bounded: it stops with the level)."""
+    urls: dict[str, str]               # host name -> http://addr:port/metrics
+    headers: dict[str, str] = field(default_factory=dict)
+    interval_s: float = 1.0
+    samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    async def _tick(self, client: httpx.AsyncClient, host: str, url: str) -> None:
+        try:
+            r = await client.get(url, headers=self.headers)
+            r.raise_for_status()
+            values, names = parse(r.text)
+        except (httpx.HTTPError, ValueError) as exc:
+            self.errors[host] = f"{type(exc).__name__}: {exc}"[:200]
+            return
+        self.names.update(names)
+        self.samples.setdefault(host, []).append(values)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with httpx.AsyncClient(timeout=max(self.interval_s * 3, 5.0)) as client:
+            while True:
+                await asyncio.gather(*(self._tick(client, h, u) for h, u in self.urls.items()))
+                try:
+                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                    break
+                except asyncio.TimeoutError:
+                    continue
+            # one last sample after the level, so counters cover all of it
+            await asyncio.gather(*(self._tick(client, h, u) for h, u in self.urls.items()))
+
+    def summary(self) -> dict[str, Any]:
+        hosts: dict[str, Any] = {}
+        for host, rows in self.samples.items():
+            h: dict[str, Any] = {"samples": len(rows)}
+            for key in GAUGES:
+                vals = [r[key] for r in rows if key in r]
+                if vals:
+                    h[f"{key}_mean"] = round(statistics.fmean(vals), 4)
+                    h[f"{key}_max"] = round(max(vals), 4)
+            for key in COUNTERS:
+                vals = [r[key] for r in rows if key in r]
+                if vals:
+                    h[key] = round(vals[-1] - vals[0], 4)
+            hosts[host] = h
+        total: dict[str, Any] = {}
+        for key in ("running", "waiting"):
+            if any(f"{key}_max" in h for h in hosts.values()):
+                total[f"{key}_max"] = round(sum(h.get(f"{key}_max", 0) for h in hosts.values()), 4)
+                total[f"{key}_mean"] = round(sum(h.get(f"{key}_mean", 0) for h in hosts.values()), 4)
+        kv = [h["kv_cache_usage_max"] for h in hosts.values() if "kv_cache_usage_max" in h]
+        if kv:
+            total["kv_cache_usage_max"] = max(kv)
+        pre = [h["preemptions"] for h in hosts.values() if "preemptions" in h]
+        if pre:
+            total["preemptions"] = sum(pre)
+        return {**total, "metric_names": dict(self.names), "hosts": hosts,
+                **({"errors": dict(self.errors)} if self.errors else {})}

@@ -1,0 +1,186 @@
+"""The sweep: load levels one after another against one OpenAI-compatible endpoint, each
+bounded by a request count and a time limit (whichever comes first), warm-up requests first
+and not counted, the server's /metrics sampled meanwhile.
+
+Concurrency levels keep N requests in flight (N workers, each sends the next as soon as its
+last one ended). Rate levels send with Poisson arrivals (exponential gaps from a seeded
+generator) at R requests/s, however many are in flight, up to --max-inflight (arrivals that
+would pass it wait, and the level says how many did). Requests are asyncio tasks on one
+httpx.AsyncClient sized to the level, so the generator itself is not the bottleneck
+(benchmarks/loadgen_ceiling.py measures how far it goes)."""
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from roles.bench.client import Endpoint, RequestRecord, request_body, send
+from roles.bench.prompts import FilePrompts, SyntheticPrompts
+from roles.bench.server_metrics import MetricsSampler
+from roles.bench.stats import summarize
+
+
+@dataclass
+class Level:
+    mode: str          # concurrency | rate
+    value: float       # N in flight, or requests/s
+
+    @property
+    def label(self) -> str:
+        v = int(self.value) if float(self.value).is_integer() else self.value
+        return f"c={v}" if self.mode == "concurrency" else f"{v} req/s"
+
+
+@dataclass
+class SweepSettings:
+    requests: int | None = None          # measured requests per level (None: auto)
+    seconds: float | None = None         # measured seconds per level (None: no time goal)
+    max_seconds: float = 600.0           # hard cap per level, whatever else is asked
+    warmup: int | None = None            # None: one per concurrent slot (1 s worth for rates)
+    output_len: int = 128
+    ignore_eos: bool = True              # fixed output length; False: natural ends
+    timeout_s: float = 300.0             # per request
+    max_inflight: int = 1024             # rate mode cap
+    seed: int = 0
+    metrics_interval_s: float = 1.0
+
+    def measured_for(self, level: Level) -> int | None:
+        if self.requests:
+            return int(self.requests)
+        if self.seconds:
+            return None
+        # auto: four waves of a concurrency level, ten seconds' worth of a rate level
+        return max(32, int(4 * level.value) if level.mode == "concurrency" else int(10 * level.value))
+
+    def warmup_for(self, level: Level) -> int:
+        if self.warmup is not None:
+            return int(self.warmup)
+        return max(1, math.ceil(level.value))
+
+
+@dataclass
+class Sweep:
+    endpoint: Endpoint
+    prompts: SyntheticPrompts | FilePrompts
+    levels: list[Level]
+    settings: SweepSettings = field(default_factory=SweepSettings)
+    metrics_urls: dict[str, str] = field(default_factory=dict)
+    on_progress: Callable[[Level, int, int | None, float, RequestRecord], None] | None = None
+    on_level_start: Callable[[Level, int | None, int], None] | None = None
+    records: dict[str, list[RequestRecord]] = field(default_factory=dict)
+    _next_index: int = 0
+
+    # -- requests -------------------------------------------------------------------------
+    def _body(self, index: int) -> dict[str, Any]:
+        p = self.prompts.get(index)
+        return request_body(self.endpoint.model, p.messages, p.max_tokens or self.settings.output_len,
+                            self.settings.ignore_eos)
+
+    def _take_index(self) -> int:
+        i = self._next_index
+        self._next_index += 1
+        return i
+
+    # -- one level --------------------------------------------------------------------------
+    async def _level(self, level: Level) -> tuple[list[RequestRecord], dict[str, Any]]:
+        s = self.settings
+        n_measured = s.measured_for(level)
+        n_warm = s.warmup_for(level)
+        total = None if n_measured is None else n_measured + n_warm
+        size = int(level.value) if level.mode == "concurrency" else s.max_inflight
+        limits = httpx.Limits(max_connections=size + 4, max_keepalive_connections=size + 4)
+        timeout = httpx.Timeout(s.timeout_s, connect=min(30.0, s.timeout_s))
+        records: list[RequestRecord] = []
+        issued = 0
+        t_start = time.perf_counter()
+        # time budget: the measured seconds (after warm-up is issued) but never past max_seconds
+        hard_deadline = t_start + s.max_seconds
+        goal_deadline: list[float | None] = [None]
+        info: dict[str, Any] = {"warmup": n_warm, "target_requests": n_measured, "stopped_by": "count"}
+
+        def may_issue() -> bool:
+            now = time.perf_counter()
+            if total is not None and issued >= total:
+                return False
+            if now >= hard_deadline:
+                info["stopped_by"] = "max_seconds"
+                return False
+            if goal_deadline[0] is not None and now >= goal_deadline[0]:
+                info["stopped_by"] = "seconds"
+                return False
+            return True
+
+        def issue() -> tuple[int, bool]:
+            nonlocal issued
+            warm = issued < n_warm
+            issued += 1
+            if issued == n_warm + 1 and s.seconds:
+                goal_deadline[0] = time.perf_counter() + s.seconds
+            return self._take_index(), warm
+
+        def done(rec: RequestRecord) -> None:
+            records.append(rec)
+            if self.on_progress:
+                self.on_progress(level, len(records), total, time.perf_counter() - t_start, rec)
+
+        sampler = MetricsSampler(dict(self.metrics_urls), self.endpoint.headers(), s.metrics_interval_s)
+        stop = asyncio.Event()
+        sampler_task = asyncio.create_task(sampler.run(stop)) if self.metrics_urls else None
+        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            if level.mode == "concurrency":
+                async def worker() -> None:
+                    while may_issue():
+                        idx, warm = issue()
+                        done(await send(client, self.endpoint, self._body(idx), idx, warm, s.timeout_s))
+
+                await asyncio.gather(*(worker() for _ in range(int(level.value))))
+            else:
+                rng = random.Random(f"{s.seed}:rate:{level.value}")
+                sem = asyncio.Semaphore(s.max_inflight)
+                tasks: set[asyncio.Task] = set()
+                delayed = 0
+                next_at = time.perf_counter()
+
+                async def one(idx: int, warm: bool) -> None:
+                    try:
+                        done(await send(client, self.endpoint, self._body(idx), idx, warm, s.timeout_s))
+                    finally:
+                        sem.release()
+
+                while may_issue():
+                    wait = next_at - time.perf_counter()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                        if not may_issue():
+                            break
+                    if sem.locked():
+                        delayed += 1
+                    await sem.acquire()
+                    idx, warm = issue()
+                    t = asyncio.create_task(one(idx, warm))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+                    next_at += rng.expovariate(level.value)
+                if tasks:
+                    await asyncio.gather(*list(tasks))
+                info["arrivals_delayed_by_max_inflight"] = delayed
+        stop.set()
+        if sampler_task:
+            await sampler_task
+            info["server"] = sampler.summary()
+        info["wall_s"] = round(time.perf_counter() - t_start, 3)
+        return records, info
+
+    def run_level(self, level: Level) -> dict[str, Any]:
+        if self.on_level_start:
+            s = self.settings
+            m = s.measured_for(level)
+            self.on_level_start(level, None if m is None else m + s.warmup_for(level), s.warmup_for(level))
+        records, info = asyncio.run(self._level(level))
+        self.records[level.label] = records
+        return {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
