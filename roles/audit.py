@@ -16,6 +16,7 @@ from fleet.runner import HostContext, HostFailed, Play
 from roles import capacity
 from roles.preflight import fleet_checks, gather_script, host_checks, parse_gathered
 from roles.preflight import facts_from_snapshot, snapshot_from_gathered
+from roles.preflight.model_facts import with_model_source
 
 q = shlex.quote
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -97,7 +98,11 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
           fail_hosts: bool = True, extra_checks: dict[str, list[dict]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
-    pairs = {h: (play.contexts[h].config.as_vars(), f) for h, f in facts.items()}
+    pairs = {}
+    for h, f in facts.items():
+        vars = play.contexts[h].config.as_vars()
+        # model checks before the weights are on the host: read the controller's copy
+        pairs[h] = (vars, with_model_source(f, vars))
     groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in
               ((name, inventory.group_hosts(name)) for name in inventory.groups) if g not in ("all", "ungrouped")}
     extra = fleet_checks(pairs, groups)

@@ -104,6 +104,8 @@ class HostConfig:
     swap_space: int | None
     block_size: int | None
     trust_remote_code: bool
+    chat_template: str | None
+    serve_completions_only: bool
     vllm_extra_args: tuple[str, ...]
     vllm_env: Mapping[str, str]
     nccl_env: Mapping[str, str] | None
@@ -165,6 +167,7 @@ class HostConfig:
             enforce_eager=bool(v["enforce_eager"]), quantization=v.get("quantization"),
             kv_cache_dtype=v["kv_cache_dtype"], swap_space=v.get("swap_space"),
             block_size=v.get("block_size"), trust_remote_code=bool(v["trust_remote_code"]),
+            chat_template=v.get("chat_template"), serve_completions_only=bool(v["serve_completions_only"]),
             vllm_extra_args=tuple(v["vllm_extra_args"]),
             vllm_env=dict(v["vllm_env"]),
             nccl_env=None if v.get("nccl_env") is None else dict(v["nccl_env"]),

@@ -180,7 +180,7 @@ class Rollout:
         readiness.wait_ready(ctx)
         with httpx.Client(timeout=120) as client:
             chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
-        if not chat["choices"][0]["message"].get("content"):
+        if not smoke.reply_text(chat):
             raise HostFailed("ready but a real completion returned no text")
         t["ready_s"] = time.monotonic() - t1
         t["restart_s"] = time.monotonic() - t0

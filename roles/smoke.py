@@ -26,15 +26,27 @@ class Target:
     base_url: str
     model: str
     api_key: str | None
+    chat: bool = True   # False: the model has no chat template, /v1/completions only
+
+    @property
+    def endpoint(self) -> str:
+        return "/v1/chat/completions" if self.chat else "/v1/completions"
+
+    def body(self, max_tokens: int, **extra: Any) -> dict[str, Any]:
+        prompt = {"messages": PROMPT} if self.chat else {"prompt": PROMPT[0]["content"]}
+        return {"model": self.model, **prompt, "max_tokens": max_tokens, "ignore_eos": True,
+                "temperature": 0, **extra}
 
 
 def host_target(cfg: HostConfig) -> Target:
     """vLLM on one host, asked for the name it serves (served_model_name)."""
-    return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key)
+    return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
+                  chat=not cfg.serve_completions_only)
 
 
 def gateway_target(cfg: HostConfig) -> Target:
-    return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key)
+    return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key,
+                  chat=not cfg.serve_completions_only)
 
 
 def _headers(key: str | None) -> dict[str, str]:
@@ -42,11 +54,15 @@ def _headers(key: str | None) -> dict[str, str]:
 
 
 def chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
-    r = client.post(f"{t.base_url}/v1/chat/completions", headers=_headers(t.api_key),
-                    json={"model": t.model, "messages": PROMPT, "max_tokens": max_tokens, "ignore_eos": True,
-                          "temperature": 0})
+    """A chat completion (a plain completion for a model served without a chat template)."""
+    r = client.post(f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key), json=t.body(max_tokens))
     r.raise_for_status()
     return r.json()
+
+
+def reply_text(response: dict[str, Any]) -> str:
+    choice = response["choices"][0]
+    return (choice.get("message") or {}).get("content") or choice.get("text") or ""
 
 
 def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
@@ -58,9 +74,8 @@ def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict
     text = []
     done = False
     finish = None
-    with connect_sse(client, "POST", f"{t.base_url}/v1/chat/completions", headers=_headers(t.api_key),
-                     json={"model": t.model, "messages": PROMPT, "max_tokens": max_tokens, "ignore_eos": True,
-                           "temperature": 0, "stream": True}) as es:
+    with connect_sse(client, "POST", f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key),
+                     json=t.body(max_tokens, stream=True)) as es:
         es.response.raise_for_status()
         for sse in es.iter_sse():
             if sse.data == "[DONE]":
@@ -68,7 +83,7 @@ def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict
                 break
             data = json.loads(sse.data)
             for choice in data.get("choices", []):
-                delta = choice.get("delta", {}).get("content")
+                delta = choice.get("delta", {}).get("content") if t.chat else choice.get("text")
                 if delta:
                     if ttft is None:
                         ttft = time.monotonic() - t0
@@ -91,7 +106,7 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
 
     def completion(c: httpx.Client, t: Target):
         d = chat(c, t)
-        content = d["choices"][0]["message"].get("content") or ""
+        content = reply_text(d)
         n = d.get("usage", {}).get("completion_tokens", 0)
         return bool(content) and n > 0, f"{n} tokens: {content[:40]!r}", {"completion_tokens": n}
 

@@ -55,6 +55,7 @@ def _valued_flags(cfg: HostConfig) -> list[tuple[str, object]]:
         ("--kv-cache-dtype", None if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype),
         ("--block-size", cfg.block_size),
         ("--swap-space", cfg.swap_space),
+        ("--chat-template", cfg.chat_template),
         ("--shutdown-timeout", cfg.shutdown_timeout),
     ]
 

@@ -260,7 +260,7 @@ def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     if need is None:
         return Check("model.disk", PASS, f"{_gib(free)} free under {where}; model size unknown (no config.json, "
                      "no model_size_bytes): space not checked")
-    fix = f"free space under {where}, or set models_root/model_dir to a larger local disk"
+    fix = f"free space under {where}, or set model_dir to a larger local disk"
     if free < need:
         return Check("model.disk", FAIL, f"{_gib(free)} free under {where}, weights need {_gib(need)} ({how})", fix)
     if free < need * DISK_HEADROOM:
@@ -277,7 +277,7 @@ def check_model_fs(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     if fs.get("network"):
         return Check("model.filesystem", WARN, f"model directory {where} is on {fstype} (network/FUSE): loading "
                      "weights is slow and a stalled mount hangs the service start",
-                     "keep weights on a local disk (ext4/xfs), e.g. models_root: /srv/models")
+                     "keep weights on a local disk (ext4/xfs), e.g. model_dir: /srv/models")
     return Check("model.filesystem", PASS, f"model directory {where} is on local {fstype}")
 
 

@@ -36,12 +36,11 @@ class Section:
 # --- paths the facts look at (all overridable from inventory vars) ---------------------------
 
 def model_dir(vars: dict[str, Any]) -> str:
-    """The model's folder on the host, as the service renderer sees it: `model_path`, else
-    `<model_dir>/<model_name>` (model_dir defaults to /srv/models; `models_root` is accepted as
-    an alias of the parent), else the parent itself when no model is named yet."""
+    """The model's folder on the host, as the service renderer sees it (HostConfig's
+    model_path), else the parent itself when no model is named yet."""
     if vars.get("model_path"):
         return str(vars["model_path"])
-    parent = str(vars.get("model_dir") or vars.get("models_root") or "/srv/models").rstrip("/") or "/"
+    parent = str(vars.get("model_dir") or "/srv/models").rstrip("/") or "/"
     name = vars.get("model_name")
     return f"{parent}/{name}" if name else parent
 
@@ -51,7 +50,7 @@ def vllm_root(vars: dict[str, Any]) -> str:
 
 
 def service_name(vars: dict[str, Any]) -> str:
-    return str(vars.get("vllm_service_name") or vars.get("service_name") or "vllm")
+    return str(vars.get("service_name") or "vllm")
 
 
 def env_file_path(vars: dict[str, Any]) -> str:

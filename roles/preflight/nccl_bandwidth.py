@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shlex
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from roles.quoting import env_name
 
 from .checks import Check
 
@@ -86,11 +89,11 @@ def probe_command(gpus: list[int], python: str, env: dict[str, str], size_mib: i
                   port: int = 29533) -> str:
     """A sh command that writes the probe to a temp file and runs it with NCCL multicast off
     (a program using it can take shared GPUs out of service) plus the unit's NCCL env."""
-    import shlex
-
     params = json.dumps({"gpus": gpus, "size_bytes": size_mib << 20, "iters": iters, "port": port,
                          "out": "/tmp/vfleet-nccl-result.json"})
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"NCCL_NVLS_ENABLE": "0",
+    # each KEY=value is one shell word, the name checked too: an inventory key must never
+    # become shell syntax (the schema refuses such names; this is the last line)
+    exports = " ".join(shlex.quote(f"{env_name(k)}={v}") for k, v in {"NCCL_NVLS_ENABLE": "0",
                                                               "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                                                               "NVSHMEM_DISABLE_NVLS": "1", **env}.items())
     return (f"f=$(mktemp /tmp/vfleet-nccl-XXXXXX.py) && cat > \"$f\" <<'VFLEET_EOF'\n{PROBE}\nVFLEET_EOF\n"

@@ -53,3 +53,21 @@ def test_probe_command_keeps_multicast_off_and_applies_unit_env():
 def test_parse_result_line():
     assert nb.parse_result('noise\nVFLEET_NCCL {"world_size": 2}\n') == {"world_size": 2}
     assert nb.parse_result("Traceback...") is None
+
+
+def test_probe_command_keeps_every_environment_value_one_shell_word(tmp_path):
+    """A value with shell syntax reaches the probe as that literal value (run by a real sh)."""
+    import subprocess
+
+    from roles.preflight import nccl_bandwidth as nb
+    from roles.quoting import QuotingError
+
+    marker = tmp_path / "pwned"
+    cmd = nb.probe_command([0], "/nonexistent/python", {"NCCL_DEBUG": f"INFO; touch {marker}"})
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\necho \"NCCL_DEBUG=$NCCL_DEBUG\"\n")
+    fake.chmod(0o755)
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert f"NCCL_DEBUG=INFO; touch {marker}" in r.stdout and not marker.exists()
+    with pytest.raises(QuotingError):
+        nb.probe_command([0], "python3", {"NCCL_DEBUG=INFO; touch /tmp/x; X": "1"})

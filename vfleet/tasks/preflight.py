@@ -10,6 +10,8 @@ from rich.table import Table
 
 from fleet.errors import VfleetError
 from roles import audit, capacity
+from roles.preflight.checks import check_tp_heads
+from roles.preflight.model_facts import with_model_source
 from roles.variables import VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
@@ -55,39 +57,56 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
     finish(play, report)
 
 
+def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, **engine) -> None:
+    """`plan --config`: the same planner and the same heads check as a preflight, no host."""
+    console = Console(highlight=False)
+    try:
+        cfg = capacity.load_config(config)
+    except (OSError, ValueError) as exc:
+        raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
+    if cpu_kvcache_space_gib:
+        tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
+        print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
+        return
+    if not gpu_memory_mib:
+        raise VfleetError("--config needs --gpu-memory-mib (memory of one GPU, e.g. 32768 for a V100 32GB)")
+    heads = check_tp_heads({"tensor_parallel_size": engine["tp"]}, {"model_config": cfg, "gpu_count": engine["tp"]})
+    if heads.status == "fail":
+        raise VfleetError(f"{heads.message}; {heads.fix}")
+    p = capacity.plan(cfg, int(gpu_memory_mib), **engine)
+    print_plan(console, "plan", p.to_dict())
+    if report:
+        from fleet.report import write_json_atomic
+        write_json_atomic(report, p.to_dict())
+
+
 @task(help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking",
                     snapshot="Read GPU facts from DIR/<host>/ snapshots instead of SSH",
                     config="Plan without an inventory: a model folder or its config.json",
                     gpu_memory_mib="With --config: memory of one GPU in MiB",
                     tp="With --config: tensor-parallel size", utilization="With --config: gpu_memory_utilization",
                     max_model_len="With --config: max_model_len", max_num_seqs="With --config: max_num_seqs",
+                    dtype="With --config: dtype (auto: the model's)",
+                    kv_cache_dtype="With --config: kv_cache_dtype (fp8 halves the KV bytes per token)",
+                    max_num_batched_tokens="With --config: max_num_batched_tokens (the profiling pass)",
+                    enforce_eager="With --config: no CUDA graphs (their memory is not reserved)",
                     cpu_kvcache_space_gib="With --config: plan the CPU build's KV cache instead (GiB)"),
       iterable=["set_"])
 @cli_errors
 def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False, snapshot=None,
          config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
+         dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
          cpu_kvcache_space_gib=None):
     """Capacity plan: weight bytes, KV bytes per token, KV capacity, max concurrency, suggested
     max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
     console = Console(highlight=False)
     if config:
-        try:
-            cfg = capacity.load_config(config)
-        except (OSError, ValueError) as exc:
-            raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
-        if cpu_kvcache_space_gib:
-            tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
-            print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
-            return
-        if not gpu_memory_mib:
-            raise VfleetError("--config needs --gpu-memory-mib (memory of one GPU, e.g. 32768 for a V100 32GB)")
-        p = capacity.plan(cfg, int(gpu_memory_mib), tp=int(tp), gpu_memory_utilization=float(utilization),
-                          max_model_len=int(max_model_len) if max_model_len else None,
-                          max_num_seqs=int(max_num_seqs) if max_num_seqs else None)
-        print_plan(console, "plan", p.to_dict())
-        if report:
-            from fleet.report import write_json_atomic
-            write_json_atomic(report, p.to_dict())
+        _plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, tp=int(tp),
+                      gpu_memory_utilization=float(utilization),
+                      max_model_len=int(max_model_len) if max_model_len else None,
+                      max_num_seqs=int(max_num_seqs) if max_num_seqs else None, dtype=dtype,
+                      kv_cache_dtype=kv_cache_dtype, enforce_eager=bool(enforce_eager),
+                      max_num_batched_tokens=int(max_num_batched_tokens) if max_num_batched_tokens else None)
         return
     inv = load(inventory, set_)
     hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups] or select(inv, limit)
@@ -96,9 +115,7 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     for name, f in facts.items():
         ctx = play.contexts[name]
         cfg = ctx.config
-        src = cfg.model_source
-        if not f.get("model_config") and src and Path(src).joinpath("config.json").is_file():
-            f = dict(f, model_config=capacity.load_config(src))  # the controller's copy of the model
+        f = with_model_source(f, cfg.as_vars())  # the controller's copy of the model, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
             tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
             ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
