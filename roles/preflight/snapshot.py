@@ -46,12 +46,30 @@ def read_values(src_dir: str | Path) -> dict[str, Any]:
         if f.snapshot_file is None:
             continue
         p = d / f.snapshot_file
-        sec = Section(p.read_text(encoding="utf-8", errors="replace"), "", 0) if p.is_file() else lab
+        sec = Section(_capture_text(p), "", 0) if p.is_file() else lab
         values[f.key] = f.process_section(sec)
     fj = d / FACTS_JSON
     if fj.is_file():
-        values.update(json.loads(fj.read_text(encoding="utf-8")))
+        extra = json.loads(fj.read_text(encoding="utf-8"))
+        if not isinstance(extra, dict):
+            raise ValueError(f"{fj}: expected a JSON object of facts, got {type(extra).__name__}")
+        values.update(extra)
     return values
+
+
+def _capture_text(path: Path) -> str:
+    """A captured command output. An empty or binary file is a broken capture, not a host
+    without nvidia-smi: say so, so the operator captures again instead of installing drivers."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"{path} is empty (a broken capture)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not text (a broken capture)") from None
+    if "\x00" in text:
+        raise ValueError(f"{path} is not text (a broken capture)")
+    return text
 
 
 def _lab_failure(d: Path) -> Section | None:
