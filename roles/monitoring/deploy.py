@@ -41,7 +41,8 @@ def _validate(f: MonitoringFile) -> str:
 
 
 def facts_for(files: Iterable[MonitoringFile], *, diff: bool = False) -> dict[str, Fact]:
-    facts: dict[str, Fact] = {"installed": CommandOk("command -v prometheus && command -v promtool"),
+    facts: dict[str, Fact] = {"prometheus": CommandOk("command -v prometheus"),
+                              "promtool": CommandOk("command -v promtool"),
                               "unit": UnitFact(UNIT), "defaults": FileFact(DEFAULTS_FILE, with_content=diff)}
     facts.update({f.path: FileFact(_path(f), with_content=diff) for f in files if f.deployed})
     return facts
@@ -56,7 +57,7 @@ def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: M
     """Changes that make this host run Prometheus with `files`; [] when it already does."""
     if facts["unit"].enabled == "masked":
         raise HostFailed(f"{UNIT} is masked on this host; `systemctl unmask prometheus` if it should run here")
-    fresh = not facts["installed"]
+    fresh = not (facts["prometheus"] and facts["promtool"])
     changes: list[Change] = []
     if fresh:
         changes.append(command("package", "prometheus", "install", INSTALL, timeout=900))

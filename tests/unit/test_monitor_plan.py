@@ -4,12 +4,13 @@ a stopped Prometheus, and a masked unit (refused, never unmasked behind the oper
 from __future__ import annotations
 
 import hashlib
+import subprocess
 
 import pytest
 
 from fleet.facts import FileState, UnitState
 from fleet.runner import HostFailed
-from roles.monitoring.deploy import DEFAULTS_FILE, defaults_text, plan
+from roles.monitoring.deploy import DEFAULTS_FILE, defaults_text, facts_for, plan
 from roles.monitoring.files import monitoring_files
 from roles.monitoring.settings import MonitoringSettings
 from tests.unit.configs import host_config
@@ -27,7 +28,7 @@ def have(text: str) -> FileState:
 def facts(*, installed=True, enabled="enabled", active="active", stale=(), files=FILES,
           settings=SETTINGS) -> dict:
     """A host that runs exactly `files`, except the paths in `stale` (old content)."""
-    out = {"installed": installed, "unit": UnitState(enabled, active),
+    out = {"prometheus": installed, "promtool": installed, "unit": UnitState(enabled, active),
            "defaults": have(defaults_text(settings))}
     for f in files:
         out[f.path] = have("old\n") if f.path in stale else have(f.text)
@@ -39,7 +40,7 @@ def steps(changes) -> list[tuple[str, str]]:
 
 
 def test_bare_host_installs_writes_checked_files_and_restarts():
-    bare = {"installed": False, "unit": UnitState("not-found", "unknown"), "defaults": FileState("missing"),
+    bare = {"prometheus": False, "promtool": False, "unit": UnitState("not-found", "unknown"), "defaults": FileState("missing"),
             **{f.path: FileState("missing") for f in FILES}}
     changes = plan(SETTINGS, FILES, bare)
     assert steps(changes) == [
@@ -87,3 +88,14 @@ def test_a_stopped_prometheus_is_started_not_reloaded():
 def test_a_masked_unit_is_refused():
     with pytest.raises(HostFailed, match="masked"):
         plan(SETTINGS, FILES, facts(enabled="masked", active="inactive"))
+
+
+def test_facts_read_this_machine_as_installed():
+    """The fact commands run for real (this machine has Debian's prometheus, as the tests
+    require): an installed Prometheus reads as installed, so a second run installs nothing."""
+    got = {}
+    for name, fact in facts_for(FILES).items():
+        out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True, timeout=30).stdout
+        got[name] = fact.process(out.splitlines())
+    assert got["prometheus"] is True and got["promtool"] is True
+    assert "package" not in [c.action for c in plan(SETTINGS, FILES, {**got, "unit": UnitState("enabled", "active")})]
