@@ -5,6 +5,7 @@ exports; a second run changes nothing; the targets follow the inventory; stoppin
 host fires the host-down alert (and the host is started again for the tests after)."""
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +27,8 @@ MONITOR_HOST = "lab3"       # the deployed fleet's gateway also runs Prometheus 
 STOPPED = "lab2"
 FAST = {"monitoring_scrape_interval": "5s", "monitoring_down_for": "10s"}
 TARGETS = "prometheus config /etc/prometheus/targets/vllm.json"
+RESET = ("systemctl disable --now prometheus.service; rm -rf /etc/prometheus/targets /etc/prometheus/rules "
+         "/etc/prometheus/prometheus.yml /etc/default/prometheus")
 
 
 def write_monitor_inventory(deploy_inv: Path, dest: Path, drop: tuple[str, ...] = ()) -> Path:
@@ -59,6 +62,9 @@ def monitored(deployed, tmp_path_factory):
     work = tmp_path_factory.mktemp("monitor")
     inv = write_monitor_inventory(deployed["inv"], work / "monitor.yaml")
     hosts = {h.name: HostConfig.from_host(h) for h in load_inventory(inv, {}, schema=SCHEMA).hosts.values()}
+    # from a bare monitoring host, whatever an earlier run left there
+    reset = vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", RESET, timeout=120)
+    assert reset.returncode == 0, (reset.stdout + reset.stderr)[-2000:]
     code, report, out = run_report("monitor", inv, work / "first.json", "--deploy", "--dest", str(work / "dest"))
     assert code == 0, out[-4000:]
     api = f"http://{hosts[MONITOR_HOST].address}:9090/api/v1"
@@ -88,8 +94,16 @@ def test_first_run_scrapes_every_vllm_host(monitored):
         assert f"prometheus config {path}" in changed, changed
     api = monitored["api"]
     wait_for("both vLLM hosts scraped", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=120)
-    # --dest wrote the same files plus the dashboard
-    assert (monitored["work"] / "dest" / "grafana" / "vllm-dashboard.json").is_file()
+    # --dest wrote byte for byte what runs there, plus the dashboard
+    dest = monitored["work"] / "dest"
+    assert (dest / "grafana" / "vllm-dashboard.json").is_file()
+    files = ["prometheus.yml", "targets/vllm.json", "rules/vllm-alerts.yml"]
+    code, report, out = run_report("run", monitored["inv"], dest.parent / "sums.json", "--limit", MONITOR_HOST,
+                                   "--quiet", "--command", "cd /etc/prometheus && sha256sum " + " ".join(files))
+    assert code == 0, out[-2000:]
+    on_host = report["hosts"][MONITOR_HOST]["steps"][-1]["data"]["stdout"]
+    for f in files:
+        assert f"{hashlib.sha256((dest / f).read_bytes()).hexdigest()}  {f}" in on_host, (f, on_host)
 
 
 def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
