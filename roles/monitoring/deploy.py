@@ -34,10 +34,13 @@ def _path(f: MonitoringFile) -> str:
 
 
 def _validate(f: MonitoringFile) -> str:
-    """Rules on their own; targets and the config through the config, which names them both."""
+    """Rules on their own; the config with everything it names; targets through the config
+    already there (none yet: the config, written next, checks them)."""
     if f.path == RULES_FILE:
         return f"promtool check rules {_path(f)}"
-    return f"promtool check config {CONFIG_PATH}"
+    if f.path == CONFIG_FILE:
+        return f"promtool check config {CONFIG_PATH}"
+    return f"[ ! -f {CONFIG_PATH} ] || promtool check config {CONFIG_PATH}"
 
 
 def facts_for(files: Iterable[MonitoringFile], *, diff: bool = False) -> dict[str, Fact]:

@@ -99,3 +99,30 @@ def test_facts_read_this_machine_as_installed():
         got[name] = fact.process(out.splitlines())
     assert got["prometheus"] is True and got["promtool"] is True
     assert "package" not in [c.action for c in plan(SETTINGS, FILES, {**got, "unit": UnitState("enabled", "active")})]
+
+
+def run_locally(changes) -> list[subprocess.CompletedProcess]:
+    return [subprocess.run(["bash", "-c", c.command], input=c.stdin, capture_output=True, text=True, timeout=60)
+            for c in changes if c.action == "prometheus config"]
+
+
+def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
+    """The planned writes run for real in a scratch folder: all three land and pass promtool;
+    then a rules file promtool rejects is not kept and the previous one is put back."""
+    from roles.monitoring import deploy
+
+    monkeypatch.setattr(deploy, "PROMETHEUS_DIR", str(tmp_path))
+    monkeypatch.setattr(deploy, "CONFIG_PATH", str(tmp_path / "prometheus.yml"))
+    missing = {**facts(), **{f.path: FileState("missing") for f in FILES}}
+    results = run_locally(plan(SETTINGS, FILES, missing))
+    assert [r.returncode for r in results] == [0, 0, 0], [r.stderr for r in results]
+    for f in FILES:
+        if f.deployed:
+            assert (tmp_path / f.path).read_text() == f.text
+    broken = [f if f.path != "rules/vllm-alerts.yml" else
+              type(f)(f.path, f.text.replace("up{job=", "up{job=="), True) for f in FILES]
+    results = run_locally(plan(SETTINGS, broken, facts()))
+    assert len(results) == 1 and results[0].returncode == 3, results
+    assert "rejected by promtool check rules" in results[0].stderr
+    assert (tmp_path / "rules/vllm-alerts.yml").read_text() == FILES[1].text  # the previous file, back
+    assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == ["vllm-alerts.yml"]
