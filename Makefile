@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iproute2 dbus procps
+# Prometheus (promtool checks generated configs; `vfleet monitor --deploy` installs it on hosts):
+# without its recommends, which pull in openipmi, whose init script fails in lab hosts.
+APT_NO_RECOMMENDS = prometheus
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
 .PHONY: setup apt venv demo test unit integration lab-down clean
@@ -12,8 +15,9 @@ LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 setup: apt venv
 
 apt:
-	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); \
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES) && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(APT_NO_RECOMMENDS); \
 	fi
 
 venv: $(BIN)/vfleet

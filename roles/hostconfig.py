@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from fleet.errors import VfleetError
 from fleet.inventory import Host
+from roles.monitoring.settings import MonitoringSettings
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 
 __all__ = ["HostConfig", "InstallSpec", "hostport"]
@@ -126,6 +127,8 @@ class HostConfig:
     gateway_fail_timeout: int
     # preflight
     preflight_smi_xml: bool
+    # monitoring (the monitoring group's Prometheus and the alert thresholds)
+    monitoring: MonitoringSettings
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -183,6 +186,7 @@ class HostConfig:
             gateway_max_fails=int(v["gateway_max_fails"]),
             gateway_fail_timeout=int(v["gateway_fail_timeout"]),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
+            monitoring=MonitoringSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
         )
 

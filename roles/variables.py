@@ -11,11 +11,14 @@ import json
 
 from fleet.varschema import VariableSpec, VarSchema, describe
 
-__all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP"]
+__all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP",
+           "MONITORING_GROUP"]
 
 # The inventory groups vfleet acts on: hosts that serve, and nginx in front of them.
 VLLM_GROUP = "vllm"
 GATEWAY_GROUP = "gateways"
+# Hosts that run Prometheus for the fleet (`vfleet monitor --deploy`).
+MONITORING_GROUP = "monitoring"
 
 # The row type of the table (the engine's generic spec under the name the roles use).
 Variable = VariableSpec
@@ -35,6 +38,8 @@ _ENV_MAP = {"type": "object", "propertyNames": {"type": "string", "pattern": r"^
 _UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", "examples": ["vllm"]}
 _STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
 # Versions are strings: YAML would read 0.10 as the number 0.1.
+# Prometheus durations ("30s", "5m", "1h").
+_DURATION = {"type": "string", "pattern": r"^\d+[smh]$", "examples": ["5m"]}
 _VERSION = {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?$",
             "examples": ["0.5.4", "0.32.0"]}
 
@@ -175,6 +180,21 @@ VARIABLES: list[Variable] = [
              "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
     Variable("gateway_fail_timeout", _SECONDS, 10,
              "Seconds a failed backend rests before nginx tries it again."),
+    # --- monitoring (Prometheus on the monitoring group; thresholds of the alert rules) ---
+    Variable("monitoring_port", _PORT, 9090, "Port Prometheus listens on (monitoring group)."),
+    Variable("monitoring_scrape_interval", _DURATION, "15s",
+             "How often Prometheus scrapes each vLLM host's /metrics (and evaluates the rules)."),
+    Variable("monitoring_kv_cache_usage_max", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+             0.95, "KV cache usage (fraction) that, held for monitoring_kv_cache_for, fires an alert."),
+    Variable("monitoring_kv_cache_for", _DURATION, "5m", "How long KV cache usage must stay above monitoring_kv_cache_usage_max."),
+    Variable("monitoring_waiting_max", {"type": "integer", "minimum": 0}, 10,
+             "Alert when more requests than this wait and the queue keeps growing."),
+    Variable("monitoring_ttft_p95_seconds", {"type": "number", "exclusiveMinimum": 0}, 2.0,
+             "Alert when the p95 time to first token (5 min window) stays above this target."),
+    Variable("monitoring_stuck_for", _DURATION, "2m",
+             "Alert when requests run but no token is generated for this long (/health may still answer)."),
+    Variable("monitoring_down_for", _DURATION, "1m",
+             "Alert when a vLLM host's /metrics cannot be scraped for this long."),
     # --- lab only ---
     Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
 ]

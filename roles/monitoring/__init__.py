@@ -1,0 +1,7 @@
+"""Monitoring of the fleet: Prometheus scrape config with file_sd targets for every vLLM host,
+alert rules with the metric names of the installed vLLM version, a Grafana dashboard, and the
+plan that keeps Prometheus on the `monitoring` group in step with the inventory.
+
+One module per job: metrics (names per version), settings (the monitoring variables),
+scrape (prometheus.yml + targets), rules (alerts), dashboard (Grafana JSON), files (what
+`vfleet monitor --dest` writes), deploy (facts, plan, apply on a monitoring host)."""

@@ -1,0 +1,94 @@
+"""Prometheus on a `monitoring` host: Debian's package, vfleet's config, targets and rules
+under /etc/prometheus, each checked by promtool before it is kept (a rejected file is put
+back at once, so the running Prometheus never loads it), and a reload only on change.
+
+In pyinfra's shape, like roles/gateway.py: `facts_for` says what to read, `plan` turns the
+wanted files and the facts into changes (or none: a second run changes nothing), and
+`configure` gathers, plans and applies. Targets follow the inventory: every run rewrites
+targets/vllm.json from it, and an unchanged fleet is an unchanged file."""
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Iterable, Mapping, Sequence
+
+from fleet.changes import Change, apply, command, file_change, service_changes
+from fleet.facts import CommandOk, Fact, FileFact, UnitFact, gather
+from fleet.results import Status
+from fleet.runner import HostContext, HostFailed
+from roles.hostconfig import HostConfig
+from roles.monitoring.files import MonitoringFile, monitoring_files
+from roles.monitoring.scrape import CONFIG_FILE, RULES_FILE
+from roles.monitoring.settings import MonitoringSettings
+
+__all__ = ["PROMETHEUS_DIR", "DEFAULTS_FILE", "UNIT", "facts_for", "defaults_text", "plan", "configure"]
+
+PROMETHEUS_DIR = "/etc/prometheus"
+DEFAULTS_FILE = "/etc/default/prometheus"   # Debian's unit reads ARGS from it
+UNIT = "prometheus.service"
+CONFIG_PATH = posixpath.join(PROMETHEUS_DIR, CONFIG_FILE)
+INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
+
+
+def _path(f: MonitoringFile) -> str:
+    return posixpath.join(PROMETHEUS_DIR, f.path)
+
+
+def _validate(f: MonitoringFile) -> str:
+    """Rules on their own; the config with everything it names; targets through the config
+    already there (none yet: the config, written next, checks them)."""
+    if f.path == RULES_FILE:
+        return f"promtool check rules {_path(f)}"
+    if f.path == CONFIG_FILE:
+        return f"promtool check config {CONFIG_PATH}"
+    return f"[ ! -f {CONFIG_PATH} ] || promtool check config {CONFIG_PATH}"
+
+
+def facts_for(files: Iterable[MonitoringFile], *, diff: bool = False) -> dict[str, Fact]:
+    facts: dict[str, Fact] = {"prometheus": CommandOk("command -v prometheus"),
+                              "promtool": CommandOk("command -v promtool"),
+                              "unit": UnitFact(UNIT), "defaults": FileFact(DEFAULTS_FILE, with_content=diff)}
+    facts.update({f.path: FileFact(_path(f), with_content=diff) for f in files if f.deployed})
+    return facts
+
+
+def defaults_text(settings: MonitoringSettings) -> str:
+    return ("# Managed by vfleet (roles/monitoring/deploy.py): local edits are overwritten.\n"
+            f'ARGS="--web.listen-address=:{settings.port}"\n')
+
+
+def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: Mapping[str, Any]) -> list[Change]:
+    """Changes that make this host run Prometheus with `files`; [] when it already does."""
+    if facts["unit"].enabled == "masked":
+        raise HostFailed(f"{UNIT} is masked on this host; `systemctl unmask prometheus` if it should run here")
+    fresh = not (facts["prometheus"] and facts["promtool"])
+    changes: list[Change] = []
+    if fresh:
+        changes.append(command("package", "prometheus", "install", INSTALL, timeout=900))
+    args = file_change(DEFAULTS_FILE, defaults_text(settings), facts["defaults"], mode="0644",
+                       owner="root", group="root", action="prometheus args")
+    written: list[Change] = []
+    for f in files:
+        if f.deployed:
+            written += file_change(_path(f), f.text, facts[f.path], mode="0644", owner="root", group="root",
+                                   action="prometheus config", validate=_validate(f))
+    changes += args + written
+    changes += service_changes(UNIT, facts["unit"], enabled=True, started=None if fresh else True)
+    running = not fresh and facts["unit"].active == "active"
+    if fresh or (running and args):
+        # the package starts it with its own config; the listen address needs a restart
+        changes.append(command("service", UNIT, "restarted (new install or listen address)",
+                               f"systemctl restart {UNIT}"))
+    elif running and written:
+        changes.append(command("service", UNIT, "reloaded (SIGHUP)", f"systemctl reload {UNIT}"))
+    return changes
+
+
+def configure(ctx: HostContext, vllm_hosts: Sequence[HostConfig]) -> None:
+    """Step body for a monitoring host: this host's settings, the fleet's targets."""
+    settings = MonitoringSettings.from_host(ctx.host)
+    files = monitoring_files(vllm_hosts, settings)
+    facts = gather(ctx, facts_for(files, diff=ctx.diff))
+    changes = plan(settings, files, facts)
+    if not changes:
+        ctx.record("prometheus config", PROMETHEUS_DIR, Status.OK)
+    apply(ctx, changes)

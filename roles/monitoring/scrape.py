@@ -1,0 +1,65 @@
+"""prometheus.yml and the file_sd targets of the vLLM hosts.
+
+Why file_sd: Prometheus re-reads a targets file on change without a reload, so keeping the
+targets in step with the inventory is one atomic file write; the scrape config itself only
+changes with the monitoring settings. Paths are relative to prometheus.yml (Prometheus and
+promtool resolve them against the config's folder), so the layout `--dest` writes is the
+one deployed under /etc/prometheus and what the tests validate is what runs.
+
+Not scraped: the nginx gateway. It exposes no status page (the gateway template has no
+stub_status location and answers /metrics with 404 by design), so there is nothing to
+scrape without changing the gateway; its backends are watched one by one instead."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import yaml
+
+from roles.hostconfig import HostConfig, hostport
+from roles.monitoring.settings import MonitoringSettings
+
+__all__ = ["VLLM_JOB", "TARGETS_FILE", "RULES_FILE", "CONFIG_FILE", "target_groups", "targets_json",
+           "prometheus_config", "config_yaml"]
+
+VLLM_JOB = "vllm"
+CONFIG_FILE = "prometheus.yml"
+TARGETS_FILE = "targets/vllm.json"
+RULES_FILE = "rules/vllm-alerts.yml"
+
+
+def target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per vLLM host, labelled with what an alert should name."""
+    groups = []
+    for cfg in sorted(hosts, key=lambda c: c.name):
+        labels = {"host": cfg.name, "service": cfg.service_name}
+        if cfg.served_model_name:
+            labels["model"] = cfg.served_model_name
+        if cfg.vllm_version:
+            labels["vllm_version"] = cfg.vllm_version
+        groups.append({"targets": [hostport(cfg.address, cfg.vllm_port)], "labels": labels})
+    return groups
+
+
+def targets_json(hosts: Iterable[HostConfig]) -> str:
+    """Stable text (sorted keys, fixed indent): an unchanged fleet is an unchanged file."""
+    return json.dumps(target_groups(hosts), indent=2, sort_keys=True) + "\n"
+
+
+def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
+    return {
+        "global": {"scrape_interval": settings.scrape_interval,
+                   "evaluation_interval": settings.scrape_interval},
+        "rule_files": [RULES_FILE],
+        "scrape_configs": [
+            {"job_name": VLLM_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": "prometheus",
+             "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
+        ],
+    }
+
+
+def config_yaml(settings: MonitoringSettings) -> str:
+    head = "# Managed by vfleet (roles/monitoring/scrape.py): local edits are overwritten.\n"
+    return head + yaml.safe_dump(prometheus_config(settings), sort_keys=False)

@@ -1,0 +1,170 @@
+"""`vfleet monitor --deploy` on the lab: a real Prometheus (Debian's package; the lab hosts see
+this machine's packages through their overlay) on the gateway host scrapes the real vLLM
+hosts of the shared deployed fleet; the rules' metric names are the ones the deployed vLLM
+exports; a second run changes nothing; the targets follow the inventory; stopping one vLLM
+host fires the host-down alert (and the host is started again for the tests after)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import pytest
+import yaml
+
+from fleet.inventory import load_inventory
+from roles.hostconfig import HostConfig
+from roles.monitoring.metrics import metric_names_for
+from roles.monitoring.rules import ALERTS
+from roles.variables import SCHEMA
+from tests.integration.deploy_env import changed_targets, run_report, vfleet
+
+pytestmark = pytest.mark.integration
+
+MONITOR_HOST = "lab3"       # the deployed fleet's gateway also runs Prometheus (3 lab hosts)
+STOPPED = "lab2"
+FAST = {"monitoring_scrape_interval": "5s", "monitoring_down_for": "10s"}
+TARGETS = "prometheus config /etc/prometheus/targets/vllm.json"
+RESET = ("systemctl disable --now prometheus.service; rm -rf /etc/prometheus/targets /etc/prometheus/rules "
+         "/etc/prometheus/prometheus.yml /etc/default/prometheus")
+
+
+def write_monitor_inventory(deploy_inv: Path, dest: Path, drop: tuple[str, ...] = ()) -> Path:
+    """The deploy inventory plus a monitoring group (MONITOR_HOST), less the vLLM hosts in `drop`."""
+    data = yaml.safe_load(deploy_inv.read_text())
+    children = data["all"]["children"]
+    for name in drop:
+        children["vllm"]["hosts"].pop(name)
+    children["monitoring"] = {"vars": dict(FAST), "hosts": {MONITOR_HOST: {}}}
+    dest.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
+    """probe() until it returns something truthy; fail with the last value after `timeout`."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except httpx.HTTPError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    pytest.fail(f"{what}: not within {timeout:.0f}s (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def monitored(deployed, tmp_path_factory):
+    work = tmp_path_factory.mktemp("monitor")
+    inv = write_monitor_inventory(deployed["inv"], work / "monitor.yaml")
+    hosts = {h.name: HostConfig.from_host(h) for h in load_inventory(inv, {}, schema=SCHEMA).hosts.values()}
+    # from a bare monitoring host, whatever an earlier run left there
+    reset = vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", RESET, timeout=120)
+    assert reset.returncode == 0, (reset.stdout + reset.stderr)[-2000:]
+    code, report, out = run_report("monitor", inv, work / "first.json", "--deploy", "--dest", str(work / "dest"))
+    assert code == 0, out[-4000:]
+    api = f"http://{hosts[MONITOR_HOST].address}:9090/api/v1"
+    yield {"inv": inv, "work": work, "first": report, "api": api, "hosts": hosts, "deploy_inv": deployed["inv"]}
+    # leave the lab as the other tests expect it: no Prometheus running
+    vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command",
+           "systemctl disable --now prometheus.service", timeout=120)
+
+
+def get(api: str, path: str, **params: str) -> Any:
+    r = httpx.get(f"{api}/{path}", params=params, timeout=10)
+    r.raise_for_status()
+    return r.json()["data"]
+
+
+def up_hosts(api: str) -> dict[str, str]:
+    """host label -> health of each active vllm target."""
+    return {t["labels"]["host"]: t["health"] for t in get(api, "targets")["activeTargets"]
+            if t["labels"].get("job") == "vllm"}
+
+
+def test_first_run_scrapes_every_vllm_host(monitored):
+    assert monitored["first"]["summary"]["failed"] == 0
+    changed = changed_targets(monitored["first"], MONITOR_HOST)
+    for path in ("/etc/prometheus/prometheus.yml", "/etc/prometheus/rules/vllm-alerts.yml",
+                 "/etc/prometheus/targets/vllm.json"):
+        assert f"prometheus config {path}" in changed, changed
+    api = monitored["api"]
+    wait_for("both vLLM hosts scraped", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=120)
+    # --dest wrote byte for byte what runs there, plus the dashboard
+    dest = monitored["work"] / "dest"
+    assert (dest / "grafana" / "vllm-dashboard.json").is_file()
+    files = ["prometheus.yml", "targets/vllm.json", "rules/vllm-alerts.yml"]
+    code, report, out = run_report("run", monitored["inv"], dest.parent / "sums.json", "--limit", MONITOR_HOST,
+                                   "--quiet", "--command", "cd /etc/prometheus && sha256sum " + " ".join(files))
+    assert code == 0, out[-2000:]
+    on_host = report["hosts"][MONITOR_HOST]["steps"][-1]["data"]["stdout"]
+    for f in files:
+        assert f"{hashlib.sha256((dest / f).read_bytes()).hexdigest()}  {f}" in on_host, (f, on_host)
+
+
+def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
+    api = monitored["api"]
+    version = monitored["hosts"]["lab1"].vllm_version
+    names = metric_names_for(version)
+    for logical, name in names.items():
+        series = name + "_bucket" if logical in ("ttft", "e2e_latency") else name
+        query = f"count by (host) ({series})"
+        wait_for(f"{series} scraped from both hosts",
+                 lambda: {r["metric"]["host"] for r in get(api, "query", query=query)["result"]} == {"lab1", "lab2"},
+                 timeout=60)
+    assert get(api, "query", query="vllm:gpu_cache_usage_perc")["result"] == []  # the old name is gone
+    rules = [r for g in get(api, "rules")["groups"] for r in g["rules"]]
+    assert [r["name"] for r in rules] == list(ALERTS)
+    wait_for("every rule evaluated without error",
+             lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
+
+
+def test_second_run_changes_nothing(monitored, tmp_path):
+    code, report, out = run_report("monitor", monitored["inv"], tmp_path / "second.json", "--deploy")
+    assert code == 0, out[-3000:]
+    assert report["hosts"][MONITOR_HOST]["counts"]["changed"] == 0, changed_targets(report, MONITOR_HOST)
+
+
+def test_targets_follow_the_inventory(monitored, tmp_path):
+    api = monitored["api"]
+    smaller = write_monitor_inventory(monitored["deploy_inv"], tmp_path / "smaller.yaml", drop=(STOPPED,))
+    code, report, out = run_report("monitor", smaller, tmp_path / "smaller.json", "--deploy")
+    assert code == 0, out[-3000:]
+    assert changed_targets(report, MONITOR_HOST) == [TARGETS, "service prometheus.service"]
+    wait_for(f"{STOPPED} no longer a target", lambda: set(up_hosts(api)) == {"lab1"}, timeout=60)
+    code, report, out = run_report("monitor", monitored["inv"], tmp_path / "back.json", "--deploy")
+    assert code == 0 and changed_targets(report, MONITOR_HOST) == [TARGETS, "service prometheus.service"]
+    wait_for(f"{STOPPED} a target again", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=60)
+
+
+def firing(api: str, alert: str) -> set[str]:
+    return {a["labels"]["host"] for a in get(api, "alerts")["alerts"]
+            if a["labels"]["alertname"] == alert and a["state"] == "firing"}
+
+
+def test_stopping_a_host_fires_host_down(monitored):
+    api, inv = monitored["api"], monitored["inv"]
+    cfg = monitored["hosts"][STOPPED]
+    assert firing(api, "VllmHostDown") == set()
+    p = vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command", f"systemctl stop {cfg.unit}",
+               timeout=180)
+    stopped = time.monotonic()
+    try:
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        # down_for 10s + one scrape (5s) + one evaluation (5s), with slack for a busy 2-core lab
+        hosts = wait_for("VllmHostDown firing", lambda: firing(api, "VllmHostDown"), timeout=120)
+        assert hosts == {STOPPED}
+        # the figure for the README's measurements
+        (monitored["work"] / "host-down.json").write_text(
+            json.dumps({"fired_after_s": round(time.monotonic() - stopped, 1), **FAST}))
+    finally:
+        vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command", f"systemctl start {cfg.unit}",
+               timeout=180)
+        wait_for(f"{STOPPED} serving again", lambda: httpx.get(f"{cfg.base_url}/health", timeout=5).status_code == 200,
+                 timeout=cfg.ready_timeout, every=5)
+    wait_for("VllmHostDown resolved", lambda: firing(api, "VllmHostDown") == set(), timeout=60)
