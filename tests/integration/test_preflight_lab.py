@@ -39,7 +39,10 @@ def test_v100_with_bf16_fails_with_float16_fix(mixed_fleet, tmp_path):
     v100 = checks(report, "lab1")
     assert v100["gpu.dtype"]["status"] == "fail"
     assert "float16" in v100["gpu.dtype"]["fix"]
-    assert v100["vllm.driver"]["status"] == "fail"  # 0.11 wants CUDA 12.8 (driver >= 570); the box has 535
+    # 0.11 is a CUDA 12.8 build (driver >= 570 natively); the box has 535: CUDA 12.x minor-version
+    # compatibility runs it (>= 525.60.13) with limits, so a warning that says so, not a failure
+    assert v100["vllm.driver"]["status"] == "warn"
+    assert "minor-version compatibility" in v100["vllm.driver"]["message"]
     assert checks(report, "lab2")["gpu.dtype"]["status"] == "pass"  # A100 does bf16
     # 4 V100s across two sockets: PCIe across host bridges -> P2P off in the unit's environment
     topo = report["hosts"]["lab1"]["facts"]["topology"]

