@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.inventory.common import KEEP, copy_tree
 from fleet.varschema import VarSchema, looks_secret
 
 __all__ = ["masked_vars", "MASK"]
@@ -28,23 +29,5 @@ def masked_vars(vars: dict[str, Any], *, schema: VarSchema) -> dict[str, Any]:
 
 
 def _masked_inside(value: Any) -> Any:
-    """A copy of a nested value with secret-named keys masked (explicit stack, no
-    recursion: a value's depth is the inventory's to choose)."""
-    root: list[Any] = [None]
-    todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while todo:
-        parent, key, item = todo.pop()
-        if isinstance(item, dict):
-            copy: Any = dict.fromkeys(item)
-            for k, v in item.items():
-                if looks_secret(str(k)) and v is not None:
-                    copy[k] = MASK
-                else:
-                    todo.append((copy, k, v))
-        elif isinstance(item, list):
-            copy = [None] * len(item)
-            todo.extend((copy, i, v) for i, v in enumerate(item))
-        else:
-            copy = item
-        parent[key] = copy
-    return root[0]
+    """A copy of a nested value with secret-named keys masked, at any depth."""
+    return copy_tree(value, lambda k, v: MASK if looks_secret(str(k)) and v is not None else KEEP)

@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 import yaml
 
+from fleet.inventory.common import copy_tree
+
 __all__ = ["LineMap", "parse_yaml", "YamlProblem", "plain", "MAX_ALIAS_NODES", "MAX_DEPTH"]
 
 MAX_ALIAS_NODES = 100_000   # nodes aliases may add to a document once expanded
@@ -135,19 +137,5 @@ def parse_yaml(text: str) -> tuple[Any, list[tuple[Any, int]]]:
 
 
 def plain(value: Any) -> Any:
-    """A copy made of ordinary dicts and lists, so hosts carry no loader bookkeeping and no
-    two hosts share a mutable value. Iterative: depth is the input's, not the stack's."""
-    root: list[Any] = [None]
-    todo: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while todo:
-        parent, key, item = todo.pop()
-        if isinstance(item, dict):
-            copy: Any = dict.fromkeys(item)   # keys in the order written
-            todo.extend((copy, k, v) for k, v in item.items())
-        elif isinstance(item, list):
-            copy = [None] * len(item)
-            todo.extend((copy, i, v) for i, v in enumerate(item))
-        else:
-            copy = item
-        parent[key] = copy
-    return root[0]
+    """A copy made of ordinary dicts and lists (see copy_tree)."""
+    return copy_tree(value)
