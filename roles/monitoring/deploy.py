@@ -85,7 +85,7 @@ def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: M
 
 def configure(ctx: HostContext, vllm_hosts: Sequence[HostConfig]) -> None:
     """Step body for a monitoring host: this host's settings, the fleet's targets."""
-    settings = MonitoringSettings.from_host(ctx.host)
+    settings: MonitoringSettings = ctx.config.monitoring
     files = monitoring_files(vllm_hosts, settings)
     facts = gather(ctx, facts_for(files, diff=ctx.diff))
     changes = plan(settings, files, facts)
