@@ -1,11 +1,11 @@
 # serve NAME [extra flags]: vLLM 0.20.0 with random weights (--load-format dummy), wait for ready
-# (150 s at most), one completion, the memory lines, stop. M, SN (served name), MML from the env.
+# (WAIT s, default 150), one completion, the memory lines, stop. M, SN (served name), MML from the env.
 name=$1; shift
 python3 -m vllm.entrypoints.cli.main serve $M --served-model-name $SN --dtype bfloat16 --load-format dummy \
   --tensor-parallel-size 1 --max-model-len $MML --max-num-seqs 256 --gpu-memory-utilization 0.9 \
   --port 8000 "$@" > $OUT/$name.log 2>&1 &
 pid=$!
-for i in $(seq 1 150); do
+for i in $(seq 1 ${WAIT:-150}); do
   grep -q "Application startup complete" $OUT/$name.log && break
   kill -0 $pid 2>/dev/null || break
   sleep 1
