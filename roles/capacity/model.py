@@ -34,6 +34,9 @@ TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
 # alternates (layer i slides when (i + 1) % 2), Gemma3TextConfig slides 5 of every 6
 # (sliding_window_pattern); newer config.json files spell it out as layer_types.
 SLIDING_PATTERN_DEFAULT = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+# Config classes whose use_sliding_window defaults to False (Qwen2Config, Qwen2MoeConfig, Qwen3Config,
+# Qwen3MoeConfig): their config.json carries a sliding_window that is off unless switched on.
+SLIDING_OFF_BY_DEFAULT = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 
 def dtype_bytes(dtype: str | None, default: int = 2) -> int:
@@ -86,10 +89,13 @@ class MLA:
 
 def _sliding_layers(c: dict[str, Any], layers: int) -> int:
     """How many layers vLLM gives a SlidingWindowSpec (0 when the window is off or absent)."""
-    if not c.get("sliding_window") or c.get("use_sliding_window") is False:
+    switched_on = c.get("use_sliding_window", c.get("model_type") not in SLIDING_OFF_BY_DEFAULT)
+    if not c.get("sliding_window") or not switched_on:
         return 0
     if isinstance(c.get("layer_types"), list):
         return sum(1 for t in c["layer_types"] if t == "sliding_attention")
+    if c.get("model_type") in SLIDING_OFF_BY_DEFAULT and c.get("max_window_layers") is not None:
+        return max(0, layers - int(c["max_window_layers"]))  # Qwen2: layers from max_window_layers on
     pattern = c.get("sliding_window_pattern") or SLIDING_PATTERN_DEFAULT.get(c.get("model_type"))
     if pattern:
         return sum(1 for i in range(layers) if (i + 1) % int(pattern))

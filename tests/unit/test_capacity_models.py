@@ -90,6 +90,9 @@ def test_mla_with_q_lora_counts_the_low_rank_query() -> None:
     ({"model_type": "gemma3_text", "num_hidden_layers": 12}, 10),   # 5 of every 6
     ({"model_type": "mistral"}, 42),                                # Mistral-7B-v0.1: every layer
     ({"model_type": "qwen2", "use_sliding_window": False}, 0),
+    ({"model_type": "qwen2"}, 0),                                   # Qwen2Config: off by default
+    ({"model_type": "qwen2", "use_sliding_window": True}, 42),
+    ({"model_type": "qwen2", "use_sliding_window": True, "max_window_layers": 28}, 14),
 ])
 def test_sliding_layers(override: dict, sliding: int) -> None:
     assert shape("gemma-2-9b", **override).sliding_layers == sliding
