@@ -12,7 +12,10 @@ memory x gpu_memory_utilization - weights/TP - the profiling pass's peak (activa
 logits, non-torch memory) - its CUDA-graph estimate; `--kv-cache-memory-bytes` replaces all of it.
 vLLM then logs KV / (bytes per token over all layers) as 'GPU KV cache size', also for models with
 sliding-window layers (vllm/v1/core/kv_cache_utils.py: blocks // KV cache groups x block size):
-the window only lowers what one request reserves (model.kv_bytes_per_request).
+the window only lowers what one request reserves (model.kv_bytes_per_request). Later vLLM
+releases log max_concurrency x max_model_len there instead (vLLM issue #51041 quotes
+_report_kv_cache_config), which for a hybrid model is a different number: compare such a log
+with Plan.max_concurrency, not with kv_capacity_tokens.
 The model arithmetic (MoE, MLA, sliding windows) is in roles/capacity/model.py.
 Units: KiB/GiB are powers of two.
 """
