@@ -1,4 +1,4 @@
-"""Planned KV tokens (roles/capacity.py) against vLLM 0.20.0's logged figures on the H200.
+"""Planned KV tokens (roles/capacity/) against vLLM 0.20.0's logged figures on the H200.
 
 Run from the repository root: python docs/evidence/h200-vllm-0.20.0/compare.py"""
 from __future__ import annotations

@@ -1,18 +1,23 @@
 """Capacity planner: how many tokens of KV cache a host has for a model, and what that means for
 `max_model_len` and `max_num_seqs`, before vLLM is ever started.
 
-Why plan at all: vLLM refuses to start when `max_model_len` exceeds its KV cache, and silently
-preempts requests when `max_num_seqs` full-length sequences do not fit. Both are knowable from
-config.json and the GPU's memory. vLLM's own start-up log (`GPU KV cache size: N tokens`) is the
-ground truth afterwards: `parse_kv_cache_log` reads it so the two can be compared.
+Why plan at all: vLLM refuses to start when one `max_model_len` request does not fit its KV cache,
+and silently preempts requests when `max_num_seqs` full-length sequences do not fit. Both are
+knowable from config.json and the GPU's memory. vLLM's own start-up log (`GPU KV cache size: N
+tokens`) is the ground truth afterwards: `parse_kv_cache_log` reads it so the two can be compared,
+and tests/unit/data/planner/validation.json holds the figures the planner is checked against.
 
-Arithmetic (vllm-facts.md, "KV cache arithmetic"):
-    KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes
-    per GPU with tensor parallelism: kv_heads / TP (at least 1: vLLM replicates a KV head when
-    TP > kv_heads).
-Units: KiB/GiB are powers of two. The seed documents' "320 KB per token" is 327,680 B = 320 KiB,
-and "7.0 GiB" for Qwen2.5-7B is exact in GiB; their "about 2.6 GB" for 8,192 tokens is
-2,684,354,560 B = 2.5 GiB = 2.68 GB (decimal), i.e. rounding aside the same number.
+Accounting (vLLM V1, vllm/v1/worker/gpu_worker.py determine_available_memory): KV per GPU =
+memory x gpu_memory_utilization - weights/TP - the profiling pass's peak (activations, sampler
+logits, non-torch memory) - its CUDA-graph estimate; `--kv-cache-memory-bytes` replaces all of it.
+vLLM then logs KV / (bytes per token over all layers) as 'GPU KV cache size', also for models with
+sliding-window layers (vllm/v1/core/kv_cache_utils.py: blocks // KV cache groups x block size):
+the window only lowers what one request reserves (model.kv_bytes_per_request). Later vLLM
+releases log max_concurrency x max_model_len there instead (vLLM issue #51041 quotes
+_report_kv_cache_config), which for a hybrid model is a different number: compare such a log
+with Plan.max_concurrency, not with kv_capacity_tokens.
+The model arithmetic (MoE, MLA, sliding windows) is in roles/capacity/model.py.
+Units: KiB/GiB are powers of two.
 """
 from __future__ import annotations
 
@@ -23,14 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roles.capacity.model import (  # noqa: F401  (the planner's public names)
+    DTYPE_BYTES, TIED_BY_DEFAULT, ModelShape, activation_bytes_per_token, dtype_bytes,
+    estimate_param_count, estimate_weight_bytes, kv_bytes, kv_bytes_per_request, kv_bytes_per_token,
+    kv_bytes_per_token_per_layer, kv_heads_per_gpu)
+
 GIB = 1024 ** 3
 MIB = 1024 ** 2
-
-DTYPE_BYTES = {
-    "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-    "float32": 4, "float": 4, "fp32": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
-}
 
 # Memory held back per GPU besides weights and KV cache, fitted to vLLM 0.20.0 on an H200 with a
 # Llama-3.1-8B-shaped model (docs/evidence/h200-vllm-0.20.0/README.md: four starts varying
@@ -42,7 +46,9 @@ DTYPE_BYTES = {
 #   Measured 1.11 GiB at every batch size.
 # - activation peak of the profiling forward pass over `max_num_batched_tokens` tokens: the
 #   gate_up projection's output, tokens x 2 x intermediate/TP x dtype bytes (measured slope
-#   57.7 KB/token for 57,344 predicted).
+#   57.7 KB/token for 57,344 predicted); for MoE layers the fused-expert buffers, tokens x top-k x
+#   (3 x moe_intermediate/TP + hidden) + 2 x hidden (model.activation_bytes_per_token; measured
+#   206.8 KB/token for Mixtral-8x7B, 204.8 predicted, and 79.1 for DeepSeek-V2-Lite, 83.5 predicted).
 # - fp32 logits of the sampler's profiling run: max_num_seqs x vocab x 4.
 # - CUDA_GRAPH_RESERVE_BYTES = 0.8 GiB unless enforce_eager: the CUDA graph pool plus the extra
 #   peak of the compiled graph (0.59 GiB at max_num_seqs 256, 0.78 GiB at 1024 measured).
@@ -54,98 +60,6 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
 MAX_SUGGESTED_SEQS = 1024
-# Model types whose transformers config class defaults tie_word_embeddings to True, so a config.json
-# that omits the key shares the embedding with the LM head (GemmaConfig, Gemma2Config, Gemma3TextConfig;
-# PretrainedConfig's own default is True too, but Llama/Qwen2/Mistral configs override it to False).
-TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
-
-
-def dtype_bytes(dtype: str | None, default: int = 2) -> int:
-    """Bytes per element; 'auto'/unknown -> 2 (vLLM serves fp32 checkpoints in 16-bit)."""
-    if not dtype or str(dtype).lower() == "auto":
-        return default
-    return DTYPE_BYTES.get(str(dtype).lower().replace("torch.", ""), default)
-
-
-@dataclass
-class ModelShape:
-    """The config.json fields the arithmetic needs, with HF's defaults applied."""
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    hidden: int
-    intermediate: int | None
-    vocab: int | None
-    tie_word_embeddings: bool
-    dtype: str | None
-    attention_bias: bool
-    max_position_embeddings: int | None
-    model_type: str | None
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "ModelShape":
-        c = dict(config)
-        if isinstance(c.get("text_config"), dict):  # multimodal wrappers keep the LM inside
-            c = {**c, **c["text_config"]}
-        heads = int(c["num_attention_heads"])
-        hidden = int(c.get("hidden_size") or 0)
-        head_dim = c.get("head_dim") or (hidden // heads if hidden else None)
-        if not head_dim:
-            raise ValueError("config.json has neither head_dim nor hidden_size")
-        model_type = c.get("model_type")
-        return cls(
-            layers=int(c["num_hidden_layers"]),
-            heads=heads,
-            kv_heads=int(c.get("num_key_value_heads") or heads),
-            head_dim=int(head_dim),
-            hidden=hidden,
-            intermediate=c.get("intermediate_size"),
-            vocab=c.get("vocab_size"),
-            tie_word_embeddings=bool(c.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
-            dtype=c.get("torch_dtype") or c.get("dtype"),
-            # Qwen2 puts a bias on q/k/v without saying so in config.json.
-            attention_bias=bool(c.get("attention_bias", model_type == "qwen2")),
-            max_position_embeddings=c.get("max_position_embeddings"),
-            model_type=model_type,
-        )
-
-
-def kv_heads_per_gpu(shape: ModelShape, tp: int = 1) -> int:
-    """KV heads each GPU stores: split across TP, replicated (>= 1) when TP exceeds them."""
-    return max(1, math.ceil(shape.kv_heads / max(1, tp)))
-
-
-def kv_bytes_per_token(shape: ModelShape, kv_dtype_bytes: int = 2, tp: int = 1) -> int:
-    """2 x layers x kv_heads x head_dim x dtype_bytes; per GPU when tp > 1."""
-    heads = shape.kv_heads if tp <= 1 else kv_heads_per_gpu(shape, tp)
-    return 2 * shape.layers * heads * shape.head_dim * kv_dtype_bytes
-
-
-def kv_bytes_per_token_per_layer(shape: ModelShape, kv_dtype_bytes: int = 2) -> int:
-    return 2 * shape.kv_heads * shape.head_dim * kv_dtype_bytes
-
-
-def kv_bytes(shape: ModelShape, tokens: int, kv_dtype_bytes: int = 2, tp: int = 1) -> int:
-    return tokens * kv_bytes_per_token(shape, kv_dtype_bytes, tp)
-
-
-def estimate_param_count(shape: ModelShape) -> int:
-    """Parameters of a Llama-like decoder: embeddings + layers x (attention + gated MLP + 2 norms)
-    + final norm + lm_head (unless tied). Qwen2.5-7B-Instruct comes out at 7.62e9, as published."""
-    if not (shape.hidden and shape.intermediate and shape.vocab):
-        raise ValueError("estimate needs hidden_size, intermediate_size and vocab_size")
-    h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    attn = h * q + 2 * h * kv + q * h + ((q + 2 * kv) if shape.attention_bias else 0)
-    mlp = 3 * h * int(shape.intermediate)
-    per_layer = attn + mlp + 2 * h
-    embed = int(shape.vocab) * h
-    lm_head = 0 if shape.tie_word_embeddings else int(shape.vocab) * h
-    return embed + shape.layers * per_layer + h + lm_head
-
-
-def estimate_weight_bytes(shape: ModelShape, dtype: str | None = None) -> int:
-    return estimate_param_count(shape) * dtype_bytes(dtype or shape.dtype)
 
 
 def safetensors_weight_bytes(path: str | Path) -> int | None:
@@ -161,14 +75,26 @@ def safetensors_weight_bytes(path: str | Path) -> int | None:
     return sum(tensor_bytes(read_safetensors_header(f)) for f in files)
 
 
+def weights_bytes_from_dir(path: str | Path) -> int | None:
+    """Weight bytes of a model folder without reading tensors: model.safetensors.index.json's
+    metadata.total_size when present (sharded checkpoints, exact for quantised ones), else the
+    safetensors headers; None when the folder has neither (then the planner estimates)."""
+    p = Path(path)
+    index = p / "model.safetensors.index.json"
+    if index.is_file():
+        total = (json.loads(index.read_text()).get("metadata") or {}).get("total_size")
+        if total:
+            return int(total)
+    return safetensors_weight_bytes(p) if p.is_dir() else None
+
+
 def reserve_bytes(shape: ModelShape, tp: int = 1, max_num_batched_tokens: int | None = None,
                   max_num_seqs: int | None = None, act_dtype_bytes: int = 2,
                   enforce_eager: bool = False) -> int:
     """Per-GPU memory kept for everything but weights and KV (see FIXED_RESERVE_BYTES)."""
     tokens = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
-    inter = int(shape.intermediate or 4 * shape.hidden)
-    act = tokens * (2 * inter // max(1, tp)) * act_dtype_bytes
+    act = tokens * activation_bytes_per_token(shape, tp, act_dtype_bytes)
     logits = seqs * int(shape.vocab or 0) * 4
     graphs = 0 if enforce_eager else CUDA_GRAPH_RESERVE_BYTES
     return FIXED_RESERVE_BYTES + act + logits + graphs
@@ -205,12 +131,15 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          max_num_seqs: int | None = None, dtype: str | None = "auto",
          kv_cache_dtype: str | None = "auto", weights_bytes: int | None = None,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
-         max_num_batched_tokens: int | None = None, enforce_eager: bool = False) -> Plan:
+         max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
+         kv_cache_memory_bytes: int | None = None) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints), else the
-    Llama-like estimate in the serving dtype. budget per GPU = memory x utilisation; KV per GPU =
-    budget - weights/TP - reserve; tokens = KV / per-GPU bytes per token, down to whole blocks."""
+    estimate from config.json in the serving dtype. budget per GPU = memory x utilisation; KV per
+    GPU = budget - weights/TP - reserve, or kv_cache_memory_bytes when given (vLLM then skips its
+    own sizing: gpu_worker.determine_available_memory returns the flag as is); tokens = KV /
+    per-GPU bytes per token, down to whole blocks."""
     shape = ModelShape.from_config(config)
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     wb = dtype_bytes(model_dtype)
@@ -222,20 +151,27 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
         weights, source = estimate_param_count(shape) * wb, "estimate"
     mem = int(gpu_memory_mib) * MIB
     budget = int(mem * float(gpu_memory_utilization))
-    res = reserve if reserve is not None else reserve_bytes(shape, tp, max_num_batched_tokens,
-                                                             max_num_seqs, wb, enforce_eager)
+    batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    res = reserve if reserve is not None else reserve_bytes(shape, tp, batched, max_num_seqs, wb, enforce_eager)
     per_tok_gpu = kv_bytes_per_token(shape, kvb, tp)
-    kv_gpu = budget - math.ceil(weights / tp) - res
+    free_gpu = budget - math.ceil(weights / tp) - res
+    kv_gpu = int(kv_cache_memory_bytes) if kv_cache_memory_bytes else free_gpu
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
     mml = max_model_len or shape.max_position_embeddings
+    per_request = kv_bytes_per_request(shape, mml, batched, kvb, tp, block_size) if mml else None
     p = Plan(
         kv_bytes_per_token=kv_bytes_per_token(shape, kvb), kv_bytes_per_token_per_gpu=per_tok_gpu,
         weights_bytes=weights, weights_source=source, weights_bytes_per_gpu=math.ceil(weights / tp),
         gpu_memory_bytes=mem, gpu_memory_utilization=float(gpu_memory_utilization),
         tensor_parallel_size=tp, budget_bytes_per_gpu=budget, reserve_bytes_per_gpu=res,
         kv_cache_bytes_per_gpu=max(0, kv_gpu), kv_capacity_tokens=tokens, max_model_len=mml,
-        max_num_seqs=max_num_seqs, max_concurrency=(tokens / mml) if mml else None,
+        max_num_seqs=max_num_seqs,
+        max_concurrency=(tokens * per_tok_gpu / per_request) if per_request else None,
         suggested_max_model_len=None, suggested_max_num_seqs=None)
+    if kv_cache_memory_bytes and kv_gpu > mem - math.ceil(weights / tp) - res:
+        p.status = "fail"
+        p.warnings.append(f"kv_cache_memory_bytes {kv_gpu / GIB:.1f} GiB + weights + reserve exceed the "
+                          f"GPU's {mem / GIB:.1f} GiB: vLLM runs out of memory allocating it")
     if tokens <= 0:
         p.status = "fail"
         p.warnings.append(
@@ -243,19 +179,27 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
             f"{res / GIB:.1f} GiB exceed {gpu_memory_utilization:g} x {mem / GIB:.1f} GiB per GPU")
         return p
     if mml:
-        p.suggested_max_model_len = min(mml, tokens)
-        p.suggested_max_num_seqs = max(1, min(MAX_SUGGESTED_SEQS, tokens // mml)) if tokens >= mml else 1
-        if mml > tokens:
-            p.status = "fail"
-            p.warnings.append(f"max_model_len {mml} exceeds the KV cache ({tokens} tokens): vLLM "
-                              f"refuses to start; use max_model_len <= {tokens}")
-        elif max_num_seqs and max_num_seqs * mml > tokens:
-            p.status = "warn"
-            p.warnings.append(
-                f"max_num_seqs {max_num_seqs} x max_model_len {mml} = {max_num_seqs * mml} tokens "
-                f"> KV capacity {tokens}: at full length only {tokens // mml} fit, the rest get "
-                f"preempted; suggested max_num_seqs {p.suggested_max_num_seqs}")
+        _check_fit(p, mml, max_num_seqs)
     return p
+
+
+def _check_fit(p: Plan, mml: int, max_num_seqs: int | None) -> None:
+    """vLLM refuses to start when one max_model_len request does not fit (concurrency < 1), and
+    preempts when max_num_seqs of them do not; sliding-window layers make a request smaller than
+    max_model_len tokens of every layer, so the test is on concurrency, not on tokens."""
+    conc = p.max_concurrency or 0.0
+    p.suggested_max_num_seqs = max(1, min(MAX_SUGGESTED_SEQS, int(conc)))
+    p.suggested_max_model_len = mml if conc >= 1 else min(mml, p.kv_capacity_tokens)
+    if conc < 1:
+        p.status = "fail"
+        p.warnings.append(f"max_model_len {mml} exceeds the KV cache ({p.kv_capacity_tokens} tokens): vLLM "
+                          f"refuses to start; use max_model_len <= {p.suggested_max_model_len}")
+    elif max_num_seqs and max_num_seqs > conc:
+        p.status = "warn"
+        p.warnings.append(
+            f"max_num_seqs {max_num_seqs} x max_model_len {mml} > KV capacity {p.kv_capacity_tokens} "
+            f"tokens ({conc:.2f}x concurrency): at full length only {int(conc)} fit, the rest get "
+            f"preempted; suggested max_num_seqs {p.suggested_max_num_seqs}")
 
 
 def cpu_kv_capacity_tokens(config: dict[str, Any], cpu_kvcache_space_gib: float,
@@ -322,7 +266,8 @@ def plan_for_host(vars: dict[str, Any], facts: dict[str, Any]) -> Plan | None:
                 dtype=vars.get("dtype") or "auto", kv_cache_dtype=vars.get("kv_cache_dtype") or "auto",
                 weights_bytes=facts.get("weights_bytes"),
                 max_num_batched_tokens=vars.get("max_num_batched_tokens"),
-                enforce_eager=bool(vars.get("enforce_eager")))
+                enforce_eager=bool(vars.get("enforce_eager")),
+                kv_cache_memory_bytes=vars.get("kv_cache_memory_bytes"))
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
