@@ -96,6 +96,7 @@ class HostConfig:
     max_model_len: int | None
     gpu_memory_utilization: float
     max_num_seqs: int | None
+    kv_cache_memory_bytes: int | None
     max_num_batched_tokens: int | None
     enable_chunked_prefill: bool | None
     enable_prefix_caching: bool | None
@@ -164,7 +165,7 @@ class HostConfig:
             pipeline_parallel_size=int(v["pipeline_parallel_size"]),
             max_model_len=v.get("max_model_len"),
             gpu_memory_utilization=float(v["gpu_memory_utilization"]),
-            max_num_seqs=v.get("max_num_seqs"), max_num_batched_tokens=v.get("max_num_batched_tokens"),
+            max_num_seqs=v.get("max_num_seqs"), kv_cache_memory_bytes=v.get("kv_cache_memory_bytes"), max_num_batched_tokens=v.get("max_num_batched_tokens"),
             enable_chunked_prefill=v.get("enable_chunked_prefill"),
             enable_prefix_caching=v.get("enable_prefix_caching"),
             enforce_eager=bool(v["enforce_eager"]), quantization=v.get("quantization"),

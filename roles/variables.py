@@ -97,6 +97,8 @@ VARIABLES: list[Variable] = [
              "Context length limit (null: the model's)."),
     Variable("gpu_memory_utilization", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
              0.9, "Fraction of each GPU's memory vLLM may use."),
+    Variable("kv_cache_memory_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+             "--kv-cache-memory-bytes: a fixed KV cache size per GPU instead of gpu_memory_utilization's share."),
     Variable("max_num_seqs", {"type": ["integer", "null"], "minimum": 1}, None,
              "Most sequences in one batch (null: vLLM's default)."),
     Variable("max_num_batched_tokens", {"type": ["integer", "null"], "minimum": 1}, None,

@@ -49,6 +49,7 @@ def _valued_flags(cfg: HostConfig) -> list[tuple[str, object]]:
         ("--pipeline-parallel-size", cfg.pipeline_parallel_size if cfg.pipeline_parallel_size > 1 else None),
         ("--max-model-len", cfg.max_model_len),
         ("--gpu-memory-utilization", cfg.gpu_memory_utilization),
+        ("--kv-cache-memory-bytes", cfg.kv_cache_memory_bytes),
         ("--max-num-seqs", cfg.max_num_seqs),
         ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
         ("--quantization", cfg.quantization),

@@ -332,7 +332,7 @@ def check_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
         return Check("capacity.kv", PASS, base)
     if p.kv_capacity_tokens <= 0:
         fix = "use more GPUs (tensor_parallel_size), a smaller/quantised model, or raise gpu_memory_utilization"
-    elif p.max_model_len and p.max_model_len > p.kv_capacity_tokens:
+    elif p.max_model_len and p.max_concurrency < 1:   # (a windowed layer caps what one request holds)
         fix = (f"set max_model_len <= {p.suggested_max_model_len}, or raise gpu_memory_utilization / "
                "tensor_parallel_size")
     else:

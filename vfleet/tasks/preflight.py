@@ -73,7 +73,8 @@ def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_s
     heads = check_tp_heads({"tensor_parallel_size": engine["tp"]}, {"model_config": cfg, "gpu_count": engine["tp"]})
     if heads.status == "fail":
         raise VfleetError(f"{heads.message}; {heads.fix}")
-    p = capacity.plan(cfg, int(gpu_memory_mib), **engine)
+    weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
+    p = capacity.plan(cfg, int(gpu_memory_mib), weights_bytes=weights, **engine)
     print_plan(console, "plan", p.to_dict())
     if report:
         from fleet.report import write_json_atomic
