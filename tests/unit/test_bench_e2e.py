@@ -10,10 +10,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from tests.unit.json_handler import JsonHandler
 
 SLOTS = 4
 TOKEN_S = 0.015
@@ -31,17 +32,7 @@ class FakeVLLM:
         self.bodies: list[dict] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # quiet
-                pass
-
-            def _json(self, code: int, obj: dict) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JsonHandler):
 
             def do_GET(self):
                 if self.path == "/metrics":
@@ -62,22 +53,22 @@ class FakeVLLM:
                     self.end_headers()
                     self.wfile.write(data)
                 else:
-                    self._json(404, {"error": "no"})
+                    self.send_json(404, {"error": "no"})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.headers.get("Authorization") != f"Bearer {KEY}":
-                    return self._json(401, {"error": "key"})
+                    return self.send_json(401, {"error": "key"})
                 if self.path == "/tokenize":
-                    return self._json(200, {"count": len(body["prompt"].split()), "tokens": []})
+                    return self.send_json(200, {"count": len(body["prompt"].split()), "tokens": []})
                 if self.path != "/v1/chat/completions":
-                    return self._json(404, {"error": "no"})
+                    return self.send_json(404, {"error": "no"})
                 prompt = body["messages"][-1]["content"]
                 if body["model"] == "json-not-sse":
-                    return self._json(200, {"choices": []})
+                    return self.send_json(200, {"choices": []})
                 if body["model"] == "stall":
                     time.sleep(3)
-                    return self._json(200, {})
+                    return self.send_json(200, {})
                 with fake.lock:
                     fake.prompts.append(prompt)
                     fake.bodies.append(body)

@@ -21,6 +21,7 @@ import pytest
 from fleet.runner import HostFailed
 from roles import readiness
 from tests.unit.configs import host_config
+from tests.unit.json_handler import JsonHandler
 
 
 class ScriptedHost:
@@ -122,28 +123,18 @@ class _FakeVllm(http.server.ThreadingHTTPServer):
 
 
 def _start_fake_vllm(served: str, key: str | None, health: int = 200):
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _send(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    class H(JsonHandler):
 
         def do_GET(self):
             if self.path == "/health":
-                self._send(health, {})
+                self.send_json(health, {})
             elif self.path == "/v1/models":
                 if key and self.headers.get("Authorization") != f"Bearer {key}":
-                    self._send(401, {"error": "Unauthorized"})
+                    self.send_json(401, {"error": "Unauthorized"})
                 else:
-                    self._send(200, {"object": "list", "data": [{"id": served, "object": "model"}]})
+                    self.send_json(200, {"object": "list", "data": [{"id": served, "object": "model"}]})
             else:
-                self._send(404, {})
+                self.send_json(404, {})
 
     srv = _FakeVllm(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
