@@ -18,7 +18,7 @@ from typing import Mapping
 from roles.hostconfig import HostConfig
 from roles.quoting import QuotingError, env_name
 from roles.templating import environment
-from roles.vllm_argv import ArgvError, FlagCheck, vllm_argv
+from roles.vllm_argv import ArgvError, FlagCheck, VllmArgv, vllm_argv
 
 __all__ = ["RenderError", "RenderedService", "render_service", "render_unit", "render_env",
            "env_items", "exec_lines", "stop_timeout", "ENV_FILE_MODE", "UNIT_FILE_MODE"]
@@ -69,29 +69,35 @@ def exec_lines(argv: list[str]) -> list[list[str]]:
     return lines
 
 
-def stop_timeout(cfg: HostConfig, flag_available: FlagCheck) -> int:
-    """TimeoutStopSec: vLLM's own drain time plus a margin, when the version drains."""
-    drains = "--shutdown-timeout" not in vllm_argv(cfg, flag_available).dropped
+def _command(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
+    try:
+        return vllm_argv(cfg, flag_available)
+    except ArgvError as exc:
+        raise RenderError(str(exc)) from None
+
+
+def _stop_timeout(cfg: HostConfig, command: VllmArgv) -> int:
+    drains = "--shutdown-timeout" not in command.dropped
     return cfg.shutdown_timeout + STOP_TIMEOUT_MARGIN_SEC if drains else STOP_TIMEOUT_DEFAULT_SEC
 
 
-def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: int | None = None) -> str:
-    """The text of <service_name>.service. RestartSteps= only where systemd knows it."""
+def stop_timeout(cfg: HostConfig, flag_available: FlagCheck) -> int:
+    """TimeoutStopSec: vLLM's own drain time plus a margin, when the version drains."""
+    return _stop_timeout(cfg, _command(cfg, flag_available))
+
+
+def _unit_text(cfg: HostConfig, command: VllmArgv, systemd_version: int | None) -> str:
     _check_account("vllm_user", cfg.vllm_user)
     _check_account("vllm_group", cfg.vllm_group)
     if not _ENV_FILE_PATH.fullmatch(cfg.env_file):
         raise RenderError(f"vllm_env_file: {cfg.env_file!r} must be an absolute path of letters, "
                           "digits and ._/@+- (systemd's EnvironmentFile= takes no quoting)")
-    try:
-        argv = vllm_argv(cfg, flag_available).argv
-    except ArgvError as exc:
-        raise RenderError(str(exc)) from None
     steps = systemd_version is not None and systemd_version >= SYSTEMD_RESTART_STEPS_MIN
     ctx = {
         "served_model_name": cfg.served_model_name, "vllm_version": cfg.vllm_version,
         "vllm_user": cfg.vllm_user, "vllm_group": cfg.vllm_group, "env_file": cfg.env_file,
         "service_name": cfg.service_name, "state_dir": cfg.state_dir,
-        "exec_lines": exec_lines(argv), "timeout_stop_sec": stop_timeout(cfg, flag_available),
+        "exec_lines": exec_lines(command.argv), "timeout_stop_sec": _stop_timeout(cfg, command),
         "restart_sec": RESTART_SEC, "restart_steps": RESTART_STEPS if steps else None,
         "restart_max_delay_sec": RESTART_MAX_DELAY_SEC,
         "start_limit_interval_sec": START_LIMIT_INTERVAL_SEC, "start_limit_burst": START_LIMIT_BURST,
@@ -100,6 +106,11 @@ def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: 
         return environment().get_template("vllm.service.j2").render(**ctx)
     except QuotingError as e:
         raise RenderError(str(e)) from None
+
+
+def render_unit(cfg: HostConfig, flag_available: FlagCheck, *, systemd_version: int | None = None) -> str:
+    """The text of <service_name>.service. RestartSteps= only where systemd knows it."""
+    return _unit_text(cfg, _command(cfg, flag_available), systemd_version)
 
 
 def env_items(cfg: HostConfig, nccl_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -153,12 +164,9 @@ class RenderedService:
 def render_service(cfg: HostConfig, flag_available: FlagCheck, *,
                    nccl_env: Mapping[str, str] | None = None,
                    systemd_version: int | None = None) -> RenderedService:
-    """Unit and environment file of one host, and the inventory flags the version lacks."""
-    try:
-        dropped = vllm_argv(cfg, flag_available).dropped
-    except ArgvError as exc:
-        raise RenderError(str(exc)) from None
+    """Unit and environment file of one host, and the inventory flags the version lacks (the
+    command line is worked out once for both)."""
+    command = _command(cfg, flag_available)
     return RenderedService(
-        unit_path=cfg.unit_path,
-        unit_text=render_unit(cfg, flag_available, systemd_version=systemd_version),
-        env_path=cfg.env_file, env_text=render_env(cfg, nccl_env), dropped_flags=dropped)
+        unit_path=cfg.unit_path, unit_text=_unit_text(cfg, command, systemd_version),
+        env_path=cfg.env_file, env_text=render_env(cfg, nccl_env), dropped_flags=command.dropped)
