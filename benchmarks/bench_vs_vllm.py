@@ -101,6 +101,8 @@ def main() -> int:
     version = (version_out.strip().splitlines() or ["?"])[-1]  # vLLM may log to stdout before it
 
     results = []
+    # Each level its own seed (the concurrency) in both tools: prompts of one level must not
+    # be cached by an earlier run (vLLM's prefix cache is on by default).
     for c in [int(x) for x in args.concurrency.split(",")]:
         # -- vllm bench serve ------------------------------------------------------------
         words = [*shlex.split(cli), "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
@@ -108,7 +110,7 @@ def main() -> int:
                  "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
                  "--num-prompts", str(args.prompts), "--max-concurrency", str(c), "--request-rate", "inf",
                  "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-                 "--save-result", "--result-dir", "/tmp/vb", "--result-filename", f"c{c}.json", "--seed", "0"]
+                 "--save-result", "--result-dir", "/tmp/vb", "--result-filename", f"c{c}.json", "--seed", str(c)]
         if "--random-range-ratio" in flags:
             words += ["--random-range-ratio", "0"]
         if "--num-warmups" in flags:
@@ -127,7 +129,7 @@ def main() -> int:
             p = subprocess.run([sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
                                 "--host", server.name, "--concurrency", str(c), "--requests", str(args.prompts),
                                 "--warmup", str(args.warmup), "--input-len", str(args.input_len),
-                                "--output-len", str(args.output_len), "--out", d, "--name", f"c{c}"],
+                                "--output-len", str(args.output_len), "--seed", str(c), "--out", d, "--name", f"c{c}"],
                                capture_output=True, text=True, cwd=REPO, timeout=1800)
             if p.returncode != 0:
                 raise SystemExit(f"vfleet bench failed: {p.stdout[-2000:]} {p.stderr[-2000:]}")

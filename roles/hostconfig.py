@@ -50,10 +50,19 @@ class InstallSpec:
     remove: tuple[str, ...]
     python: str
     offline: bool
+    site_packages: tuple[str, ...] = ()
+    no_deps: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"package": self.package, "version": self.version, "pins": list(self.pins),
+        """The marker's record; the newer keys only when set, so venvs verified before they
+        existed stay trusted."""
+        spec = {"package": self.package, "version": self.version, "pins": list(self.pins),
                 "remove": list(self.remove), "python": self.python, "offline": self.offline}
+        if self.site_packages:
+            spec["site_packages"] = list(self.site_packages)
+        if self.no_deps:
+            spec["no_deps"] = True
+        return spec
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,8 @@ class HostConfig:
     vllm_wheelhouse: str | None
     vllm_extra_pins: tuple[str, ...]
     vllm_remove_packages: tuple[str, ...]
+    vllm_site_packages: tuple[str, ...]
+    vllm_install_no_deps: bool
     venv_name: str | None
     install_timeout: int
     # service account and unit
@@ -152,6 +163,8 @@ class HostConfig:
             vllm_wheelhouse=v.get("vllm_wheelhouse"),
             vllm_extra_pins=tuple(v["vllm_extra_pins"]),
             vllm_remove_packages=tuple(v["vllm_remove_packages"]),
+            vllm_site_packages=tuple(v["vllm_site_packages"]),
+            vllm_install_no_deps=bool(v["vllm_install_no_deps"]),
             venv_name=v.get("vllm_venv_name"), install_timeout=int(v["install_timeout"]),
             vllm_user=v["vllm_user"], vllm_group=v["vllm_group"], service_name=service_name,
             env_file=v.get("vllm_env_file") or f"/etc/vllm/{service_name}.env",
@@ -240,7 +253,8 @@ class HostConfig:
             raise VfleetError(f"host '{self.name}': vllm_version is not set in the inventory; "
                               "pin one (see `vfleet preflight`)")
         return InstallSpec(self.vllm_package, self.vllm_version, self.vllm_extra_pins,
-                           self.vllm_remove_packages, self.vllm_python, bool(self.vllm_wheelhouse))
+                           self.vllm_remove_packages, self.vllm_python, bool(self.vllm_wheelhouse),
+                           self.vllm_site_packages, self.vllm_install_no_deps)
 
     def venv_for(self, version: str) -> str:
         """The venv of a version (an upgrade installs the new one beside the running one)."""

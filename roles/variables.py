@@ -79,6 +79,13 @@ VARIABLES: list[Variable] = [
     Variable("vllm_extra_pins", _STR_LIST, [], "Extra pip requirements installed beside vLLM."),
     Variable("vllm_remove_packages", _STR_LIST, [],
              "Packages to uninstall after the install (e.g. torchvision for the CPU build)."),
+    Variable("vllm_site_packages", {"type": "array", "items": _ABS_PATH}, [],
+             "Folders of a preinstalled stack the venv sees through a .pth file (an image's "
+             "torch, e.g. /opt/torch/.venv/lib/python3.12/site-packages): pip counts what is "
+             "there as installed instead of downloading another torch."),
+    Variable("vllm_install_no_deps", {"type": "boolean"}, False,
+             "pip install --no-deps: vllm_extra_pins list every wheel the host lacks and "
+             "nothing is resolved (a host whose image carries torch and CUDA libraries)."),
     Variable("vllm_user", _ACCOUNT, "vllm", "System user the service runs as."),
     # --- service ---
     Variable("service_name", _UNIT, "vllm",

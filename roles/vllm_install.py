@@ -111,14 +111,30 @@ def install_change(cfg: HostConfig, venv: str) -> Change:
     pip_env, source = "", ""
     if spec.offline:
         pip_env, source = "PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {q(cfg.wheelhouse_dir)}"
-    remove = f" && {q(venv)}/bin/pip uninstall -y {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
+    # A venv that sees an image's packages uses the image's pip too (through the .pth): such
+    # images often lack ensurepip (Debian and Ubuntu ship it apart, as python3-venv).
+    pip, without_pip = (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages \
+        else (f"{q(venv)}/bin/pip", "")
+    remove = f" && {pip} uninstall -y {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
+    no_deps = " --no-deps" if spec.no_deps else ""
     params = json.dumps({"version": spec.version, "spec_id": spec_id(spec), "spec": spec.as_dict(),
                          "marker": posixpath.join(venv, MARKER)})
-    script = (f"set -e; rm -rf -- {q(venv)}; {q(spec.python)} -m venv -- {q(venv)}; "
-              f"{pip_env}{q(venv)}/bin/pip install --no-cache-dir --disable-pip-version-check -q{source} "
+    script = (f"set -e; rm -rf -- {q(venv)}; {q(spec.python)} -m venv{without_pip} -- {q(venv)}; "
+              f"{_site_pth(spec, venv)}"
+              f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
               f"{' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
     return Change("venv", venv, f"install {' '.join(req)}", script,
                   stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
+
+
+def _site_pth(spec: InstallSpec, venv: str) -> str:
+    """Shell that writes the venv's .pth for vllm_site_packages (a venv made from a venv does
+    not see its parent's packages, even with --system-site-packages)."""
+    if not spec.site_packages:
+        return ""
+    purelib = f"$({q(venv)}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+    lines = q("\n".join(spec.site_packages) + "\n")
+    return f'printf %s {lines} > "{purelib}/vfleet-site-packages.pth"; '
 
 
 def link_changes(cfg: HostConfig, venv: str, current: str | None) -> list[Change]:
@@ -145,6 +161,11 @@ def push_wheelhouse(ctx: HostContext, cfg: HostConfig) -> None:
     src = Path(str(cfg.vllm_wheelhouse)).expanduser()
     if not src.is_dir() or not any(src.glob("*.whl")):
         raise VfleetError(f"vllm_wheelhouse {cfg.vllm_wheelhouse}: no wheels there; build it first or unset it")
+    if ctx.host.connection == "local" and src.resolve() == Path(cfg.wheelhouse_dir).resolve():
+        # The controller is the host and its wheelhouse already sits where pip reads it (the
+        # device: no rsync there, nothing to copy).
+        ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.OK, "in place (local host)")
+        return
     t0 = time.monotonic()
     ctx.run(f"mkdir -p -- {q(cfg.wheelhouse_dir)}")
     stats = rsync_push(ctx, str(src), cfg.wheelhouse_dir, delete=False,

@@ -247,6 +247,13 @@ def _weights_needed(vars: dict[str, Any], facts: dict[str, Any]) -> tuple[int | 
     return None, ""
 
 
+def _dummy_weights(vars: dict[str, Any]) -> bool:
+    """`--load-format dummy` in vllm_extra_args: a sizing or test start with no weight files."""
+    args = [str(a) for a in vars.get("vllm_extra_args") or []]
+    return "--load-format=dummy" in args or any(
+        a == "--load-format" and b == "dummy" for a, b in zip(args, args[1:]))
+
+
 def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     fs = facts.get("model_fs") or {}
     free = fs.get("free_bytes")
@@ -254,6 +261,9 @@ def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     if facts.get("weights_bytes"):
         return Check("model.disk", PASS, f"weights already present: {_gib(facts['weights_bytes'])} "
                      f"(safetensors) under {where}; {_gib(free)} free")
+    if _dummy_weights(vars):
+        return Check("model.disk", PASS, f"no weights read (--load-format dummy: vLLM fills random ones); "
+                     f"{_gib(free)} free under {where}")
     need, how = _weights_needed(vars, facts)
     if free is None:
         return Check("model.disk", WARN, f"free space under {where} unknown (df failed)", "check `df -h` on the host")

@@ -192,6 +192,16 @@ def test_disk_space() -> None:
     assert c.status == "pass" and "already present" in c.message
 
 
+@pytest.mark.parametrize("extra", [["--load-format", "dummy"], ["--load-format=dummy"]])
+def test_dummy_weights_need_no_disk(extra: list[str]) -> None:
+    v = {**V100, "vllm_extra_args": ["--enforce-eager", *extra]}
+    fs = {"path": "/srv", "fstype": "ext4", "mount": "/", "network": False, "free_bytes": 1 * GIB}
+    c = by_id(host_checks(v, facts(v, model_fs=fs)), "model.disk")
+    assert c.status == "pass" and "--load-format dummy" in c.message
+    v = {**V100, "vllm_extra_args": ["--load-format", "safetensors", "--tokenizer-mode", "dummy"]}
+    assert by_id(host_checks(v, facts(v, model_fs=fs)), "model.disk").status == "fail"
+
+
 def test_model_filesystem() -> None:
     nfs = {"path": "/srv/models", "fstype": "nfs4", "free_bytes": 100 * GIB, "mount": "/srv/models", "network": True}
     c = by_id(host_checks(V100, facts(V100, model_fs=nfs)), "model.filesystem")
