@@ -79,7 +79,8 @@ VARIABLES: list[Variable] = [
     Variable("vllm_extra_pins", _STR_LIST, [], "Extra pip requirements installed beside vLLM."),
     Variable("vllm_remove_packages", _STR_LIST, [],
              "Packages to uninstall after the install (e.g. torchvision for the CPU build)."),
-    Variable("vllm_site_packages", {"type": "array", "items": _ABS_PATH}, [],
+    Variable("vllm_site_packages", {"type": "array", "items": {
+        **_ABS_PATH, "examples": ["/opt/torch/.venv/lib/python3.12/site-packages"]}}, [],
              "Folders of a preinstalled stack the venv sees through a .pth file (an image's "
              "torch, e.g. /opt/torch/.venv/lib/python3.12/site-packages): pip counts what is "
              "there as installed instead of downloading another torch."),
