@@ -10,6 +10,10 @@ service's environment file, never put on a command line.
     python benchmarks/bench_vs_vllm.py --inventory /var/lib/vfleet-lab/demo/deploy.yaml \
         [--concurrency 1,4] [--input-len 128] [--output-len 64] [--prompts 32] [--out result.json]
 
+With `--capture IFACE` (on the lab: `vfv-lab1`, the server's veth), tcpdump records every
+level and each tool's numbers are set beside the wire's own for the same requests
+(roles/bench/wire.py): the ground truth that says which tool is right when they differ.
+
 Lab use: wrap it in `flock /tmp/vfleet-lab.lock` (one lab per machine, shared).
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +33,7 @@ sys.path.insert(0, str(REPO))
 from common import emit  # noqa: E402  benchmarks/common.py
 
 from fleet.runner import Play, RunOptions  # noqa: E402
+from roles.bench import wire as wire_timing  # noqa: E402
 from roles.hostconfig import HostConfig  # noqa: E402
 from vfleet.tasks.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
 
@@ -71,6 +77,7 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=32, help="measured requests per level")
     ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--capture", metavar="IFACE", help="tcpdump on this interface: the wire's TTFT/TPOT beside each tool's")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -79,6 +86,18 @@ def main() -> int:
     server = inv.hosts[args.server] if args.server else vllm[0]
     client = inv.hosts[args.client] if args.client else (vllm[1] if len(vllm) > 1 else vllm[0])
     scfg, ccfg = HostConfig.from_host(server), HostConfig.from_host(client)
+
+    def wire(capture: list[str], from_vllm_client: bool) -> dict | None:
+        """The wire's view of one tool's measured requests: the last --prompts streams it sent
+        (its warm-ups and vllm bench's test request come first)."""
+        if not capture:
+            return None
+        reqs = [r for r in wire_timing.requests(capture[0], scfg.vllm_port)
+                if r.done is not None and (r.client == ccfg.address) == from_vllm_client]
+        return wire_timing.summary(reqs[-args.prompts:])
+
+    def captured():
+        return wire_timing.capture(args.capture, scfg.vllm_port) if args.capture else nullcontext([])
     model = str(scfg.served_model_name)
     tokenizer = str(ccfg.model_path)  # the same weights on the client host give vllm bench the tokenizer
     env_file = ccfg.env_file          # VLLM_API_KEY is read from it on the host
@@ -118,12 +137,13 @@ def main() -> int:
         cmd = (f"mkdir -p /tmp/vb && export OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {shlex.quote(env_file)} "
                f"| tr -d '\\\"')\" && {shlex.join(words)} > /tmp/vb/c{c}.log 2>&1; rc=$?; "
                f"if [ $rc -ne 0 ]; then tail -30 /tmp/vb/c{c}.log; exit $rc; fi; cat /tmp/vb/c{c}.json")
-        rc, so, se = remote([client], f"vllm bench serve c={c}", cmd)
+        with captured() as vb_wire:
+            rc, so, se = remote([client], f"vllm bench serve c={c}", cmd)
         if rc != 0:
             raise SystemExit(f"vllm bench serve failed (rc {rc}): {so[-2000:]} {se[-500:]}")
         vb = json.loads(so[so.index("{"):])
         # -- vfleet bench ------------------------------------------------------------------
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory() as d, captured() as vf_wire:
             p = subprocess.run([sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
                                 "--host", server.name, "--concurrency", str(c), "--requests", str(args.prompts),
                                 "--warmup", str(args.warmup), "--input-len", str(args.input_len),
@@ -145,14 +165,18 @@ def main() -> int:
                              "total_input_tokens": lv["total_prompt_tokens"], "total_output_tokens": lv["total_output_tokens"],
                              "request_throughput": lv["request_throughput"], "server": lv.get("server")},
         }
-        row["vfleet_over_vllm"] = {k: ratio(row["vllm_bench"][k], row["vfleet_bench"][k])
-                                   for k in ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")}
+        keys = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
+        row["vfleet_over_vllm"] = {k: ratio(row["vllm_bench"][k], row["vfleet_bench"][k]) for k in keys}
+        if args.capture:
+            row["wire"] = {"vllm_bench": wire(vb_wire, True), "vfleet_bench": wire(vf_wire, False)}
+            row["tool_over_wire"] = {t: {k: ratio(row["wire"][t][k], row[t][k]) for k in keys}
+                                     for t in ("vllm_bench", "vfleet_bench")}
         row["within_10pct"] = all(r is not None and abs(r - 1) <= 0.10 for r in row["vfleet_over_vllm"].values())
         results.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return emit({"benchmark": "bench_vs_vllm", "vllm_version": version, "server": server.name, "client": client.name,
                  "vllm_bench_cli": cli, "model": model, "input_len": args.input_len, "output_len": args.output_len,
-                 "prompts_per_level": args.prompts, "levels": results}, args.out)
+                 "prompts_per_level": args.prompts, "capture": args.capture, "levels": results}, args.out)
 
 
 if __name__ == "__main__":
