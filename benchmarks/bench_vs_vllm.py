@@ -163,7 +163,8 @@ def main() -> int:
             "vfleet_bench": {"output_throughput": round(lv["output_throughput"], 2), "ttft_p50_ms": lv["ttft_ms"]["p50"],
                              "tpot_p50_ms": lv["tpot_ms"]["p50"], "completed": lv["completed"],
                              "total_input_tokens": lv["total_prompt_tokens"], "total_output_tokens": lv["total_output_tokens"],
-                             "request_throughput": lv["request_throughput"], "server": lv.get("server")},
+                             "request_throughput": lv["request_throughput"], "server": lv.get("server"),
+                             "client": lv.get("client")},
         }
         keys = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
         row["vfleet_over_vllm"] = {k: ratio(row["vllm_bench"][k], row["vfleet_bench"][k]) for k in keys}

@@ -36,6 +36,7 @@ from roles.bench import wire  # noqa: E402
 from roles.bench.client import Endpoint, request_body, send  # noqa: E402
 from roles.bench.prompts import SyntheticPrompts  # noqa: E402
 from roles.bench.run import tokenizer_counter  # noqa: E402
+from roles.bench.sweep import cpu_and_wait  # noqa: E402
 
 
 def raw_request(url: str, api_key: str | None, body: dict) -> dict:
@@ -103,7 +104,7 @@ def summary(rows: list[dict]) -> dict:
             "e2e_p50_ms": med_ms(rows, "e2e"), "wire_ttft_p50_ms": med_ms(rows, "wire_ttft"),
             "wire_tpot_p50_ms": med_ms(rows, "wire_tpot"), "wire_e2e_p50_ms": med_ms(rows, "wire_e2e"),
             "ttft_late_p50_ms": med_ms(rows, "ttft_late"), "send_late_p50_ms": med_ms(rows, "send_late"),
-            "read_late_p50_ms": med_ms(rows, "read_late"),
+            "read_late_p50_ms": med_ms(rows, "read_late"), "runqueue_wait_p50_ms": med_ms(rows, "runqueue_wait"),
             "content_chunks_p50": statistics.median(r["content_chunks"] for r in rows),
             "distinct_arrival_times_p50": statistics.median(r["content_reads"] for r in rows)}
 
@@ -120,10 +121,13 @@ async def run_all(args, ep: Endpoint, key: str | None, prompts: SyntheticPrompts
             for c in clients:
                 idx = i * len(clients) + clients.index(c)
                 body = request_body(args.model, prompts.get(idx).messages, args.output_len, True)
-                t, wall = time.perf_counter(), time.time()   # tcpdump stamps are wall-clock
+                t, wall, sched = time.perf_counter(), time.time(), cpu_and_wait()  # tcpdump stamps are wall-clock
                 r = (raw_request(ep.base_url + ep.path, key, body) if c == "raw"
                      else await vfleet_request(client, ports, ep, body, idx))
                 r["t"], r["wall"] = t, wall
+                after = cpu_and_wait()
+                if sched and after:                # how long this reader waited for a CPU meanwhile
+                    r["runqueue_wait"] = after[1] - sched[1]
                 if i:
                     rows[c].append(r)
                 else:                             # still on the wire: matched, then dropped

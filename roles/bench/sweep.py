@@ -25,6 +25,17 @@ from roles.bench.server_metrics import MetricsSampler
 from roles.bench.stats import summarize
 
 
+def cpu_and_wait() -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of this thread, the one the
+    event loop runs on (Linux schedstat; None elsewhere). The wait is how long the load
+    generator itself was kept from reading: a stream it reads late looks like a burst."""
+    try:
+        on_cpu, waiting = open("/proc/thread-self/schedstat").read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
 @dataclass
 class Level:
     mode: str          # concurrency | rate
@@ -128,6 +139,7 @@ class Sweep:
             if self.on_progress:
                 self.on_progress(level, len(records), total, time.perf_counter() - t_start, rec)
 
+        sched_start = cpu_and_wait()
         sampler = MetricsSampler(dict(self.metrics_urls), self.endpoint.headers(), s.metrics_interval_s)
         stop = asyncio.Event()
         sampler_task = asyncio.create_task(sampler.run(stop)) if self.metrics_urls else None
@@ -174,6 +186,10 @@ class Sweep:
             await sampler_task
             info["server"] = sampler.summary()
         info["wall_s"] = round(time.perf_counter() - t_start, 3)
+        sched_end = cpu_and_wait()
+        if sched_start and sched_end:
+            info["client"] = {"cpu_s": round(sched_end[0] - sched_start[0], 3),
+                              "runqueue_wait_s": round(sched_end[1] - sched_start[1], 3)}
         return records, info
 
     def run_level(self, level: Level) -> dict[str, Any]:
