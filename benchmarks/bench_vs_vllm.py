@@ -14,6 +14,11 @@ With `--capture IFACE` (on the lab: `vfv-lab1`, the server's veth), tcpdump reco
 level and each tool's numbers are set beside the wire's own for the same requests
 (roles/bench/wire.py): the ground truth that says which tool is right when they differ.
 
+`--realtime` runs both clients under `chrt -f 10` (SCHED_FIFO): on the 2-core lab the vLLM
+CPU build keeps both cores busy while it generates, and a client at normal priority then waits
+for a CPU for the whole stream and reads it in one burst at the end (TPOT ~0); the wire shows
+the server streamed all along. At real-time priority the reader runs when a chunk arrives.
+
 Lab use: wrap it in `flock /tmp/vfleet-lab.lock` (one lab per machine, shared).
 """
 from __future__ import annotations
@@ -78,8 +83,10 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=32, help="measured requests per level")
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--capture", metavar="IFACE", help="tcpdump on this interface: the wire's TTFT/TPOT beside each tool's")
+    ap.add_argument("--realtime", action="store_true", help="both clients under chrt -f 10 (SCHED_FIFO)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    rt = ["chrt", "-f", "10"] if args.realtime else []
 
     inv = load(args.inventory)
     vllm = [h for h in inv.hosts.values() if "vllm" in h.groups]
@@ -122,7 +129,7 @@ def main() -> int:
     results = []
     for c in [int(x) for x in args.concurrency.split(",")]:
         # -- vllm bench serve ------------------------------------------------------------
-        words = [*shlex.split(cli), "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+        words = [*rt, *shlex.split(cli), "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
                  "--base-url", base, "--model", model, "--tokenizer", tokenizer, "--dataset-name", "random",
                  "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
                  "--num-prompts", str(args.prompts), "--max-concurrency", str(c), "--request-rate", "inf",
@@ -144,7 +151,7 @@ def main() -> int:
         vb = json.loads(so[so.index("{"):])
         # -- vfleet bench ------------------------------------------------------------------
         with tempfile.TemporaryDirectory() as d, captured() as vf_wire:
-            p = subprocess.run([sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
+            p = subprocess.run([*rt, sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
                                 "--host", server.name, "--concurrency", str(c), "--requests", str(args.prompts),
                                 "--warmup", str(args.warmup), "--input-len", str(args.input_len),
                                 "--output-len", str(args.output_len), "--out", d, "--name", f"c{c}"],
@@ -177,7 +184,7 @@ def main() -> int:
         print(json.dumps(row), file=sys.stderr, flush=True)
     return emit({"benchmark": "bench_vs_vllm", "vllm_version": version, "server": server.name, "client": client.name,
                  "vllm_bench_cli": cli, "model": model, "input_len": args.input_len, "output_len": args.output_len,
-                 "prompts_per_level": args.prompts, "capture": args.capture, "levels": results}, args.out)
+                 "prompts_per_level": args.prompts, "capture": args.capture, "realtime": args.realtime, "levels": results}, args.out)
 
 
 if __name__ == "__main__":

@@ -143,13 +143,15 @@ def main() -> int:
     ap.add_argument("--input-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--clients", default="raw,vfleet", help="which readers, alternating per request")
+    ap.add_argument("--tokenize-url", help="a vLLM host to calibrate prompt length with (a gateway may not pass /tokenize)")
     ap.add_argument("--capture", metavar="IFACE", help="tcpdump on this interface (the server's side)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     key = args.api_key_file.read_text().strip() if args.api_key_file else None
     ep = Endpoint(args.url.rstrip("/"), args.model, key)
     prompts = SyntheticPrompts(args.input_len, seed=7)
-    prompts.calibrate(tokenizer_counter(ep))  # prompt length in the server's tokens, as vfleet bench does
+    tok = Endpoint(args.tokenize_url.rstrip("/"), args.model, key) if args.tokenize_url else ep
+    prompts.calibrate(tokenizer_counter(tok))  # prompt length in the server's tokens, as vfleet bench does
     clients = args.clients.split(",")
     rows: dict[str, list[dict]] = {c: [] for c in clients}
     port = int(urlsplit(args.url).port or 80)

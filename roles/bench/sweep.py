@@ -199,4 +199,21 @@ class Sweep:
             self.on_level_start(level, None if m is None else m + s.warmup_for(level), s.warmup_for(level))
         records, info = asyncio.run(self._level(level))
         self.records[level.label] = records
-        return {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
+        out = {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
+        starved(out, len(records))
+        return out
+
+
+STARVED_SHARE = 0.05   # of E2E p50: past it, the client's own wait shows in its timings
+
+
+def starved(level: dict[str, Any], n_requests: int) -> None:
+    """Mark a level whose load generator waited for a CPU for a sizeable share of each request
+    (on the 2-core lab: the whole stream, read in one burst at the end, TPOT ~0; the wire, see
+    roles/bench/wire.py, showed the server streaming all along). Its throughput stands (the
+    server's `usage` over wall time), its TTFT/TPOT/ITL do not."""
+    client, e2e = level.get("client"), (level.get("e2e_ms") or {}).get("p50")
+    if not client or not n_requests or not e2e:
+        return
+    client["wait_per_request_ms"] = round(client["runqueue_wait_s"] * 1000 / n_requests, 3)
+    client["starved"] = client["wait_per_request_ms"] > STARVED_SHARE * e2e
