@@ -173,6 +173,8 @@ def summary(reqs: list[WireRequest]) -> dict:
     tokens = sum(r.tokens or 0 for r in ok)
     return {"requests": len(reqs), "completed": len(ok), "total_output_tokens": tokens,
             "output_throughput": round(tokens / span, 2) if span > 0 else None,
+            # requests the server had at once on average: below the tool's concurrency, the client left gaps
+            "mean_inflight": round(sum(r.done - r.sent for r in ok) / span, 2) if span > 0 else None,
             "ttft_p50_ms": p50([r.ttft for r in ok]), "tpot_p50_ms": p50([r.tpot for r in ok]),
             "e2e_p50_ms": p50([r.e2e for r in ok])}
 

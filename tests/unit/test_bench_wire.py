@@ -57,5 +57,6 @@ def test_summary_counts_completed_streams_only(text):
     s = wire.summary(reqs)
     assert (s["requests"], s["completed"], s["total_output_tokens"]) == (2, 1, 8)
     assert s["ttft_p50_ms"] == pytest.approx(reqs[0].ttft * 1000, abs=0.001)
-    assert wire.summary([]) == {"requests": 0, "completed": 0, "total_output_tokens": 0, "output_throughput": None,
+    assert s["mean_inflight"] == 1.0              # one stream, sent to [DONE]: the whole span
+    assert wire.summary([]) == {"requests": 0, "completed": 0, "total_output_tokens": 0, "output_throughput": None, "mean_inflight": None,
                                 "ttft_p50_ms": None, "tpot_p50_ms": None, "e2e_p50_ms": None}
