@@ -10,6 +10,15 @@ service's environment file, never put on a command line.
     python benchmarks/bench_vs_vllm.py --inventory /var/lib/vfleet-lab/demo/deploy.yaml \
         [--concurrency 1,4] [--input-len 128] [--output-len 64] [--prompts 32] [--out result.json]
 
+With `--capture IFACE` (on the lab: `vfv-lab1`, the server's veth), tcpdump records every
+level and each tool's numbers are set beside the wire's own for the same requests
+(roles/bench/wire.py): the ground truth that says which tool is right when they differ.
+
+`--realtime` runs both clients under `chrt -f 10` (SCHED_FIFO): on the 2-core lab the vLLM
+CPU build keeps both cores busy while it generates, and a client at normal priority then waits
+for a CPU for the whole stream and reads it in one burst at the end (TPOT ~0); the wire shows
+the server streamed all along. At real-time priority the reader runs when a chunk arrives.
+
 Lab use: wrap it in `flock /tmp/vfleet-lab.lock` (one lab per machine, shared).
 """
 from __future__ import annotations
@@ -20,6 +29,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from common import emit  # noqa: E402  benchmarks/common.py
 
 from fleet.runner import Play, RunOptions  # noqa: E402
+from roles.bench import wire as wire_timing  # noqa: E402
 from roles.hostconfig import HostConfig  # noqa: E402
 from vfleet.tasks.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
 
@@ -71,14 +82,29 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=32, help="measured requests per level")
     ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--capture", metavar="IFACE", help="tcpdump on this interface: the wire's TTFT/TPOT beside each tool's")
+    ap.add_argument("--realtime", action="store_true", help="both clients under chrt -f 10 (SCHED_FIFO)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    rt = ["chrt", "-f", "10"] if args.realtime else []
 
     inv = load(args.inventory)
     vllm = [h for h in inv.hosts.values() if "vllm" in h.groups]
     server = inv.hosts[args.server] if args.server else vllm[0]
     client = inv.hosts[args.client] if args.client else (vllm[1] if len(vllm) > 1 else vllm[0])
     scfg, ccfg = HostConfig.from_host(server), HostConfig.from_host(client)
+
+    def wire(capture: list[str], from_vllm_client: bool) -> dict | None:
+        """The wire's view of one tool's measured requests: the last --prompts streams it sent
+        (its warm-ups and vllm bench's test request come first)."""
+        if not capture:
+            return None
+        reqs = [r for r in wire_timing.requests(capture[0], scfg.vllm_port)
+                if r.done is not None and (r.client == ccfg.address) == from_vllm_client]
+        return wire_timing.summary(reqs[-args.prompts:])
+
+    def captured():
+        return wire_timing.capture(args.capture, scfg.vllm_port) if args.capture else nullcontext([])
     model = str(scfg.served_model_name)
     tokenizer = str(ccfg.model_path)  # the same weights on the client host give vllm bench the tokenizer
     env_file = ccfg.env_file          # VLLM_API_KEY is read from it on the host
@@ -105,7 +131,7 @@ def main() -> int:
     # be cached by an earlier run (vLLM's prefix cache is on by default).
     for c in [int(x) for x in args.concurrency.split(",")]:
         # -- vllm bench serve ------------------------------------------------------------
-        words = [*shlex.split(cli), "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+        words = [*rt, *shlex.split(cli), "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
                  "--base-url", base, "--model", model, "--tokenizer", tokenizer, "--dataset-name", "random",
                  "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
                  "--num-prompts", str(args.prompts), "--max-concurrency", str(c), "--request-rate", "inf",
@@ -120,13 +146,14 @@ def main() -> int:
         cmd = (f"mkdir -p /tmp/vb && export OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {shlex.quote(env_file)} "
                f"| tr -d '\\\"')\" && {shlex.join(words)} > /tmp/vb/c{c}.log 2>&1; rc=$?; "
                f"if [ $rc -ne 0 ]; then tail -30 /tmp/vb/c{c}.log; exit $rc; fi; cat /tmp/vb/c{c}.json")
-        rc, so, se = remote([client], f"vllm bench serve c={c}", cmd)
+        with captured() as vb_wire:
+            rc, so, se = remote([client], f"vllm bench serve c={c}", cmd)
         if rc != 0:
             raise SystemExit(f"vllm bench serve failed (rc {rc}): {so[-2000:]} {se[-500:]}")
         vb = json.loads(so[so.index("{"):])
         # -- vfleet bench ------------------------------------------------------------------
-        with tempfile.TemporaryDirectory() as d:
-            p = subprocess.run([sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
+        with tempfile.TemporaryDirectory() as d, captured() as vf_wire:
+            p = subprocess.run([*rt, sys.executable, "-m", "vfleet.cli", "bench", "--inventory", args.inventory,
                                 "--host", server.name, "--concurrency", str(c), "--requests", str(args.prompts),
                                 "--warmup", str(args.warmup), "--input-len", str(args.input_len),
                                 "--output-len", str(args.output_len), "--seed", str(c), "--out", d, "--name", f"c{c}"],
@@ -145,16 +172,21 @@ def main() -> int:
             "vfleet_bench": {"output_throughput": round(lv["output_throughput"], 2), "ttft_p50_ms": lv["ttft_ms"]["p50"],
                              "tpot_p50_ms": lv["tpot_ms"]["p50"], "completed": lv["completed"],
                              "total_input_tokens": lv["total_prompt_tokens"], "total_output_tokens": lv["total_output_tokens"],
-                             "request_throughput": lv["request_throughput"], "server": lv.get("server")},
+                             "request_throughput": lv["request_throughput"], "server": lv.get("server"),
+                             "client": lv.get("client")},
         }
-        row["vfleet_over_vllm"] = {k: ratio(row["vllm_bench"][k], row["vfleet_bench"][k])
-                                   for k in ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")}
+        keys = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
+        row["vfleet_over_vllm"] = {k: ratio(row["vllm_bench"][k], row["vfleet_bench"][k]) for k in keys}
+        if args.capture:
+            row["wire"] = {"vllm_bench": wire(vb_wire, True), "vfleet_bench": wire(vf_wire, False)}
+            row["tool_over_wire"] = {t: {k: ratio(row["wire"][t][k], row[t][k]) for k in keys}
+                                     for t in ("vllm_bench", "vfleet_bench")}
         row["within_10pct"] = all(r is not None and abs(r - 1) <= 0.10 for r in row["vfleet_over_vllm"].values())
         results.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return emit({"benchmark": "bench_vs_vllm", "vllm_version": version, "server": server.name, "client": client.name,
                  "vllm_bench_cli": cli, "model": model, "input_len": args.input_len, "output_len": args.output_len,
-                 "prompts_per_level": args.prompts, "levels": results}, args.out)
+                 "prompts_per_level": args.prompts, "capture": args.capture, "realtime": args.realtime, "levels": results}, args.out)
 
 
 if __name__ == "__main__":

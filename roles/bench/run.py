@@ -91,6 +91,12 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
     console.print(level_table(results, title=f"{name}: {ep.model} via {ep.base_url}"))
     analysis = analyse(results, n_hosts, slo_ttft_p95_s, slo_e2e_p95_s)
     print_analysis(console, analysis)
+    for lv in results:
+        c = lv.get("client") or {}
+        if c.get("starved"):
+            console.print(f"[yellow]warning[/]: {lv['label']}: the load generator waited {c['wait_per_request_ms']:.0f} ms "
+                          f"a request for a CPU (E2E p50 {lv['e2e_ms']['p50']:.0f} ms): its TTFT/TPOT/ITL read late; "
+                          "give it CPUs of its own (not the server's) or run it with `chrt -f 10`")
     result = {
         "task": "bench", "format": 1, "name": name, "started": started,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

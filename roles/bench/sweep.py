@@ -25,6 +25,17 @@ from roles.bench.server_metrics import MetricsSampler
 from roles.bench.stats import summarize
 
 
+def cpu_and_wait() -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of this thread, the one the
+    event loop runs on (Linux schedstat; None elsewhere). The wait is how long the load
+    generator itself was kept from reading: a stream it reads late looks like a burst."""
+    try:
+        on_cpu, waiting = open("/proc/thread-self/schedstat").read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
 @dataclass
 class Level:
     mode: str          # concurrency | rate
@@ -128,6 +139,7 @@ class Sweep:
             if self.on_progress:
                 self.on_progress(level, len(records), total, time.perf_counter() - t_start, rec)
 
+        sched_start = cpu_and_wait()
         sampler = MetricsSampler(dict(self.metrics_urls), self.endpoint.headers(), s.metrics_interval_s)
         stop = asyncio.Event()
         sampler_task = asyncio.create_task(sampler.run(stop)) if self.metrics_urls else None
@@ -174,6 +186,10 @@ class Sweep:
             await sampler_task
             info["server"] = sampler.summary()
         info["wall_s"] = round(time.perf_counter() - t_start, 3)
+        sched_end = cpu_and_wait()
+        if sched_start and sched_end:
+            info["client"] = {"cpu_s": round(sched_end[0] - sched_start[0], 3),
+                              "runqueue_wait_s": round(sched_end[1] - sched_start[1], 3)}
         return records, info
 
     def run_level(self, level: Level) -> dict[str, Any]:
@@ -183,4 +199,21 @@ class Sweep:
             self.on_level_start(level, None if m is None else m + s.warmup_for(level), s.warmup_for(level))
         records, info = asyncio.run(self._level(level))
         self.records[level.label] = records
-        return {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
+        out = {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
+        starved(out, len(records))
+        return out
+
+
+STARVED_SHARE = 0.05   # of E2E p50: past it, the client's own wait shows in its timings
+
+
+def starved(level: dict[str, Any], n_requests: int) -> None:
+    """Mark a level whose load generator waited for a CPU for a sizeable share of each request
+    (on the 2-core lab: the whole stream, read in one burst at the end, TPOT ~0; the wire, see
+    roles/bench/wire.py, showed the server streaming all along). Its throughput stands (the
+    server's `usage` over wall time), its TTFT/TPOT/ITL do not."""
+    client, e2e = level.get("client"), (level.get("e2e_ms") or {}).get("p50")
+    if not client or not n_requests or not e2e:
+        return
+    client["wait_per_request_ms"] = round(client["runqueue_wait_s"] * 1000 / n_requests, 3)
+    client["starved"] = client["wait_per_request_ms"] > STARVED_SHARE * e2e

@@ -173,6 +173,8 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
             assert d["p50"] is not None and d["p50"] <= d["p90"] <= d["p95"] <= d["p99"], (key, d)
         assert lv["server"]["metric_names"]["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
         assert lv["server"]["metric_names"]["preemptions"] == "vllm:num_preemptions_total"
+        # the load generator's own CPU time and its wait for a CPU (Linux schedstat)
+        assert lv["client"]["cpu_s"] > 0 and lv["client"]["runqueue_wait_s"] >= 0
     # 4 slots: concurrency 8 queues (the server saw waiting requests), throughput flat, TTFT up
     for c in (8, 16):
         assert levels[c]["server"]["waiting_max"] >= 1 and levels[c]["server"]["running_max"] <= SLOTS, levels[c]
