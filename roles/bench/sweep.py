@@ -109,14 +109,14 @@ class Sweep:
         records: list[RequestRecord] = []
         issued = 0
         t_start = time.perf_counter()
-        # time budget: the measured seconds (after warm-up is issued) but never past max_seconds
+        # time budget: the measured seconds (after the warm-up finished) but never past max_seconds
         hard_deadline = t_start + s.max_seconds
         goal_deadline: list[float | None] = [None]
         info: dict[str, Any] = {"warmup": n_warm, "target_requests": n_measured, "stopped_by": "count"}
 
         def may_issue() -> bool:
             now = time.perf_counter()
-            if total is not None and issued >= total:
+            if n_measured is not None and issued >= n_measured:
                 return False
             if now >= hard_deadline:
                 info["stopped_by"] = "max_seconds"
@@ -128,11 +128,8 @@ class Sweep:
 
         def issue() -> tuple[int, bool]:
             nonlocal issued
-            warm = issued < n_warm
             issued += 1
-            if issued == n_warm + 1 and s.seconds:
-                goal_deadline[0] = time.perf_counter() + s.seconds
-            return self._take_index(), warm
+            return self._take_index(), False
 
         def done(rec: RequestRecord) -> None:
             records.append(rec)
@@ -144,6 +141,9 @@ class Sweep:
         stop = asyncio.Event()
         sampler_task = asyncio.create_task(sampler.run(stop)) if self.metrics_urls else None
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            await self._warm_up(client, n_warm, size, done)
+            if s.seconds:
+                goal_deadline[0] = time.perf_counter() + s.seconds
             if level.mode == "concurrency":
                 async def worker() -> None:
                     while may_issue():
@@ -191,6 +191,20 @@ class Sweep:
             info["client"] = {"cpu_s": round(sched_end[0] - sched_start[0], 3),
                               "runqueue_wait_s": round(sched_end[1] - sched_start[1], 3)}
         return records, info
+
+    async def _warm_up(self, client: httpx.AsyncClient, count: int, size: int,
+                       done: Callable[[RequestRecord], None]) -> None:
+        """Warm-up requests, every one finished before the first measured one is sent (as
+        `vllm bench serve` does): run in the measured window they made it hold more work than
+        it counts (on the H200, throughput 14% low at concurrency 16 with 4 of 68 in it)."""
+        slots = asyncio.Semaphore(max(1, size))
+
+        async def one() -> None:
+            async with slots:
+                idx = self._take_index()
+                done(await send(client, self.endpoint, self._body(idx), idx, True, self.settings.timeout_s))
+
+        await asyncio.gather(*(one() for _ in range(count)))
 
     def run_level(self, level: Level) -> dict[str, Any]:
         if self.on_level_start:

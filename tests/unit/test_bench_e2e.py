@@ -178,8 +178,6 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
     # 4 slots: concurrency 8 queues (the server saw waiting requests), throughput flat, TTFT up
     for c in (8, 16):
         assert levels[c]["server"]["waiting_max"] >= 1 and levels[c]["server"]["running_max"] <= SLOTS, levels[c]
-    # (the factor is loose: a busy 2-core CI machine adds its own queueing at every level)
-    assert levels[16]["ttft_ms"]["p95"] > 1.2 * levels[4]["ttft_ms"]["p95"]
     a = data["analysis"]["concurrency"]
     # the knee is where the 4 slots fill: 4 (or 8, when a loaded machine's client-side gaps
     # leave slots idle at 4): never before, never the last level
@@ -275,3 +273,21 @@ def test_failures_are_classified_and_bounded(fake):
     assert r["errors"] == {"timeout": 2} and time.monotonic() - t0 < 2.5
     r = Sweep(Endpoint(url, "tiny", "wrong-key"), SyntheticPrompts(8), [], settings).run_level(Level("rate", 50))
     assert r["errors"] == {"http_401": 2} and r["completed"] == 0
+
+
+@pytest.mark.parametrize("mode, value", [("concurrency", 4), ("rate", 200.0)])
+def test_warm_up_ends_before_the_first_measured_request(fake, mode, value):
+    """`vllm bench serve` finishes its warm-ups before its clock starts; so must vfleet, or
+    the measured window holds work it does not count (H200: throughput 14% low at 16)."""
+    from roles.bench.client import Endpoint
+    from roles.bench.prompts import SyntheticPrompts
+    from roles.bench.sweep import Level, Sweep, SweepSettings
+
+    settings = SweepSettings(requests=8, warmup=3, output_len=4)
+    sweep = Sweep(Endpoint(f"http://127.0.0.1:{fake.port}", "tiny", KEY), SyntheticPrompts(8), [], settings)
+    level = Level(mode, value)
+    r = sweep.run_level(level)
+    recs = sweep.records[level.label]
+    warm, measured = [x for x in recs if x.warmup], [x for x in recs if not x.warmup]
+    assert len(warm) == 3 and len(measured) == 8 and r["completed"] == 8
+    assert max(x.end for x in warm) <= min(x.start for x in measured)
