@@ -66,3 +66,17 @@ def write_pyinfra_deploy(dest: Path, script: str) -> Path:
     path.write_text("from pyinfra.operations import server\n\n"
                     f"server.shell(name='facts', commands=[{script!r}])\n")
     return path
+
+
+def write_deploy(dest: Path, lab_vars: dict, hosts: list[tuple[str, str]], template: Path) -> Path:
+    """A deploy inventory over these hosts: the template's all.vars (the demo's vLLM, model and
+    wheelhouse), the lab's connection vars, the last host as the gateway."""
+    tvars = dict(yaml.safe_load(template.read_text())["all"]["vars"])
+    tvars.update(lab_vars)
+    entry = lambda ip: {"ansible_host": ip}  # noqa: E731
+    doc = {"all": {"vars": tvars, "children": {
+        "vllm": {"hosts": {n: entry(ip) for n, ip in hosts[:-1]}},
+        "gateways": {"hosts": {n: entry(ip) for n, ip in hosts[-1:]}}}}}
+    path = dest / "deploy.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

@@ -14,6 +14,9 @@ weights go, /dev/shm, the kernel. Cases:
   ansible_playbook   a playbook of five `command` tasks (how an Ansible user writes it)
   pyinfra_exec       `pyinfra INV exec -- SCRIPT`
   pyinfra_shell      a deploy file with `server.shell(SCRIPT)`
+  vfleet_deploy_check  (with --deploy-vars INVENTORY) `vfleet deploy --check --force` over the same
+                     hosts with that inventory's vars, last host the gateway: preflight, then every
+                     step's facts and renders (weights, install, service, gateway), nothing applied
 Every tool gets the same forks (--forks, default: all hosts at once, pyinfra's default), the
 same key and known_hosts with host keys checked, and starts cold: Ansible's ControlPersist
 sockets go into a fresh folder each run, so no run reuses the previous run's connections.
@@ -43,7 +46,7 @@ COMMANDS = [f"nvidia-smi --query-gpu={','.join(FIELDS)} --format=csv", "nvidia-s
             "df -P -B1 -T /var/lib", "df -P -B1 /dev/shm", "uname -r"]
 SCRIPT = "; ".join(COMMANDS)
 ALL_CASES = ["vfleet_preflight", "vfleet_run", "ansible_shell", "ansible_playbook", "pyinfra_exec",
-             "pyinfra_shell"]
+             "pyinfra_shell", "vfleet_deploy_check"]
 
 
 def mem_available() -> int:
@@ -77,7 +80,7 @@ def ansible_ok(out: str, n: int, case: str) -> str | None:
 
 
 def build_cases(work: Path, n: int, forks: int, peer_bin: Path, lab_vars: dict,
-                hosts: list[tuple[str, str]], wanted: list[str]) -> dict[str, dict]:
+                hosts: list[tuple[str, str]], wanted: list[str], deploy_vars: Path | None) -> dict[str, dict]:
     d = work / f"n{n}"
     d.mkdir(parents=True, exist_ok=True)
     vinv = pinv.write_vfleet(d, lab_vars, hosts)
@@ -99,6 +102,11 @@ def build_cases(work: Path, n: int, forks: int, peer_bin: Path, lab_vars: dict,
         "pyinfra_shell": {"argv": [str(peer_bin / "pyinfra"), "-y", "--parallel", str(forks), str(pyinv),
                                    str(pinv.write_pyinfra_deploy(d, SCRIPT))]},
     }
+    if deploy_vars:
+        dinv = pinv.write_deploy(d, lab_vars, hosts, deploy_vars)
+        cases["vfleet_deploy_check"] = {"argv": vf + ["deploy", "--inventory", str(dinv), "--forks", str(forks),
+                                                      "--check", "--force", "--report", str(report)],
+                                        "report": report, "rc": (0, 1)}
     return {k: v for k, v in cases.items() if k in wanted}
 
 
@@ -124,18 +132,30 @@ def run_case(name: str, case: dict, n: int) -> float:
 
 
 def race(n: int, cases: dict[str, dict], repeat: int) -> dict:
+    """A case that fails is reported with its reason and left out of later rounds: one peer's
+    failure must not cost the others' figures."""
     runs: dict[str, list[float]] = {k: [] for k in cases}
+    errors: dict[str, str] = {}
     for _ in range(repeat):  # interleaved, so drift on the shared machine hits every case alike
         for name, case in cases.items():
-            runs[name].append(round(run_case(name, case, n), 3))
+            if name in errors:
+                continue
+            try:
+                runs[name].append(round(run_case(name, case, n), 3))
+            except SystemExit as exc:
+                errors[name] = str(exc)[-2000:]
+                print(f"  {n} hosts {name}: FAILED {str(exc)[:300]}", file=sys.stderr, flush=True)
+                continue
             print(f"  {n} hosts {name}: {runs[name][-1]:.2f} s", file=sys.stderr, flush=True)
-    med = {k: round(statistics.median(v), 3) for k, v in runs.items()}
+    med = {k: round(statistics.median(v), 3) for k, v in runs.items() if v and k not in errors}
     ratios = {}
     for ref in ("vfleet_preflight", "vfleet_run"):
         if ref in med:
             ratios[f"over_{ref}"] = {k: round(v / med[ref], 2) for k, v in med.items()
                                      if not k.startswith("vfleet")}
-    return {"hosts": n, "median_s": med, "runs_s": runs, "ratio_peer_over_vfleet": ratios}
+    if "vfleet_deploy_check" in med and "vfleet_preflight" in med:
+        ratios["deploy_check_over_preflight"] = round(med["vfleet_deploy_check"] / med["vfleet_preflight"], 2)
+    return {"hosts": n, "median_s": med, "runs_s": runs, "ratio_peer_over_vfleet": ratios, "errors": errors}
 
 
 def main() -> int:
@@ -147,6 +167,8 @@ def main() -> int:
     ap.add_argument("--cases", default=",".join(ALL_CASES), help=f"subset of {','.join(ALL_CASES)}")
     ap.add_argument("--peer-venv", default=os.environ.get("VFLEET_PEER_VENV", "/work/race-venv"),
                     help="venv holding ansible-core and pyinfra (env VFLEET_PEER_VENV)")
+    ap.add_argument("--deploy-vars", type=Path, help="inventory whose all.vars a deploy uses (e.g. the "
+                    "demo's /var/lib/vfleet-lab/demo/deploy.yaml): adds vfleet_deploy_check")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -174,7 +196,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="peer-race-") as work:
         for n in sizes:
             forks = args.forks or n
-            cases = build_cases(Path(work), n, forks, peer_bin, lab_vars, all_hosts[:n], wanted)
+            cases = build_cases(Path(work), n, forks, peer_bin, lab_vars, all_hosts[:n], wanted,
+                                args.deploy_vars)
             out["sizes"].append({"forks": forks, **race(n, cases, args.repeat)})
     return emit(out, args.out)
 
