@@ -9,13 +9,6 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from fleet.errors import VfleetError
-from roles.bench import compare as cmp
-from roles.bench.client import Endpoint
-from roles.bench.knee import parse_duration
-from roles.bench.output import console as output_console
-from roles.bench.prompts import SyntheticPrompts, load_file
-from roles.bench.run import parse_levels, run_sweep
-from roles.bench.sweep import SweepSettings
 from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, helptext, load, select
@@ -64,6 +57,15 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
           dataset=None, dataset_format="auto", seed=0, timeout=300, max_inflight=1024, out="bench-results",
           name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None):
     """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs, write JSON/CSV/PNG."""
+    # imported here, not at the top: the load generator's stack (httpx, plotting) cost every
+    # other vfleet command ~0.3 s of start-up (measured by benchmarks/peer_race.py)
+    from roles.bench.client import Endpoint
+    from roles.bench.knee import parse_duration
+    from roles.bench.output import console as output_console
+    from roles.bench.prompts import SyntheticPrompts, load_file
+    from roles.bench.run import parse_levels, run_sweep
+    from roles.bench.sweep import SweepSettings
+
     inv = load(inventory, set_)
     vllm_hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups]
     if host:
@@ -110,6 +112,9 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
 @cli_errors
 def compare(c, a, b):
     """Print the change between two bench results, level by level."""
+    from roles.bench import compare as cmp
+    from roles.bench.output import console as output_console
+
     ra, rb = cmp.load(a), cmp.load(b)
     result = cmp.compare(ra, rb)
     console = output_console()
