@@ -46,9 +46,13 @@ def _selected_gateways(play: Play) -> list[str]:
 
 
 def step_weights(play: Play) -> None:
-    names = vllm_names(play.hosts)
-    if names:
-        weights.run(play, names)
+    """One weights run per model_source (several models: each group gets its own weights)."""
+    groups: dict[str, list[str]] = {}
+    for n in vllm_names(play.hosts):
+        groups.setdefault(str(play.contexts[n].config.model_source), []).append(n)
+    totals = {src: weights.run(play, names) for src, names in groups.items()}
+    if len(groups) > 1:
+        play.data["weights"] = {"per_model_source": totals}
 
 
 def step_install(play: Play) -> None:
@@ -61,7 +65,10 @@ def step_service(play: Play, rolling: bool = False) -> None:
 
 
 def step_gateway(play: Play, inv: Inventory) -> None:
-    bs = backends(inv)
+    """Preflight's capacity plans (when it ran) give each host's max_conns unless the
+    inventory sets gateway_max_conns."""
+    planned = {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
+    bs = backends(inv, planned)
     play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
 
 
