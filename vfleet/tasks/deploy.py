@@ -2,6 +2,7 @@
 verify. Each is idempotent: a second run reports zero changes and restarts nothing."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 
@@ -96,8 +97,7 @@ def step_smoke(play: Play) -> None:
         return
     play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
                   hosts=vllm_names(play.hosts))
-    play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx.config)),
-                  hosts=_selected_gateways(play))
+    play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
         for kind, res in s.items():
@@ -105,6 +105,24 @@ def step_smoke(play: Play) -> None:
             if st.get("ttft_s") is not None:
                 play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
                            f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
+
+
+def _smoke_gateway(play: Play):
+    """Smoke every model through each gateway (kind "gateway", or "gateway <model>" when
+    there are several), asking for it by name the way its clients do."""
+    models: dict[str, bool] = {}
+    for n in vllm_names(play.hosts):
+        cfg = play.contexts[n].config
+        models.setdefault(str(cfg.served_model_name), not cfg.serve_completions_only)
+
+    def step(ctx) -> None:
+        if len(models) <= 1:
+            smoke.run_smoke(ctx, smoke.gateway_target(ctx.config))
+            return
+        for model, chat in models.items():
+            t = smoke.gateway_target(ctx.config)
+            smoke.run_smoke(ctx, dataclasses.replace(t, kind=f"gateway {model}", model=model, chat=chat))
+    return step
 
 
 def _warn_serving_restarted(play: Play) -> None:
@@ -119,10 +137,10 @@ def _require(play: Play) -> None:
         play.contexts[name].config.require_serving()
 
 
-def curl_line(cfg: HostConfig) -> str:
+def curl_line(cfg: HostConfig, model: str | None = None) -> str:
     """A command that works against the gateway, every inventory value quoted for the shell
-    (the key stays in $VLLM_API_KEY: never printed)."""
-    body = json.dumps({"model": cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
+    (the key stays in $VLLM_API_KEY: never printed); `model`: a served name behind it."""
+    body = json.dumps({"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
                        "max_tokens": 16})
     key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
     return (f"curl -s {key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
@@ -216,7 +234,8 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     step_smoke(play)
     gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
-        play.data["curl"] = curl_line(play.contexts[gws[0]].config)
+        first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
+        play.data["curl"] = curl_line(play.contexts[gws[0]].config, first.served_model_name if first else None)
     finish(play, report)
     if play.data.get("curl"):
         print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command
