@@ -148,7 +148,8 @@ def live(tmp_path):
     backends = [Backend.of(host_config({"vllm_port": a.server_address[1], "served_model_name": "tiny-a",
                                         "gateway_max_tokens": 64, "gateway_route_prefix": "a7b"},
                                        name="a", address="127.0.0.1")),
-                Backend.of(host_config({"vllm_port": b.server_address[1], "served_model_name": "tiny-b"},
+                Backend.of(host_config({"vllm_port": b.server_address[1], "served_model_name": "tiny-b",
+                                        "gateway_max_conns": 1},
                                        name="b", address="127.0.0.1"))]
     text = gr.render_gateway(backends, gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
                                            "gateway_rate_limit": "1000r/s"}))
@@ -242,4 +243,19 @@ def test_live_models_list_unknown_model_and_ceiling(live):
         r.read()
     r = _post(conn, "/v1/completions", {"model": "tiny-b", "prompt": "x", "max_tokens": 100000})
     assert r.status == 200      # tiny-b has no ceiling
+    r.read()
+
+
+@needs_nginx
+def test_live_model_at_its_max_conns_answers_503_json(live):
+    conn, seen, release = live
+    release.clear()
+    held = _post(conn, "/v1/completions", {"model": "tiny-b", "prompt": "x", "stream": True})
+    assert held.status == 200 and held.readline() == b"data: b 0\n"     # b's one connection is busy
+    r = _post(conn, "/v1/completions", {"model": "tiny-b", "prompt": "x"})
+    assert r.status == 503 and json.loads(r.read())["error"]["code"] == "model_unavailable"
+    r = _post(conn, "/v1/completions", {"model": "tiny-a", "prompt": "x", "stream": True})
+    assert r.status == 200       # the other model is not limited by b's connections
+    release.set()
+    held.read()
     r.read()
