@@ -259,3 +259,25 @@ def test_live_model_at_its_max_conns_answers_503_json(live):
     release.set()
     held.read()
     r.read()
+
+
+def test_an_inventory_of_model_groups_maps_to_upstreams():
+    """Child groups of vllm with group_vars/ (precedence: vllm < the model group < host)."""
+    from pathlib import Path
+
+    from fleet.inventory import load_inventory
+    from roles.gateway_models import group_models
+    from roles.variables import SCHEMA
+    from vfleet.tasks.common import backends
+
+    inv = load_inventory(Path(__file__).parent / "data/inventories/models/inventory.yaml", schema=SCHEMA)
+    bs = backends(inv, {"h100-01": 40.5})
+    models = group_models(bs)
+    assert [(m.name, m.hosts, m.max_tokens, m.route_prefix) for m in models] == [
+        ("qwen2.5-7b", ("a100-01", "a100-02", "rtx4090-01", "spare-01"), 1024, None),
+        ("qwen2.5-32b", ("h100-01", "h100-02"), 2048, "32b")]
+    by = {b.name: b for b in bs}
+    assert (by["a100-01"].weight, by["rtx4090-01"].weight, by["spare-01"].backup) == (10, 5, True)
+    assert (by["h100-01"].max_conns, by["h100-02"].max_conns, by["a100-01"].max_conns) == (40, 16, None)
+    conf = gr.render_gateway(bs, gw())
+    assert "location ^~ /v1/32b/ {" in conf and '"id":"qwen2.5-7b"' in conf and '"max_model_len":16384' in conf
