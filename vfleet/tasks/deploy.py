@@ -68,9 +68,13 @@ def step_service(play: Play, rolling: bool = False) -> None:
 def step_gateway(play: Play, inv: Inventory) -> None:
     """Preflight's capacity plans (when it ran) give each host's max_conns unless the
     inventory sets gateway_max_conns."""
-    planned = {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
-    bs = backends(inv, planned)
+    bs = backends(inv, _planned(play))
     play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
+
+
+def _planned(play: Play) -> dict[str, float | None]:
+    """Each host's planned max concurrency, where preflight ran in this play."""
+    return {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
 
 
 def _outcome(play: Play, name: str) -> ServiceOutcome:
@@ -88,7 +92,7 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
     if not deferred or play.options.check:
         return
-    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts))
+    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gateway_names(play.hosts))
     play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
 
 
