@@ -161,7 +161,8 @@ def _messages(models: Sequence[Model]) -> dict[str, str]:
     out = {"model_not_found": error_json(
         "The model named in the request body is not served here (GET /v1/models lists the models).",
         "model_not_found", "model"),
-        "max_tokens_twice": error_json("max_tokens is given more than once.", "invalid_value", "max_tokens")}
+        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens) is given more than once: give one, once.",
+                                     "invalid_value", "max_tokens")}
     for m in models:
         if m.max_tokens is not None:
             out[f"max_tokens_{m.index}"] = error_json(
