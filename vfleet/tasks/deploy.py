@@ -112,8 +112,9 @@ def step_smoke(play: Play) -> None:
 
 
 def _smoke_gateway(play: Play):
-    """Smoke every model through each gateway (kind "gateway", or "gateway <model>" when
-    there are several), asking for it by name the way its clients do."""
+    """Smoke every model through each gateway with the gateway's checks, asking for it by
+    name the way its clients do (results under "gateway", or "gateway <model>" when there
+    are several)."""
     models: dict[str, bool] = {}
     for n in vllm_names(play.hosts):
         cfg = play.contexts[n].config
