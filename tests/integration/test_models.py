@@ -45,11 +45,16 @@ def two(lab, tmp_path_factory):
     return {"inv": inv, "work": work, "report": report, "url": gateway_url(inv)}
 
 
-def _running(inv, host: str) -> float:
-    """vllm:num_requests_running on the host itself (not through the gateway)."""
-    out = vfleet("run", "--inventory", str(inv), "--limit", host, "--command",
-                 "curl -s http://127.0.0.1:8000/metrics | grep '^vllm:num_requests_running'").stdout
-    return sum(float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if "num_requests_running" in line)
+def _running_url(inv, host: str) -> str:
+    """The host's own /metrics (not through the gateway)."""
+    data = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)
+    return f"http://{data['_meta']['hostvars'][host]['ansible_host']}:8000/metrics"
+
+
+def _gauge(url: str) -> float:
+    text = httpx.get(url, timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:num_requests_running"))
 
 
 def test_one_deploy_brings_up_both_models(two):
@@ -70,14 +75,15 @@ def test_routes_by_model_field_and_streams_through_the_gateway(two):
             assert r.status_code == 200 and r.json()["model"] == model, r.text
         # a long stream from tiny-b: the first event is in the client's hands while lab2's
         # engine still runs the request (a buffering gateway would hold it until the end)
-        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 400, "ignore_eos": True,
+        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True,
                 "stream": True}
+        metrics = _running_url(two["inv"], "lab2")
         with c.stream("POST", "/v1/completions", json=body) as r:
             assert r.status_code == 200
             lines = r.iter_lines()
             first = next(ln for ln in lines if ln.startswith("data: "))
             assert json.loads(first[6:])["model"] == "tiny-b"
-            running_meanwhile = _running(two["inv"], "lab2")
+            running_meanwhile = _gauge(metrics)
             events = 1 + sum(1 for ln in lines if ln.startswith("data: "))
         assert running_meanwhile >= 1
         assert events > 10
