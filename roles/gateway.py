@@ -1,4 +1,4 @@
-"""The nginx gateway on the `gateways` group: an upstream of every vLLM host of the
+"""The nginx gateway on the `gateways` group: an upstream per served model of the vLLM hosts of the
 inventory, rendered from templates/, checked with `nginx -t` before it is kept (a rejected
 config is put back at once: the running nginx never sees it), and reloaded gracefully
 (never restarted, so open streams finish).

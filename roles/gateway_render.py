@@ -8,8 +8,9 @@ http-context directives only (limit_req_zone, upstream, server). The gateway rol
 remove /etc/nginx/sites-enabled/default when the gateway listens on port 80 as the
 default_server (two default servers on one port fail `nginx -t`).
 
-backends: the vLLM hosts (Backend: inventory name, address, vLLM port), in the order they
-should appear.
+backends: the vLLM hosts (Backend: inventory name, address, vLLM port, served model, weight,
+backup, max_conns, the model's max_tokens ceiling and route prefix), in the order they should
+appear; one upstream per served model (roles/gateway_models.py groups them).
 drained: names whose server line gets `down` (the rolling restart drains a host by
 re-rendering with its name here and reloading nginx). Unknown names are an error.
 
@@ -17,9 +18,13 @@ Routing (see docs/lab-vllm-notes.md):
 - /health is answered by nginx itself (200 while nginx is up); backend readiness is checked
   on each host, not through the gateway.
 - /metrics (and everything under it) -> 404: scraped per host, never exposed.
-- only the prefixes in ALLOWED_PREFIXES ("/v1/") are proxied; everything else -> 404.
-  vLLM's --api-key/VLLM_API_KEY only guards /v1, /v2 and /inference; its
-  /invocations and other endpoints answer without a key, so the gateway must not pass them.
+- only /v1/ is proxied; everything else -> 404. vLLM's --api-key/VLLM_API_KEY only guards
+  /v1, /v2 and /inference; its /invocations and other endpoints answer without a key, so
+  the gateway must not pass them.
+- /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
+  body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
+  model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
+- GET /v1/models is the inventory's model list (static), after a backend accepted the key.
 """
 from __future__ import annotations
 
@@ -28,22 +33,23 @@ import re
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
+from roles.gateway_models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
 from roles.hostconfig import HostConfig
-from roles.quoting import QuotingError
+from roles.quoting import QuotingError, nginx_quote
 from roles.templating import environment
 
 GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
 
 # Fixed parts of the gateway (not inventory variables: nothing an operator has needed to vary).
 SERVER_NAME = "_"
-UPSTREAM_NAME = "vfleet_vllm"
+RATE_ZONE_NAME = "vfleet_vllm_per_client"
+UPSTREAM_ZONE_SIZE = "64k"
+BODY_BUFFER_UNLIMITED = "16m"
 KEEPALIVE = 32
 KEEPALIVE_TIMEOUT = "60s"
 RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
-# vLLM's --api-key guards only /v1 (and /v2, /inference): nothing else may be proxied.
-ALLOWED_PREFIXES = ("/v1/",)
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
@@ -99,24 +105,69 @@ def _listen(cfg: HostConfig) -> str:
 
 @dataclass(frozen=True)
 class Backend:
-    """One vLLM host behind the gateway, as its HostConfig names and reaches it."""
+    """One vLLM host behind the gateway, as its HostConfig names, reaches and weights it."""
 
     name: str
     address: str
     port: int
+    model: str
+    weight: int = 1
+    backup: bool = False
+    max_conns: int | None = None
+    max_tokens: int | None = None
+    route_prefix: str | None = None
+    max_model_len: int | None = None
 
     @classmethod
-    def of(cls, cfg: HostConfig) -> "Backend":
-        return cls(cfg.name, cfg.address, cfg.vllm_port)
+    def of(cls, cfg: HostConfig, max_concurrency: float | None = None) -> "Backend":
+        """`max_concurrency`: the planner's (roles/capacity Plan.max_concurrency) for this
+        host, when preflight ran; it caps the host's connections unless the inventory sets
+        gateway_max_conns, and max_num_seqs stands in without a plan."""
+        planned = int(max_concurrency) if max_concurrency and max_concurrency >= 1 else None
+        return cls(cfg.name, cfg.address, cfg.vllm_port, str(cfg.served_model_name or ""),
+                   weight=cfg.gateway_weight, backup=cfg.gateway_backup,
+                   max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
+                   max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
+                   max_model_len=cfg.max_model_len)
 
 
 def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
-    out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port)}
-           for b in backends]
+    out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port),
+            "model": b.model, "weight": int(b.weight), "backup": bool(b.backup),
+            "max_conns": None if b.max_conns is None else int(b.max_conns)} for b in backends]
     names = [b["name"] for b in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise GatewayRenderError(f"duplicate backend names: {', '.join(dup)}")
+    return out
+
+
+def _verdicts(models: Sequence[Model]) -> list[tuple[str, str]]:
+    """The rows of the map from "model|max_tokens|twice" to a verdict, in nginx's order
+    (regexes are tried top to bottom): ok_<i> routes to model i's upstream, anything else
+    goes to vfleet_reject, whose 502 error_page answers the OpenAI-style error."""
+    rows = [(r"\|1$", "max_tokens_twice")]
+    for m in models:
+        name = re.escape(m.name)
+        if m.max_tokens is None:
+            rows.append((f"^{name}\\|", f"ok_{m.index}"))
+        else:
+            rows.append((f"^{name}\\|(?:|null|{int_at_most(m.max_tokens)})\\|0$", f"ok_{m.index}"))
+            rows.append((f"^{name}\\|", f"max_tokens_{m.index}"))
+    return [(nginx_regex(p), v) for p, v in rows]
+
+
+def _messages(models: Sequence[Model]) -> dict[str, str]:
+    out = {"model_not_found": error_json(
+        "The model named in the request body is not served here (GET /v1/models lists the models).",
+        "model_not_found", "model"),
+        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens) is given more than once: give one, once.",
+                                     "invalid_value", "max_tokens")}
+    for m in models:
+        if m.max_tokens is not None:
+            out[f"max_tokens_{m.index}"] = error_json(
+                f"max_tokens (or max_completion_tokens) for model {m.name} must be an integer of at most "
+                f"{m.max_tokens} (the ceiling the gateway enforces for this model).", "max_tokens_too_large", "max_tokens")
     return out
 
 
@@ -131,26 +182,44 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         raise GatewayRenderError(f"drained hosts not among the backends: {', '.join(unknown)}")
     for b in bs:
         b["down"] = b["name"] in drained
+    try:
+        models = group_models(backends)
+    except ModelError as e:
+        raise GatewayRenderError(str(e)) from None
+    body_size = _check("gateway_client_max_body_size", cfg.gateway_client_max_body_size, _SIZE)
+    # client_body_buffer_size takes k and m only; 0 (no body limit) gets a fixed buffer, and
+    # a larger body is spooled to a file, where the maps cannot read it (404 model_not_found)
+    buffer = (f"{int(body_size[:-1]) * 1024}m" if body_size[-1] in "gG" else
+              BODY_BUFFER_UNLIMITED if body_size.rstrip("kKmM") == "0" else body_size)
     ctx = {
         "backends": bs,
+        "models": [{"m": m, "servers": [b for b in bs if b["model"] == m.name],
+                    "name_word": nginx_quote(m.name)} for m in models],
+        "verdicts": _verdicts(models),
+        "messages": _messages(models),
+        "models_json": models_json(models),
+        "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
+                                       "drained): retry later.", "model_unavailable", "model", "server_error"),
+        "unauthorized_json": error_json("Invalid or missing API key.", "invalid_api_key", None,
+                                        "authentication_error"),
         "drained_names": sorted(drained),
         "listen": _listen(cfg),
         "default_server": True,
         "server_name": SERVER_NAME,
-        "upstream_name": UPSTREAM_NAME,
-        "zone_name": UPSTREAM_NAME + "_per_client",
+        "zone_name": RATE_ZONE_NAME,
         "max_fails": cfg.gateway_max_fails,
         "fail_timeout": _seconds(cfg.gateway_fail_timeout),
         "keepalive": KEEPALIVE,
         "keepalive_timeout": KEEPALIVE_TIMEOUT,
-        "client_max_body_size": _check("gateway_client_max_body_size", cfg.gateway_client_max_body_size, _SIZE),
+        "client_max_body_size": body_size,
+        "client_body_buffer_size": buffer,
         "rate_per_client": _check("gateway_rate_limit", cfg.gateway_rate_limit, _RATE),
         "rate_burst": cfg.gateway_rate_burst,
         "rate_zone_size": RATE_ZONE_SIZE,
+        "upstream_zone_size": UPSTREAM_ZONE_SIZE,
         "proxy_connect_timeout": PROXY_CONNECT_TIMEOUT,
         "proxy_read_timeout": _seconds(cfg.gateway_read_timeout),
         "next_upstream_tries": NEXT_UPSTREAM_TRIES,
-        "allowed_prefixes": list(ALLOWED_PREFIXES),
     }
     try:
         return environment().get_template("nginx-gateway.conf.j2").render(**ctx)

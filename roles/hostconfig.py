@@ -137,6 +137,12 @@ class HostConfig:
     gateway_read_timeout: int
     gateway_max_fails: int
     gateway_fail_timeout: int
+    # several models behind one gateway (roles/gateway_models.py)
+    gateway_weight: int
+    gateway_backup: bool
+    gateway_max_tokens: int | None
+    gateway_max_conns: int | None
+    gateway_route_prefix: str | None
     # preflight
     preflight_smi_xml: bool
     # monitoring (the monitoring group's Prometheus and the alert thresholds)
@@ -199,6 +205,9 @@ class HostConfig:
             gateway_read_timeout=int(v["gateway_read_timeout"]),
             gateway_max_fails=int(v["gateway_max_fails"]),
             gateway_fail_timeout=int(v["gateway_fail_timeout"]),
+            gateway_weight=int(v["gateway_weight"]), gateway_backup=bool(v["gateway_backup"]),
+            gateway_max_tokens=v.get("gateway_max_tokens"), gateway_max_conns=v.get("gateway_max_conns"),
+            gateway_route_prefix=v.get("gateway_route_prefix"),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),

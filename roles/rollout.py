@@ -21,7 +21,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -55,11 +55,35 @@ print("inflight %d" % total if seen else "unavailable no-gauge")
 """
 
 
-def plan_batches(spec: str, hosts: list[str]) -> list[list[str]]:
-    """The hosts in batches of batch_sizes(spec), in inventory order."""
+def plan_batches(spec: str, hosts: list[str], models: Mapping[str, str] | None = None,
+                 group_sizes: Mapping[str, int] | None = None) -> list[list[str]]:
+    """The hosts in batches of batch_sizes(spec), in inventory order.
+
+    With `models` (host -> the model it serves) the spec applies to each model's hosts on
+    their own, and batch n is every model's n-th batch together: models restart side by
+    side, a percentage is of a model's hosts, and a batch never holds every host of a model
+    that has more than one (`group_sizes`: each model's host count behind the gateways, when
+    more hosts serve it than are restarted). A model with a single host still gets its
+    batch; the drain refuses to take a model's last healthy host."""
+    if models is None:
+        return _batches(spec, hosts, None)
+    groups: dict[str, list[str]] = {}
+    for h in hosts:
+        groups.setdefault(models[h], []).append(h)
+    per_model = [_batches(spec, hs, (group_sizes or {}).get(m, len(hs))) for m, hs in groups.items()]
+    out = []
+    for n in range(max((len(b) for b in per_model), default=0)):
+        out.append([h for b in per_model if n < len(b) for h in b[n]])
+    return out
+
+
+def _batches(spec: str, hosts: list[str], serving: int | None) -> list[list[str]]:
+    """`serving`: how many hosts serve this model; a batch leaves at least one of them."""
+    cap = serving - 1 if serving and serving > 1 else None
     batches, i = [], 0
     for size in batch_sizes(spec, len(hosts)):
-        batches.append(hosts[i:i + size])
+        for part in range(0, size, cap or size):
+            batches.append(hosts[i + part:i + min(size, part + (cap or size))])
         i += size
     return batches
 
@@ -107,6 +131,7 @@ class Rollout:
         self._gw_lock = threading.Lock()
         self._cond = threading.Condition(self._gw_lock)
         self.backend_names: set[str] = {b.name for b in self.backends}
+        self.model_of: dict[str, str] = {b.name: b.model for b in self.backends}
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
 
     # -- gateway ---------------------------------------------------------------------------
@@ -121,13 +146,19 @@ class Rollout:
             self.drained |= gateway.read_drained(self.play.contexts[gw])
         self.drained &= self.backend_names
 
+    def peers(self, name: str) -> set[str]:
+        """The hosts serving the same model as `name` (itself included)."""
+        model = self.model_of.get(name)
+        return {n for n, m in self.model_of.items() if m == model}
+
     def drain(self, ctx: HostContext) -> float:
         t0 = time.monotonic()
         with self._cond:
             deadline = time.monotonic() + self.drain_timeout
-            while not (self.backend_names - self.out_of_service - {ctx.name}):
+            while not (self.peers(ctx.name) - self.out_of_service - {ctx.name}):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
-                    raise HostFailed(f"{ctx.name} is the last healthy host behind the gateways: not taking it out")
+                    raise HostFailed(f"{ctx.name} is the last healthy host of model "
+                                     f"{self.model_of.get(ctx.name)!r} behind the gateways: not taking it out")
             self.out_of_service.add(ctx.name)
             self.drained.add(ctx.name)
             self._apply_drained()
@@ -259,7 +290,11 @@ class Rollout:
 
     def run(self, batch_spec: str, max_fail_percentage: float) -> dict[str, Any]:
         healed = self.converge()
-        batches = plan_batches(batch_spec, [h for h in self.vllm_hosts if h in self.play.active])
+        hosts = [h for h in self.vllm_hosts if h in self.play.active]
+        sizes: dict[str, int] = {}
+        for m in self.model_of.values():
+            sizes[m] = sizes.get(m, 0) + 1
+        batches = plan_batches(batch_spec, hosts, {h: self.model_of.get(h, "") for h in hosts}, sizes)
         stopped = None
         for n, batch in enumerate(batches, 1):
             self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,

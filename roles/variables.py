@@ -190,6 +190,21 @@ VARIABLES: list[Variable] = [
              "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
     Variable("gateway_fail_timeout", _SECONDS, 10,
              "Seconds a failed backend rests before nginx tries it again."),
+    # --- several models behind one gateway (set per model group in group_vars, or per host) ---
+    Variable("gateway_weight", {"type": "integer", "minimum": 1, "maximum": 1000}, 1,
+             "This host's share of its model's requests (nginx server weight=), e.g. 10 for an A100, 5 for a 4090."),
+    Variable("gateway_backup", {"type": "boolean"}, False,
+             "Send this host requests only when its model's other hosts are down (nginx server backup)."),
+    Variable("gateway_max_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Per-model ceiling on max_tokens / max_completion_tokens: the gateway answers 400 above it "
+             "(null: no ceiling; a request without max_tokens is bounded by max_model_len)."),
+    Variable("gateway_max_conns", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Requests nginx sends this host at once (server max_conns=; null: the planner's max "
+             "concurrency when preflight ran, else max_num_seqs, else no cap)."),
+    Variable("gateway_route_prefix", {"type": ["string", "null"], "pattern": r"^[a-z0-9][a-z0-9._-]{0,63}$",
+                                      "examples": ["32b"]}, None,
+             "Also route /v1/<prefix>/... to this model's hosts (the field report's path routing; null: "
+             "only the request's model field routes)."),
     # --- monitoring (Prometheus on the monitoring group; thresholds of the alert rules) ---
     Variable("monitoring_port", _PORT, 9090, "Port Prometheus listens on (monitoring group)."),
     Variable("monitoring_scrape_interval", _DURATION, "15s",

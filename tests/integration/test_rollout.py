@@ -74,7 +74,7 @@ def test_drain_undrain_and_converge_after_a_crash(deployed, tmp_path):
     inv = deployed["inv"]
     assert vfleet("drain", "--inventory", str(inv), "--host", "lab1").returncode == 0
     refused = vfleet("drain", "--inventory", str(inv), "--host", "lab2")
-    assert refused.returncode != 0 and "no vLLM host" in refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "no host of model" in refused.stdout + refused.stderr
     conf = vfleet("run", "--inventory", str(inv), "--limit", "gateways", "--command",
                   "grep -c ' down;' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
     assert "[lab3] 1" in conf

@@ -6,10 +6,10 @@ from roles.gateway_render import Backend
 from tests.unit.configs import host_config
 
 BACKENDS = [
-    Backend("gpu01", "10.0.0.11", 8000),
-    Backend("gpu02", "10.0.0.12", 8000),
-    Backend("gpu03", "fd00::13", 8001),
-    Backend("gpu04", "gpu04.lab.example", 8000),
+    Backend("gpu01", "10.0.0.11", 8000, "tiny"),
+    Backend("gpu02", "10.0.0.12", 8000, "tiny"),
+    Backend("gpu03", "fd00::13", 8001, "tiny"),
+    Backend("gpu04", "gpu04.lab.example", 8000, "tiny"),
 ]
 # the gateway knobs that are inventory variables (the rest are module constants)
 KNOBS = ("gateway_port", "gateway_listen_address", "gateway_rate_limit", "gateway_rate_burst",

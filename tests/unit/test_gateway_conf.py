@@ -43,7 +43,8 @@ def test_upstream_and_drain_markers():
                    "limit_req_zone $binary_remote_addr zone=vfleet_vllm_per_client:10m rate=20r/s;",
                    "limit_req zone=vfleet_vllm_per_client burst=40 nodelay;",
                    "location = /health", "location ^~ /metrics", "listen 80 default_server;",
-                   "server_name _;", "upstream vfleet_vllm {", "proxy_pass http://vfleet_vllm;"):
+                   "server_name _;", "upstream vfleet_model_1 {", "ok_1 vfleet_model_1;",
+                   "proxy_pass http://$vfleet_upstream;"):
         assert needle in conf, needle
 
 
@@ -94,13 +95,16 @@ def test_defaults_are_the_schemas():
 
 def test_fixed_parts_are_module_constants_not_variables():
     conf = gr.render_gateway(BACKENDS[:1], GW)
-    assert f"upstream {gr.UPSTREAM_NAME} {{" in conf
+    assert "upstream vfleet_model_1 {" in conf
     assert f"keepalive {gr.KEEPALIVE};" in conf
     assert f"server_name {gr.SERVER_NAME};" in conf
-    # only the allowed prefixes are proxied; /health, /metrics and the rest are nginx's own
-    assert gr.ALLOWED_PREFIXES == ("/v1/",)
-    assert _locations(conf) == ["= /health", "^~ /metrics", "/v1/", "/"]
-    assert conf.count("proxy_pass ") == len(gr.ALLOWED_PREFIXES)
+    # only /v1/ is proxied (and the key check of /v1/models); /health, /metrics and the
+    # rest are nginx's own
+    assert _locations(conf) == ["= /health", "^~ /metrics", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
+                                "= /_vfleet_body", "@vfleet_answer", "@vfleet_unavailable", "@vfleet_unauthorized",
+                                "/v1/", "/"]
+    assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vfleet_reject", "http://vfleet_model_1/v1/models",
+                                                     "http://$vfleet_upstream"]
     # removed on purpose: no longer inventory variables
     for name in ("gateway_allowed_prefixes", "gateway_upstream_name", "gateway_rate_per_client",
                  "gateway_proxy_read_timeout", "gateway_listen"):
@@ -111,10 +115,10 @@ def test_fixed_parts_are_module_constants_not_variables():
 
 def test_backend_of_a_vllm_hosts_config():
     cfg = host_config({"vllm_port": 8001}, name="gpu03", address="fd00::13")
-    assert Backend.of(cfg) == Backend("gpu03", "fd00::13", 8001)
+    assert Backend.of(cfg) == Backend("gpu03", "fd00::13", 8001, "tiny")
     # without ansible_host the host's inventory name is its address
     assert Backend.of(host_config(name="gpu04.lab.example")) == \
-        Backend("gpu04.lab.example", "gpu04.lab.example", 8000)
+        Backend("gpu04.lab.example", "gpu04.lab.example", 8000, "tiny")
     configs = [host_config(name="gpu01", address="10.0.0.11"),
                host_config(name="gpu02", address="10.0.0.12"), cfg,
                host_config(name="gpu04", address="gpu04.lab.example")]
@@ -127,13 +131,13 @@ def test_backend_of_a_vllm_hosts_config():
     ([], ()),
     (BACKENDS, {"gpu99"}),
     ([BACKENDS[0], BACKENDS[0]], ()),
-    ([Backend("x", "10.0.0.1;evil", 1)], ()),
-    ([Backend("x", "$host", 1)], ()),
-    ([Backend("x", "10.0.0.1", 70000)], ()),
-    ([Backend("x", "10.0.0.1", 0)], ()),
-    ([Backend("bad name", "10.0.0.1", 1)], ()),
-    ([Backend("x\n}", "10.0.0.1", 1)], ()),
-    ([Backend("x", "gpu01.lab.example\n}", 1)], ()),
+    ([Backend("x", "10.0.0.1;evil", 1, "tiny")], ()),
+    ([Backend("x", "$host", 1, "tiny")], ()),
+    ([Backend("x", "10.0.0.1", 70000, "tiny")], ()),
+    ([Backend("x", "10.0.0.1", 0, "tiny")], ()),
+    ([Backend("bad name", "10.0.0.1", 1, "tiny")], ()),
+    ([Backend("x\n}", "10.0.0.1", 1, "tiny")], ()),
+    ([Backend("x", "gpu01.lab.example\n}", 1, "tiny")], ()),
 ])
 def test_bad_backends_refused(backends, drained):
     with pytest.raises(gr.GatewayRenderError):

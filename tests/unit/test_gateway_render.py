@@ -214,7 +214,7 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
         # streamed: the first event arrives before the backend's 1 s pause ends
         t0 = time.monotonic()
         resp = urllib.request.urlopen(urllib.request.Request(
-            base + "/v1/chat/completions", data=b"{}", method="POST"), timeout=10)
+            base + "/v1/chat/completions", data=b"{\"model\": \"tiny\"}", method="POST"), timeout=10)
         first = resp.readline()
         t_first = time.monotonic() - t0
         rest = resp.read()

@@ -72,7 +72,7 @@ def test_service_plan(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", cases("gateway.yaml"), ids=lambda c: c["name"])
 def test_gateway_plan(case: dict[str, Any]) -> None:
     cfg = host_config(case["vars"], name="gw01", group="gateways")
-    backends = [Backend("gpu01", "10.0.0.1", 8000), Backend("gpu02", "10.0.0.2", 8000)]
+    backends = [Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")]
     f = case["facts"]
     drained = set(case.get("drain", []))
     current = render_gateway(backends, cfg)
@@ -85,7 +85,7 @@ def test_gateway_plan(case: dict[str, Any]) -> None:
 
 def test_a_drained_backend_is_marked_down_in_the_planned_config() -> None:
     cfg = host_config(name="gw01", group="gateways")
-    text = render_gateway([Backend("gpu01", "10.0.0.1", 8000), Backend("gpu02", "10.0.0.2", 8000)], cfg,
+    text = render_gateway([Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")], cfg,
                           drained={"gpu02"})
     assert "server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;" in text
     assert "server 10.0.0.1:8000 max_fails=3 fail_timeout=10s;" in text
@@ -152,4 +152,4 @@ def test_weights_waves(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", cases("rollout.yaml"), ids=lambda c: c["spec"])
 def test_rollout_batches(case: dict[str, Any]) -> None:
-    assert plan_batches(case["spec"], case["hosts"]) == case["expect"]
+    assert plan_batches(case["spec"], case["hosts"], case.get("models"), case.get("serving")) == case["expect"]

@@ -99,9 +99,12 @@ def gateway_names(hosts: list[Host]) -> list[str]:
     return in_group(GATEWAY_GROUP, hosts)
 
 
-def backends(inv: Inventory) -> list[Backend]:
-    """Every vLLM host of the inventory, as the gateways route to it (--limit or not)."""
-    return [Backend.of(HostConfig.from_host(h)) for h in inv.hosts.values() if VLLM_GROUP in h.groups]
+def backends(inv: Inventory, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
+    """Every vLLM host of the inventory, as the gateways route to it (--limit or not);
+    `max_concurrency`: the planner's per host, where preflight ran."""
+    plans = max_concurrency or {}
+    return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in inv.hosts.values()
+            if VLLM_GROUP in h.groups]
 
 
 def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = False, diff: bool = False,

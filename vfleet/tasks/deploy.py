@@ -2,6 +2,7 @@
 verify. Each is idempotent: a second run reports zero changes and restarts nothing."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 
@@ -46,9 +47,13 @@ def _selected_gateways(play: Play) -> list[str]:
 
 
 def step_weights(play: Play) -> None:
-    names = vllm_names(play.hosts)
-    if names:
-        weights.run(play, names)
+    """One weights run per model_source (several models: each group gets its own weights)."""
+    groups: dict[str, list[str]] = {}
+    for n in vllm_names(play.hosts):
+        groups.setdefault(str(play.contexts[n].config.model_source), []).append(n)
+    totals = {src: weights.run(play, names) for src, names in groups.items()}
+    if len(groups) > 1:
+        play.data["weights"] = {"per_model_source": totals}
 
 
 def step_install(play: Play) -> None:
@@ -61,8 +66,15 @@ def step_service(play: Play, rolling: bool = False) -> None:
 
 
 def step_gateway(play: Play, inv: Inventory) -> None:
-    bs = backends(inv)
+    """Preflight's capacity plans (when it ran) give each host's max_conns unless the
+    inventory sets gateway_max_conns."""
+    bs = backends(inv, _planned(play))
     play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
+
+
+def _planned(play: Play) -> dict[str, float | None]:
+    """Each host's planned max concurrency, where preflight ran in this play."""
+    return {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
 
 
 def _outcome(play: Play, name: str) -> ServiceOutcome:
@@ -80,7 +92,7 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
     if not deferred or play.options.check:
         return
-    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts))
+    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gateway_names(play.hosts))
     play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
 
 
@@ -89,8 +101,7 @@ def step_smoke(play: Play) -> None:
         return
     play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
                   hosts=vllm_names(play.hosts))
-    play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx.config)),
-                  hosts=_selected_gateways(play))
+    play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
         for kind, res in s.items():
@@ -98,6 +109,30 @@ def step_smoke(play: Play) -> None:
             if st.get("ttft_s") is not None:
                 play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
                            f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
+
+
+def _smoke_gateway(play: Play):
+    """Smoke every model through each gateway with the gateway's checks, asking for it by
+    name the way its clients do (results under "gateway", or "gateway <model>" when there
+    are several)."""
+    models: dict[str, bool] = {}
+    for n in vllm_names(play.hosts):
+        cfg = play.contexts[n].config
+        models.setdefault(str(cfg.served_model_name), not cfg.serve_completions_only)
+
+    def step(ctx) -> None:
+        if len(models) <= 1:
+            smoke.run_smoke(ctx, smoke.gateway_target(ctx.config))
+            return
+        for model, chat in models.items():
+            t = smoke.gateway_target(ctx.config)
+            try:
+                smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat))
+            finally:   # kind stays "gateway" (the gateway's checks); the results are kept per model
+                done = ctx.result.data.get("smoke", {})
+                if "gateway" in done:
+                    done[f"gateway {model}"] = done.pop("gateway")
+    return step
 
 
 def _warn_serving_restarted(play: Play) -> None:
@@ -112,10 +147,10 @@ def _require(play: Play) -> None:
         play.contexts[name].config.require_serving()
 
 
-def curl_line(cfg: HostConfig) -> str:
+def curl_line(cfg: HostConfig, model: str | None = None) -> str:
     """A command that works against the gateway, every inventory value quoted for the shell
-    (the key stays in $VLLM_API_KEY: never printed)."""
-    body = json.dumps({"model": cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
+    (the key stays in $VLLM_API_KEY: never printed); `model`: a served name behind it."""
+    body = json.dumps({"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
                        "max_tokens": 16})
     key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
     return (f"curl -s {key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
@@ -209,7 +244,8 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     step_smoke(play)
     gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
-        play.data["curl"] = curl_line(play.contexts[gws[0]].config)
+        first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
+        play.data["curl"] = curl_line(play.contexts[gws[0]].config, first.served_model_name if first else None)
     finish(play, report)
     if play.data.get("curl"):
         print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command

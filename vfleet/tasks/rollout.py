@@ -72,15 +72,16 @@ def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_check
         raise VfleetError(f"no host in group '{GATEWAY_GROUP}' in {inv.path}: nothing to drain from")
     play = make_play(name, gws, no_host_key_checking=no_host_key_checking)
     bs = backends(inv)
-    vllm_names = {b.name for b in bs}
+    model = next(b.model for b in bs if b.name == host)
+    peers = {b.name for b in bs if b.model == model}   # the last healthy host is judged per model
 
     def step(ctx: HostContext) -> None:
         current = gateway.read_drained(ctx)
         wanted = (current | {host}) if drained else (current - {host})
-        if drained and not (vllm_names - wanted):
+        if drained and not (peers - wanted):
             from fleet.runner import HostFailed
 
-            raise HostFailed(f"draining {host} would leave no vLLM host behind {ctx.name}")
+            raise HostFailed(f"draining {host} would leave no host of model {model!r} behind {ctx.name}")
         gateway.set_drained(ctx, bs, wanted)
 
     play.run_step(f"{name} {host}", step)

@@ -1,0 +1,143 @@
+"""The models behind the gateway: the vLLM hosts grouped by the name clients ask for, and the
+nginx map patterns that route a request on its JSON body (pure functions, no SSH).
+
+Why maps on the body and not njs: Debian 12's nginx 1.22 has no JavaScript without an extra
+package (libnginx-mod-http-njs), but its map can match a regex on $request_body, and the
+`mirror` module reads the whole body before the content phase (mirror_request_body on), so
+the maps are evaluated with the body in memory when proxy_pass picks its upstream. Responses
+are never buffered (proxy_buffering off): only the request is read first, which nginx does
+for a proxied request anyway.
+
+A map cannot compare numbers, so the max_tokens ceiling is a regex of every integer from 0
+to the ceiling (`int_at_most`); anything else in that field (a larger number, 1e5, a string)
+is over the ceiling. null or an absent field passes (the engine's default, bounded by
+max_model_len)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+__all__ = ["Model", "group_models", "int_at_most", "nginx_regex", "models_json", "error_json",
+           "OPENAI_PATHS", "MODEL_NAME"]
+
+# Served names the gateway can route on: what a JSON string holds without escapes, and what
+# an nginx regex and a JSON literal carry without quoting surprises.
+MODEL_NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,128}")
+# First path segments of the OpenAI API: a route prefix equal to one would shadow it.
+OPENAI_PATHS = frozenset({"chat", "completions", "embeddings", "models", "audio", "responses",
+                          "score", "rerank", "tokenize", "detokenize", "files", "batches",
+                          "images", "moderations", "pooling", "classify"})
+
+
+class ModelError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Model:
+    """One served name and the hosts that serve it (inventory order)."""
+
+    index: int                   # 1, 2, ... in order of first appearance: upstream vfleet_model_<index>
+    name: str
+    hosts: tuple[str, ...]
+    max_tokens: int | None
+    route_prefix: str | None
+    max_model_len: int | None
+
+    @property
+    def upstream(self) -> str:
+        return f"vfleet_model_{self.index}"
+
+
+def _one(name: str, what: str, values: dict[str, object]) -> object:
+    distinct = {json.dumps(v) for v in values.values()}
+    if len(distinct) > 1:
+        shown = ", ".join(f"{h}={v!r}" for h, v in values.items())
+        raise ModelError(f"model {name!r}: its hosts disagree on {what} ({shown}); set it once "
+                         f"in the model group's group_vars")
+    return next(iter(values.values()))
+
+
+def group_models(backends: Sequence) -> list[Model]:
+    """Models in order of first appearance; the per-model values must agree across hosts."""
+    by_name: dict[str, list] = {}
+    for b in backends:
+        if not MODEL_NAME.fullmatch(str(b.model or "")):
+            raise ModelError(f"{b.name}: served_model_name {b.model!r} cannot be routed by the gateway "
+                             f"(use letters, digits and . _ : / @ + -, at most 128)")
+        by_name.setdefault(b.model, []).append(b)
+    models: list[Model] = []
+    prefixes: dict[str, str] = {}
+    for i, (name, bs) in enumerate(by_name.items(), 1):
+        if all(b.backup for b in bs):
+            raise ModelError(f"model {name!r}: every host ({', '.join(b.name for b in bs)}) is "
+                             "gateway_backup: at least one must serve normally")
+        prefix = _one(name, "gateway_route_prefix", {b.name: b.route_prefix for b in bs})
+        if prefix is not None:
+            if prefix in OPENAI_PATHS:
+                raise ModelError(f"model {name!r}: gateway_route_prefix {prefix!r} would shadow "
+                                 f"the OpenAI path /v1/{prefix}: choose another")
+            if prefix in prefixes:
+                raise ModelError(f"models {prefixes[prefix]!r} and {name!r} both use "
+                                 f"gateway_route_prefix {prefix!r}")
+            prefixes[prefix] = name
+        models.append(Model(i, name, tuple(b.name for b in bs),
+                            _one(name, "gateway_max_tokens", {b.name: b.max_tokens for b in bs}),
+                            prefix,
+                            _one(name, "max_model_len", {b.name: b.max_model_len for b in bs})))
+    return models
+
+
+def int_at_most(n: int) -> str:
+    """A regex (no anchors) matching the decimal integers 0..n, leading zeros allowed."""
+    if n < 0:
+        raise ValueError(n)
+    digits = str(n)
+    alts = []
+    if len(digits) > 1:
+        alts.append(f"[0-9]{{1,{len(digits) - 1}}}")
+    for i, d in enumerate(digits):
+        rest = len(digits) - i - 1
+        if i == len(digits) - 1:
+            alts.append(digits[:i] + f"[0-{d}]")
+        elif d != "0":
+            lower = "0" if i else "1"
+            if int(d) - 1 >= int(lower):
+                alts.append(digits[:i] + f"[{lower}-{int(d) - 1}]" + (f"[0-9]{{{rest}}}" if rest else ""))
+    return "0*(?:" + "|".join(alts) + ")"
+
+
+def nginx_regex(pattern: str) -> str:
+    """A map key matching `pattern` (case-sensitive), as one nginx word. The pattern is
+    written with \\x22 for '"' and \\x5c for a backslash, so the only quoting nginx needs is
+    the single quotes around it (nginx keeps backslash sequences it has no meaning for)."""
+    if re.search(r"['\x00-\x1f\x7f]", pattern) or "\\\\" in pattern or pattern.endswith("\\"):
+        raise ModelError(f"pattern {pattern!r} holds a quote or control character")
+    return "'~" + pattern + "'"
+
+
+def _json_literal(obj: object) -> str:
+    """JSON as an nginx single-quoted word: no $ (a variable), no quote, no backslash."""
+    text = json.dumps(obj, separators=(",", ":"))
+    if re.search(r"[$'\\\x00-\x1f]", text):
+        raise ModelError(f"cannot put {text!r} in the gateway config")
+    return "'" + text + "\\n'"
+
+
+def models_json(models: Sequence[Model]) -> str:
+    """GET /v1/models through the gateway: every model of the inventory, in vLLM's shape."""
+    data = []
+    for m in models:
+        entry: dict[str, object] = {"id": m.name, "object": "model", "created": 0, "owned_by": "vllm",
+                                    "root": m.name}
+        if m.max_model_len:
+            entry["max_model_len"] = m.max_model_len
+        data.append(entry)
+    return _json_literal({"object": "list", "data": data})
+
+
+def error_json(message: str, code: str, param: str | None, type_: str = "invalid_request_error") -> str:
+    """An OpenAI-style error body as an nginx word."""
+    return _json_literal({"error": {"message": message, "type": type_, "param": param, "code": code}})

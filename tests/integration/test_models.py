@@ -1,0 +1,125 @@
+"""Two models behind one gateway on the lab: lab1 serves the tiny CPU model as tiny-a (a
+max_tokens ceiling of 8, also routed as /v1/a/...), lab2 serves it as tiny-b, lab3 is the
+gateway. Each model is a child group of `vllm` with its variables in the group's vars, the
+Ansible way. One deploy brings both up; then through the real nginx: routing by the model
+field with a stream that reaches the client while the engine is still generating, /v1/models,
+the 404 and 400 bodies, and a rolling restart that never takes a model's last host."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+import yaml
+
+from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
+from tests.integration.test_rollout import gateway_url
+
+pytestmark = pytest.mark.integration
+
+MODELS = {"tiny_a": ("lab1", {"served_model_name": "tiny-a", "gateway_max_tokens": 8, "gateway_route_prefix": "a"}),
+          "tiny_b": ("lab2", {"served_model_name": "tiny-b"})}
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+def _two_models(lab_inv, dest):
+    """The deploy inventory with `vllm` split into one child group per model."""
+    path = write_deploy_inventory(lab_inv, dest)
+    data = yaml.safe_load(path.read_text())
+    hosts = data["all"]["children"]["vllm"].pop("hosts")
+    data["all"]["children"]["vllm"]["children"] = {
+        group: {"hosts": {host: hosts[host]}, "vars": vars} for group, (host, vars) in MODELS.items()}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def two(lab, tmp_path_factory):
+    from tests.integration.conftest import DEFAULT_HOSTS
+
+    lab_inv = lab.ensure(DEFAULT_HOSTS)
+    work = tmp_path_factory.mktemp("models")
+    inv = _two_models(lab_inv, work)
+    code, report, out = run_report("deploy", inv, work / "deploy.json", timeout=2400)
+    assert code == 0, out[-4000:]
+    return {"inv": inv, "work": work, "report": report, "url": gateway_url(inv)}
+
+
+def _running_url(inv, host: str) -> str:
+    """The host's own /metrics (not through the gateway)."""
+    data = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)
+    return f"http://{data['_meta']['hostvars'][host]['ansible_host']}:8000/metrics"
+
+
+def _gauge(url: str) -> float:
+    text = httpx.get(url, timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:num_requests_running"))
+
+
+def test_one_deploy_brings_up_both_models(two):
+    rep = two["report"]
+    assert rep["summary"]["failed"] == 0
+    for host in ("lab1", "lab2"):
+        assert all(c["ok"] for c in rep["hosts"][host]["smoke"]["host"].values())
+    conf = vfleet("run", "--inventory", str(two["inv"]), "--limit", "gateways", "--command",
+                  "grep -E '^upstream|  # lab' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
+    assert "upstream vfleet_model_1" in conf and "upstream vfleet_model_2" in conf
+
+
+def test_routes_by_model_field_and_streams_through_the_gateway(two):
+    with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
+        for model in ("tiny-a", "tiny-b"):
+            r = c.post("/v1/chat/completions", json={"model": model, "max_tokens": 4,
+                                                     "messages": [{"role": "user", "content": "hi"}]})
+            assert r.status_code == 200 and r.json()["model"] == model, r.text
+        # a long stream from tiny-b: the first event is in the client's hands while lab2's
+        # engine still runs the request (a buffering gateway would hold it until the end)
+        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True,
+                "stream": True}
+        metrics = _running_url(two["inv"], "lab2")
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            first = next(ln for ln in lines if ln.startswith("data: "))
+            assert json.loads(first[6:])["model"] == "tiny-b"
+            running_meanwhile = _gauge(metrics)
+            events = 1 + sum(1 for ln in lines if ln.startswith("data: "))
+        assert running_meanwhile >= 1
+        assert events > 10
+
+
+def test_models_list_unknown_model_and_ceiling(two):
+    with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
+        r = c.get("/v1/models")
+        assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["tiny-a", "tiny-b"]
+        assert httpx.get(two["url"] + "/v1/models", timeout=30).status_code == 401   # a host checked the key
+
+        r = c.post("/v1/completions", json={"model": "tiny-c", "prompt": "x"})
+        assert r.status_code == 404
+        err = r.json()["error"]
+        assert (err["type"], err["param"], err["code"]) == ("invalid_request_error", "model", "model_not_found")
+
+        r = c.post("/v1/completions", json={"model": "tiny-a", "prompt": "x", "max_tokens": 9})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "max_tokens_too_large"
+        assert "at most 8" in r.json()["error"]["message"]
+        r = c.post("/v1/a/completions", json={"model": "tiny-a", "prompt": "x", "max_tokens": 8})
+        assert r.status_code == 200 and r.json()["model"] == "tiny-a"
+        r = c.post("/v1/completions", json={"model": "tiny-b", "prompt": "x", "max_tokens": 9})
+        assert r.status_code == 200       # tiny-b has no ceiling
+
+
+def test_rolling_restart_never_takes_a_models_last_host(two):
+    inv = two["inv"]
+    code, report, out = run_report("restart", inv, two["work"] / "restart.json", "--batch", "100%",
+                                   "--drain-timeout", "5")
+    assert code != 0
+    assert report["rollout"]["batches"] == [["lab1", "lab2"]]
+    for host, model in (("lab1", "tiny-a"), ("lab2", "tiny-b")):
+        steps = " ".join(s.get("message", "") for s in report["hosts"][host]["steps"])
+        assert f"last healthy host of model {model!r}" in steps, steps
+    assert report["rollout"]["drained"] == []
+    with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
+        for model in ("tiny-a", "tiny-b"):
+            r = c.post("/v1/completions", json={"model": model, "prompt": "x", "max_tokens": 2})
+            assert r.status_code == 200, (model, r.text)
