@@ -96,3 +96,22 @@ def test_vfleet_load_checks_replicas_before_anything_runs(tmp_path):
     shutil.copy(INV, p)
     with pytest.raises(VfleetError, match="replica_gpus_per_host 3"):
         load(str(p), ["replica_gpus_per_host=3"])
+
+
+def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
+    from roles.replica_deploy import _units, members_in, workers_in
+    inv = _load()
+    r = find_replicas(inv)["r1"]
+    assert members_in(inv) == {"gpu01", "gpu02"} and workers_in(inv) == {"gpu02"}
+    head, worker = member_config(inv.hosts["gpu01"]), member_config(inv.hosts["gpu02"])
+    assert _units(head, r, "gpu01") == ["vllm-ray.service", "vllm.service"]
+    assert _units(worker, r, "gpu02") == ["vllm-ray.service"]
+    mp = find_replicas(_load(replica_backend="mp"))["r1"]
+    assert _units(worker, mp, "gpu02") == ["vllm.service"]
+
+
+def test_host_gpu_count_check_leaves_a_member_to_the_replica_check():
+    from roles.preflight.checks import check_tp_count
+    v = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    assert check_tp_count(v, {"gpu_count": 8}).status == "fail"
+    assert check_tp_count({**v, "replica": "r1"}, {"gpu_count": 8}).status == "pass"
