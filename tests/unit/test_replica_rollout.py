@@ -31,3 +31,8 @@ def test_mp_unit_stops_every_rank_and_starts_workers_before_the_head():
     assert restart_steps(mp, upgrade=False) == [
         ("gpu02", "stop-vllm"), ("gpu01", "stop-vllm"), ("gpu01", "start-vllm"),
         ("gpu02", "start-vllm"), ("gpu02", "wait-ready")]
+
+
+def test_unit_keys_are_what_the_rollout_drains():
+    from roles.replica_rollout import unit_keys
+    assert unit_keys(["gpu01", "gpu03", "gpu02"], R) == ["gpu02", "gpu03"]
