@@ -115,3 +115,11 @@ def test_host_gpu_count_check_leaves_a_member_to_the_replica_check():
     v = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
     assert check_tp_count(v, {"gpu_count": 8}).status == "fail"
     assert check_tp_count({**v, "replica": "r1"}, {"gpu_count": 8}).status == "pass"
+
+
+def test_every_multinode_fact_names_a_source():
+    from roles import vllm_facts
+    tables = {k: v for k, v in vllm_facts.data()["multinode"].items() if isinstance(v, list)}
+    assert {"backends", "cpu_no_ray", "headless_launchers", "env", "ray"} <= set(tables)
+    assert all(str(row.get("source") or "").strip() for rows in tables.values() for row in rows)
+    assert vllm_facts.flag_available("--nnodes", "0.20.0") and not vllm_facts.flag_available("--nnodes", "0.11.0")
