@@ -123,9 +123,15 @@ def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mappi
         if not all(h in member_facts for h in r.members):
             continue
         per = _gpu_checks(r, gpu_facts)
+        versions = {h: member_facts[h].get("versions") or {} for h in r.members}
+        installed = all(v.get("vllm") for v in versions.values())
         for key in VERSION_KEYS:
-            per.append(_same(r, f"replica.version.{key}", key,
-                             {h: (member_facts[h].get("versions") or {}).get(key) for h in r.members},
+            values = {h: v.get(key) for h, v in versions.items()}
+            if installed and not any(values.values()):  # e.g. no NCCL in the CPU build, no Ray for mp
+                per.append({h: Check(f"replica.version.{key}", PASS, f"replica {r.name}: no {key} on any member")
+                            for h in r.members})
+                continue
+            per.append(_same(r, f"replica.version.{key}", key, values,
                              f"install the same {key} on every member (one vllm_version and ray_version)"))
         for h in r.members:
             v = vars_by_host.get(h, {})

@@ -84,3 +84,11 @@ def test_fact_parsers():
     assert ClockFact().process(["1764590000123", "unknown"])["ntp_synchronized"] is None
     assert VersionsFact("/opt/vllm/current/bin/python").process(['{"vllm": "0.20.0"}']) == {"vllm": "0.20.0"}
     assert VersionsFact("/x").process(["Traceback"]) == {}
+
+
+def test_a_component_no_member_has_passes_once_installed():
+    m = copy.deepcopy(MEMBER)
+    for h in m:
+        m[h]["versions"]["nccl"] = None
+    c = _checks(member=m)["gpu01"]["replica.version.nccl:r1"]
+    assert c["status"] == "pass" and "no nccl on any member" in c["message"]
