@@ -15,8 +15,8 @@ from fleet.errors import InventoryError, VfleetError
 from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
-from roles.gateway_render import Backend
 from roles import replica
+from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
 
