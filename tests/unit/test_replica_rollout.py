@@ -36,3 +36,33 @@ def test_mp_unit_stops_every_rank_and_starts_workers_before_the_head():
 def test_unit_keys_are_what_the_rollout_drains():
     from roles.replica_rollout import unit_keys
     assert unit_keys(["gpu01", "gpu03", "gpu02"], R) == ["gpu02", "gpu03"]
+
+
+def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
+    """ReplicaRollout.restart_host on the head runs restart_steps over the members' contexts."""
+    from types import SimpleNamespace
+
+    from roles import replica_rollout as rr
+
+    calls = []
+
+    class Ctx(SimpleNamespace):
+        def must(self, cmd, **kw):
+            calls.append((self.name, cmd))
+
+        def record(self, *a, **kw):
+            pass
+
+    cfg = SimpleNamespace(unit="vllm.service", service_name="vllm", shutdown_timeout=30, venv_path="/opt/vllm/new")
+    ctxs = {h: Ctx(name=h, config=cfg, step_name="") for h in ("gpu01", "gpu02")}
+    monkeypatch.setattr(rr, "start", lambda ctx, unit, no_block: calls.append((ctx.name, f"start {unit}")))
+    monkeypatch.setattr(rr.readiness, "wait_ready", lambda ctx: calls.append((ctx.name, "ready")))
+    monkeypatch.setattr(rr.vllm_install, "link_current", lambda ctx, c, v: calls.append((ctx.name, f"link {v}")))
+    monkeypatch.setattr(rr.replica_deploy, "configure_member", lambda ctx, inv, r: calls.append((ctx.name, "files")))
+    roll = rr.ReplicaRollout.__new__(rr.ReplicaRollout)
+    roll.play, roll.replicas, roll.inventory = SimpleNamespace(contexts=ctxs), R, None
+    roll.restart_host(ctxs["gpu02"], "/opt/vllm/new")
+    assert calls == [("gpu02", "systemctl stop -- vllm.service"), ("gpu01", "link /opt/vllm/new"), ("gpu01", "files"),
+                     ("gpu01", "systemctl restart -- vllm-ray.service"), ("gpu02", "link /opt/vllm/new"),
+                     ("gpu02", "files"), ("gpu02", "systemctl restart -- vllm-ray.service"),
+                     ("gpu02", "start vllm.service"), ("gpu02", "ready")]
