@@ -29,7 +29,7 @@ def replica(lab, tmp_path_factory):
     vllm["children"] = {"tiny_r1": {"vars": {"replica": "tiny-r1", "replica_backend": "mp",
                                              "tensor_parallel_size": 2, "pipeline_parallel_size": 1,
                                              "allow_cross_host_tp": True},
-                                    "hosts": {h: None for h in vllm.pop("hosts")}}}
+                                    "hosts": vllm.pop("hosts")}}
     inv.write_text(yaml.safe_dump(data, sort_keys=False))
     code, report, out = run_report("deploy", inv, work / "first.json", timeout=1500)
     yield {"inv": inv, "work": work, "code": code, "report": report, "out": out}
