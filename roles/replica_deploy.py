@@ -90,7 +90,7 @@ def _start(ctx: HostContext, replica: Replica) -> None:
         ctx.record("replica", ctx.name, Status.OK, "nothing changed: not restarted")
         return
     for u in _units(cfg, replica, ctx.name):
-        restart(ctx, u, no_block=u == cfg.unit)
+        restart(ctx, u)  # blocking (Type=exec): the old process is gone before readiness is probed
     for n in pending:
         ctx.notified.remove(n)
     if ctx.name == replica.head:
