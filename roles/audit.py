@@ -101,6 +101,7 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
     pairs = {}
     for h, f in facts.items():
         vars = play.contexts[h].config.as_vars()
+        vars["replica"] = play.contexts[h].host.vars.get("replica")  # roles/replica.py: checked across members
         # model checks before the weights are on the host: read the controller's copy
         pairs[h] = (vars, with_model_source(f, vars))
     groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fleet.inventory import Inventory
 from roles.gateway_render import GATEWAY_CONF_PATH, Backend, render_gateway
 from roles.hostconfig import HostConfig
+from roles.ray_render import render_member
+from roles.replica import member_config, replica_of, serving_hosts
 from roles.service_render import render_service
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from roles.vllm_facts import flag_available
@@ -43,11 +45,17 @@ def masked(cfg: HostConfig) -> HostConfig:
 def render_host(cfg: HostConfig, inventory: Inventory, *, systemd_version: int | None = None) -> list[RenderedFile]:
     """Files deploy would write on this host (a vLLM host, a gateway, or both)."""
     out: list[RenderedFile] = []
-    if VLLM_GROUP in cfg.groups:
+    replica = replica_of(inventory, cfg.name)
+    if replica is not None:  # a multi-host replica's member: Ray units, the head's vLLM (roles/ray_render.py)
+        cfg.require_serving()
+        out += [RenderedFile(f.path, f.mode, f.text) for f in render_member(
+            inventory, replica, cfg.name, flag_available, systemd_version=systemd_version,
+            configure=lambda h: masked(member_config(h)))]
+    elif VLLM_GROUP in cfg.groups:
         cfg.require_serving()
         r = render_service(masked(cfg), flag_available, systemd_version=systemd_version)
         out += [RenderedFile(r.unit_path, "0644", r.unit_text), RenderedFile(r.env_path, "0600", r.env_text)]
     if GATEWAY_GROUP in cfg.groups:
-        backends = [Backend.of(HostConfig.from_host(h)) for h in inventory.hosts.values() if VLLM_GROUP in h.groups]
+        backends = [Backend.of(HostConfig.from_host(h)) for h in serving_hosts(inventory)]
         out.append(RenderedFile(GATEWAY_CONF_PATH, "0644", render_gateway(backends, cfg)))
     return out

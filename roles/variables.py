@@ -220,6 +220,32 @@ VARIABLES: list[Variable] = [
              "Alert when requests run but no token is generated for this long (/health may still answer)."),
     Variable("monitoring_down_for", _DURATION, "1m",
              "Alert when a vLLM host's /metrics cannot be scraped for this long."),
+    # --- multi-node replicas (roles/replica.py; README "Multi-node replicas") ---
+    Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+                         "examples": ["llama70b-r1"]}, None,
+             "Name of the multi-host replica this host is a member of (set it on one group per "
+             "replica): its members serve one model together, TP x PP GPUs over all of them."),
+    Variable("replica_head", {"type": "boolean"}, False,
+             "This member is the replica's head (runs the Ray head and vLLM; default: the first member)."),
+    Variable("replica_backend", {"enum": ["ray", "mp"]}, "ray",
+             "How the members work together: ray (Ray cluster, --distributed-executor-backend ray) or "
+             "mp (vLLM's own multi-node mode: --nnodes/--node-rank, vLLM >= 0.20)."),
+    Variable("replica_gpus_per_host", {"type": ["integer", "null"], "minimum": 1}, None,
+             "GPUs each member gives the replica (default: TP x PP / members); checked against the hosts at preflight."),
+    Variable("allow_cross_host_tp", {"type": "boolean"}, False,
+             "Allow a tensor-parallel group to span hosts (slow over Ethernet; vLLM's advice is TP within a host)."),
+    Variable("replica_nic", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_.:@-]{1,15}$",
+                             "examples": ["ens1f0"]}, None,
+             "Interface for NCCL/Gloo between members (default: the one that routes to the head, a fact)."),
+    Variable("ray_version", _VERSION, "2.60.0", "Ray pinned into the vLLM venv of every member (ray backend)."),
+    Variable("ray_port", _PORT, 6379, "Ray head's GCS port (members connect to it)."),
+    Variable("ray_node_manager_port", _PORT, 8077, "Raylet port on every member (open between members)."),
+    Variable("ray_object_manager_port", _PORT, 8076, "Object manager port on every member (open between members)."),
+    Variable("ray_min_worker_port", _PORT, 10002, "First port of Ray's worker range (open between members)."),
+    Variable("ray_max_worker_port", _PORT, 10999, "Last port of Ray's worker range."),
+    Variable("replica_master_port", _PORT, 29501, "mp backend: the head's --master-port."),
+    Variable("replica_max_clock_skew_ms", {"type": "integer", "minimum": 1}, 500,
+             "Preflight fails when a member's clock differs from the head's by more than this."),
     # --- lab only ---
     Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
 ]

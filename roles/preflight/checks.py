@@ -113,6 +113,9 @@ def check_tp_count(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     pp = int(vars.get("pipeline_parallel_size") or 1)
     n = int(facts.get("gpu_count") or 0)
     want = nccl.tp_gpu_indices(vars)
+    if vars.get("replica"):  # a multi-host replica's share is judged across members (replica.gpus)
+        return Check("tp.gpu_count", PASS, f"member of replica {vars['replica']}: TP {tp} x PP {pp} over its "
+                     f"hosts ({n} GPU(s) here; see replica.gpus)")
     if tp * pp > n:
         return Check("tp.gpu_count", FAIL, f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs "
                      f"{tp * pp} GPUs; the host has {n}", f"set tensor_parallel_size <= {n}")

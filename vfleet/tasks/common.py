@@ -15,6 +15,7 @@ from fleet.errors import InventoryError, VfleetError
 from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
+from roles import replica
 from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
@@ -77,6 +78,7 @@ def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
     inv = load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])), schema=SCHEMA)
     for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
+    replica.find_replicas(inv)  # a multi-host replica is checked before anything connects
     return inv
 
 
@@ -100,11 +102,10 @@ def gateway_names(hosts: list[Host]) -> list[str]:
 
 
 def backends(inv: Inventory, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
-    """Every vLLM host of the inventory, as the gateways route to it (--limit or not);
+    """Every vLLM host of the inventory that serves (single hosts, replica heads), as the gateways route to it (--limit or not);
     `max_concurrency`: the planner's per host, where preflight ran."""
     plans = max_concurrency or {}
-    return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in inv.hosts.values()
-            if VLLM_GROUP in h.groups]
+    return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in replica.serving_hosts(inv)]
 
 
 def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = False, diff: bool = False,
@@ -119,7 +120,7 @@ def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = Fa
         host_key_checking=False if no_host_key_checking else None, verbose=verbose,
         max_fail_percentage=max_fail_percentage,
     )
-    return Play(task, hosts, options, console=Console(highlight=False), configure=HostConfig.from_host)
+    return Play(task, hosts, options, console=Console(highlight=False), configure=replica.member_config)
 
 
 def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, *, recap: bool = True) -> dict[str, Any]:

@@ -10,10 +10,11 @@ from invoke import task
 
 from fleet.inventory import Inventory
 from fleet.runner import Play
-from roles import audit, gateway, service, smoke, vllm_install, weights
+from roles import audit, gateway, replica_deploy, service, smoke, vllm_install, weights
 from roles.hostconfig import HostConfig
 from roles.rollout import Rollout, batch_sizes
 from roles.service import ServiceOutcome
+from vfleet.tasks.preflight import replica_checks
 from vfleet.tasks.common import (backends, cli_errors, finish, gateway_names, helptext, load, make_play,
                                  select, vllm_names)
 
@@ -60,9 +61,14 @@ def step_install(play: Play) -> None:
     play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=vllm_names(play.hosts))
 
 
-def step_service(play: Play, rolling: bool = False) -> None:
-    play.run_step("service", service.configure, hosts=vllm_names(play.hosts),
+def step_service(play: Play, rolling: bool = False, inv: Inventory | None = None) -> None:
+    """Single-host vLLM services; then the multi-host replicas, which start as one
+    (roles/replica_deploy.py)."""
+    members = replica_deploy.members_in(inv) if inv is not None else set()
+    play.run_step("service", service.configure, hosts=[n for n in vllm_names(play.hosts) if n not in members],
                   handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
+    if inv is not None:
+        replica_deploy.run(play, inv)
 
 
 def step_gateway(play: Play, inv: Inventory) -> None:
@@ -96,11 +102,12 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
 
 
-def step_smoke(play: Play) -> None:
+def step_smoke(play: Play, inv: Inventory | None = None) -> None:
     if play.options.check:
         return
+    workers = replica_deploy.workers_in(inv) if inv is not None else set()  # no HTTP on a replica's workers
     play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
-                  hosts=vllm_names(play.hosts))
+                  hosts=[n for n in vllm_names(play.hosts) if n not in workers])
     play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
@@ -193,7 +200,7 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
-    step_service(play, rolling=bool(batch))
+    step_service(play, rolling=bool(batch), inv=inv)
     step_restart_changed(play, inv, batch)
     finish(play, report)
 
@@ -216,7 +223,7 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
     """Smoke-check every vLLM host and every gateway: health, models, completion, stream, metrics, auth."""
     inv, play = _play("smoke", inventory, limit, set_, forks, no_host_key_checking=no_host_key_checking,
                       connect_timeout=connect_timeout)
-    step_smoke(play)
+    step_smoke(play, inv)
     finish(play, report)
 
 
@@ -235,13 +242,14 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     _require(play)
     if not skip_preflight:
         facts = audit.gather(play, hosts=vllm_names(play.hosts))
-        audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
+        audit.audit(play, inv, facts, strict=strict, fail_hosts=not force,
+                    extra_checks=replica_checks(play, inv, facts))
     step_weights(play)
     step_install(play)
-    step_service(play, rolling=bool(batch))
+    step_service(play, rolling=bool(batch), inv=inv)
     step_gateway(play, inv)
     step_restart_changed(play, inv, batch)
-    step_smoke(play)
+    step_smoke(play, inv)
     gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
         first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)

@@ -9,13 +9,24 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.errors import VfleetError
-from roles import audit, capacity
+from roles import audit, capacity, replica, replica_preflight
+from roles.capacity.parallel import ParallelPlan, plan_parallel
 from roles.preflight.checks import check_tp_heads
 from roles.preflight.model_facts import with_model_source
 from roles.variables import VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
+
+
+def replica_checks(play, inv, facts: dict) -> dict[str, list[dict]]:
+    """Cross-member checks of multi-host replicas (roles/replica_preflight.py); live only."""
+    replicas = replica.find_replicas(inv)
+    if not replicas or not facts:
+        return {}
+    member_facts = replica_preflight.gather(play, replicas)
+    vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
+    return replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
 
 
 @task(name="preflight", default=True,
@@ -38,6 +49,8 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     extra = {}
     if nccl_bandwidth:
         extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
+    for h, checks in ({} if snapshot else replica_checks(play, inv, facts)).items():
+        extra.setdefault(h, []).extend(checks)
     audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
     play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
     finish(play, report)
@@ -57,7 +70,21 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
     finish(play, report)
 
 
-def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, **engine) -> None:
+def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
+    """One line for the smallest TP x PP layout (roles/capacity/parallel.py), then its stage plan."""
+    if not lay.fits:
+        console.print(f"[{title}] [red]no layout fits[/]: " + "; ".join(lay.tried), markup=True)
+        return
+    where = f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (README 'Multi-node replicas')" \
+        if lay.multi_host else "one host"
+    console.print(f"[{title}] smallest layout: tensor_parallel_size {lay.tensor_parallel_size} x "
+                  f"pipeline_parallel_size {lay.pipeline_parallel_size} = {lay.gpus} GPUs on {where}", markup=False)
+    if lay.stage:
+        print_plan(console, f"{title}: busiest pipeline stage" if lay.pipeline_parallel_size > 1 else title, lay.stage)
+
+
+def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None,
+                  hosts=None, **engine) -> None:
     """`plan --config`: the same planner and the same heads check as a preflight, no host."""
     console = Console(highlight=False)
     try:
@@ -74,6 +101,15 @@ def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_s
     if heads.status == "fail":
         raise VfleetError(f"{heads.message}; {heads.fix}")
     weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
+    if gpus_per_host:
+        engine.pop("tp")
+        lay = plan_parallel(cfg, int(gpu_memory_mib), gpus_per_host=int(gpus_per_host), hosts=int(hosts or 1),
+                            weights_bytes=weights, **engine)
+        print_layout(console, "layout", lay)
+        if report:
+            from fleet.report import write_json_atomic
+            write_json_atomic(report, lay.to_dict())
+        return
     p = capacity.plan(cfg, int(gpu_memory_mib), weights_bytes=weights, **engine)
     print_plan(console, "plan", p.to_dict())
     if report:
@@ -91,18 +127,20 @@ def _plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_s
                     kv_cache_dtype="With --config: kv_cache_dtype (fp8 halves the KV bytes per token)",
                     max_num_batched_tokens="With --config: max_num_batched_tokens (the profiling pass)",
                     enforce_eager="With --config: no CUDA graphs (their memory is not reserved)",
-                    cpu_kvcache_space_gib="With --config: plan the CPU build's KV cache instead (GiB)"),
+                    cpu_kvcache_space_gib="With --config: plan the CPU build's KV cache instead (GiB)",
+                    gpus_per_host="With --config: find the smallest TP x PP on hosts of this many GPUs",
+                    hosts="With --gpus-per-host: hosts available (default 1)"),
       iterable=["set_"])
 @cli_errors
 def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False, snapshot=None,
          config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
          dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
-         cpu_kvcache_space_gib=None):
+         cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None):
     """Capacity plan: weight bytes, KV bytes per token, KV capacity, max concurrency, suggested
     max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
     console = Console(highlight=False)
     if config:
-        _plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, tp=int(tp),
+        _plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host, hosts, tp=int(tp),
                       gpu_memory_utilization=float(utilization),
                       max_model_len=int(max_model_len) if max_model_len else None,
                       max_num_seqs=int(max_num_seqs) if max_num_seqs else None, dtype=dtype,
@@ -129,7 +167,25 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
             continue
         ctx.result.data["capacity"] = p.to_dict()
         print_plan(console, name, p.to_dict())
+        layout = _fleet_layout(cfg, f, facts)
+        if layout is not None:
+            ctx.result.data["layout"] = layout.to_dict()
+            print_layout(console, name, layout)
     finish(play, report)
+
+
+def _fleet_layout(cfg, f: dict, facts: dict[str, dict]) -> ParallelPlan | None:
+    """Smallest TP x PP for this host's model over the audited hosts with its GPU model."""
+    gpus = f.get("gpus") or []
+    if not gpus or not f.get("model_config") or not gpus[0].get("memory_total_mib"):
+        return None
+    same = [h for h, g in facts.items() if (g.get("gpus") or [{}])[0].get("name") == gpus[0].get("name")]
+    v = cfg.as_vars()
+    return plan_parallel(f["model_config"], int(gpus[0]["memory_total_mib"]), gpus_per_host=len(gpus),
+                         hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or v.get("model_size_bytes"),
+                         dtype=v["dtype"], gpu_memory_utilization=float(v["gpu_memory_utilization"]),
+                         max_model_len=v.get("max_model_len"), max_num_seqs=v.get("max_num_seqs"),
+                         kv_cache_dtype=v["kv_cache_dtype"], enforce_eager=bool(v["enforce_eager"]))
 
 
 def print_plan(console: Console, title: str, d: dict) -> None:

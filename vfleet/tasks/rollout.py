@@ -6,6 +6,8 @@ from invoke import task
 from fleet.errors import VfleetError
 from fleet.runner import HostContext
 from roles import gateway, vllm_install
+from roles.replica import find_replicas
+from roles.replica_rollout import ReplicaRollout, unit_keys
 from roles.rollout import Rollout
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
@@ -35,6 +37,15 @@ def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
     return inv, play, vllm, [g.name for g in gws]
 
 
+def _rollout(inv, play, vllm: list[str], gws: list[str], **kw) -> Rollout:
+    """The rollout over these hosts; with multi-host replicas, over units (a replica counts once
+    and restarts as a whole: roles/replica_rollout.py)."""
+    replicas = find_replicas(inv)
+    if not replicas:
+        return Rollout(play, backends(inv), vllm, gws, **kw)
+    return ReplicaRollout(play, backends(inv), unit_keys(vllm, replicas), gws, inventory=inv, **kw)
+
+
 @task(help=helptext(*ROLL, **ROLL_HELP), iterable=["set_"])
 @cli_errors
 def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
@@ -43,7 +54,7 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     inv, play, vllm, gws = _rollout_play("restart", inventory, limit, set_, no_host_key_checking=no_host_key_checking,
                                          connect_timeout=connect_timeout, command_timeout=command_timeout,
                                          verbose=verbose)
-    r = Rollout(play, backends(inv), vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
+    r = _rollout(inv, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
     play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 
@@ -57,8 +68,8 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
                                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                                          command_timeout=command_timeout, verbose=verbose)
     play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False), hosts=vllm)
-    r = Rollout(play, backends(inv), [h for h in vllm if h in play.active], gws, upgrade=True,
-                drain_timeout=float(drain_timeout))
+    r = _rollout(inv, play, [h for h in vllm if h in play.active], gws, upgrade=True,
+                 drain_timeout=float(drain_timeout))
     play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 

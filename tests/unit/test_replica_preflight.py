@@ -1,0 +1,94 @@
+"""Cross-member preflight of a multi-host replica, from fake facts (roles/replica_preflight.py)."""
+from __future__ import annotations
+
+import copy
+
+from roles.replica import Replica
+from roles.replica_facts import ClockFact, ReachFact, VersionsFact, parse_route
+from roles.replica_preflight import member_checks, peer_of
+
+R = Replica("r1", ("gpu01", "gpu02"), 8, 2, 8, "ray", "inv.yaml: line 10: group 'r1'")
+GPU = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8, "driver_version": "570.86.15"}
+VERSIONS = {"python": "3.11.2", "vllm": "0.20.0", "torch": "2.9.0", "nccl": "2.27.3", "ray": "2.60.0"}
+MEMBER = {"gpu01": {"route": parse_route("10.0.0.2", ["10.0.0.2 dev ens1 src 10.0.0.1 uid 0"]), "reach": True,
+                    "versions": dict(VERSIONS), "clock": {"epoch_ms": 1_000_000, "ntp_synchronized": True}},
+          "gpu02": {"route": parse_route("10.0.0.1", ["10.0.0.1 dev ens1 src 10.0.0.2 uid 0"]), "reach": True,
+                    "versions": dict(VERSIONS), "clock": {"epoch_ms": 1_000_120, "ntp_synchronized": True}}}
+
+
+def _checks(gpu=None, member=None, vars_=None):
+    out = member_checks({"r1": R}, gpu or {"gpu01": GPU, "gpu02": GPU}, member or MEMBER, vars_ or {})
+    return {h: {c["id"]: c for c in cs} for h, cs in out.items()}
+
+
+def test_identical_members_pass_every_check():
+    got = _checks()
+    assert set(got["gpu02"]) == {f"replica.{k}:r1" for k in ("gpus", "gpu_model", "driver", "nic", "clock")} | {
+        f"replica.version.{k}:r1" for k in ("python", "vllm", "torch", "nccl", "ray")}
+    assert {c["status"] for cs in got.values() for c in cs.values()} == {"pass"}
+
+
+def test_head_routes_to_its_first_worker_and_workers_to_the_head():
+    address = {"gpu01": "10.0.0.1", "gpu02": "10.0.0.2"}
+    assert (peer_of(R, "gpu01", address), peer_of(R, "gpu02", address)) == ("10.0.0.2", "10.0.0.1")
+
+
+def test_mixed_torch_fails_on_every_member_naming_both():
+    m = copy.deepcopy(MEMBER)
+    m["gpu02"]["versions"]["torch"] = "2.8.0"
+    got = _checks(member=m)
+    for h in ("gpu01", "gpu02"):
+        c = got[h]["replica.version.torch:r1"]
+        assert c["status"] == "fail" and "gpu01=2.9.0, gpu02=2.8.0" in c["message"]
+
+
+def test_not_installed_yet_warns_instead_of_failing():
+    m = copy.deepcopy(MEMBER)
+    m["gpu02"]["versions"] = {}
+    assert _checks(member=m)["gpu01"]["replica.version.vllm:r1"]["status"] == "warn"
+
+
+def test_gpu_count_model_and_driver():
+    small = {"gpus": GPU["gpus"][:4], "driver_version": "550.54.14"}
+    got = _checks(gpu={"gpu01": GPU, "gpu02": small})
+    assert got["gpu02"]["replica.gpus:r1"]["status"] == "fail" and got["gpu01"]["replica.gpus:r1"]["status"] == "pass"
+    assert got["gpu01"]["replica.driver:r1"]["status"] == "fail"
+    a100 = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB"}] * 8, "driver_version": "570.86.15"}
+    assert _checks(gpu={"gpu01": GPU, "gpu02": a100})["gpu02"]["replica.gpu_model:r1"]["status"] == "fail"
+
+
+def test_unreachable_peer_no_route_and_a_nic_that_is_not_the_route():
+    m = copy.deepcopy(MEMBER)
+    m["gpu02"]["reach"] = False
+    assert _checks(member=m)["gpu02"]["replica.nic:r1"]["status"] == "fail"
+    m["gpu02"]["route"] = parse_route("10.0.0.1", ["RTNETLINK answers: Network is unreachable"])
+    assert "no route" in _checks(member=m)["gpu02"]["replica.nic:r1"]["message"]
+    got = _checks(vars_={"gpu02": {"replica_nic": "ib0"}})["gpu02"]["replica.nic:r1"]
+    assert got["status"] == "warn" and "leaves on ens1" in got["message"]
+
+
+def test_clock_skew_beyond_the_limit_fails_and_unsynced_warns():
+    m = copy.deepcopy(MEMBER)
+    m["gpu02"]["clock"]["epoch_ms"] = 1_002_000
+    assert _checks(member=m)["gpu02"]["replica.clock:r1"]["status"] == "fail"
+    assert _checks(member=m, vars_={"gpu02": {"replica_max_clock_skew_ms": 5000}})["gpu02"]["replica.clock:r1"]["status"] == "pass"
+    m["gpu02"]["clock"] = {"epoch_ms": 1_000_010, "ntp_synchronized": False}
+    assert _checks(member=m)["gpu02"]["replica.clock:r1"]["status"] == "warn"
+
+
+def test_fact_parsers():
+    assert ReachFact("10.0.0.1", 22).process(["reachable"]) is True
+    assert ReachFact("10.0.0.1", 22).process(["unreachable"]) is False
+    assert "/dev/tcp/10.0.0.1/22" in ReachFact("10.0.0.1", 22).command()
+    assert ClockFact().process(["1764590000123", "yes"]) == {"epoch_ms": 1764590000123, "ntp_synchronized": True}
+    assert ClockFact().process(["1764590000123", "unknown"])["ntp_synchronized"] is None
+    assert VersionsFact("/opt/vllm/current/bin/python").process(['{"vllm": "0.20.0"}']) == {"vllm": "0.20.0"}
+    assert VersionsFact("/x").process(["Traceback"]) == {}
+
+
+def test_a_component_no_member_has_passes_once_installed():
+    m = copy.deepcopy(MEMBER)
+    for h in m:
+        m[h]["versions"]["nccl"] = None
+    c = _checks(member=m)["gpu01"]["replica.version.nccl:r1"]
+    assert c["status"] == "pass" and "no nccl on any member" in c["message"]
