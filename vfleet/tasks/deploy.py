@@ -8,8 +8,10 @@ import shlex
 from invoke import task
 
 from fleet.inventory import Inventory
-from fleet.runner import Play
-from roles import audit, gateway, service, smoke, vllm_install, weights
+from fleet.results import Status
+from fleet.runner import HostFailed, Play
+from fleet.systemd import journal_tail
+from roles import audit, gateway, rollback_point, service, smoke, vllm_install, weights
 from roles.hostconfig import HostConfig
 from roles.rollout import Rollout, batch_sizes
 from roles.service import ServiceOutcome
@@ -43,6 +45,13 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
 def _selected_gateways(play: Play) -> list[str]:
     chosen = set(play.selected)
     return [n for n in gateway_names(play.hosts) if n in chosen]
+
+
+def step_rollback_point(play: Play, batch: str | None) -> None:
+    """With --batch, before anything changes: save what each serving host runs (unit, env
+    file, venv, weights), so a host whose new unit fails goes back to exactly that."""
+    if batch and not play.options.check:
+        play.run_step("rollback point", rollback_point.save, hosts=vllm_names(play.hosts))
 
 
 def step_weights(play: Play) -> None:
@@ -80,15 +89,30 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
     if not deferred or play.options.check:
         return
-    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts))
+    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts), restore=rollback_point.restore)
     play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
+    if play.data["rollout"]["stopped"]:
+        _restore_untried(play, deferred)
+
+
+def _restore_untried(play: Play, deferred: list[str]) -> None:
+    """The batches stopped: hosts never restarted still serve from their saved point; put
+    their files back too, so none is left with a new unit on disk that its process never ran
+    (the next crash or reboot would start it)."""
+    def put_back(ctx) -> None:
+        what = rollback_point.restore(ctx)
+        ctx.result.data["restored_untried"] = True
+        ctx.record("rollout", ctx.name, Status.SKIPPED,
+                   f"not restarted: the batches stopped; {what} put back (what it serves)")
+
+    untried = [n for n in deferred if n in play.active and "rollout" not in play.results[n].data]
+    play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
 
 
 def step_smoke(play: Play) -> None:
     if play.options.check:
         return
-    play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
-                  hosts=vllm_names(play.hosts))
+    play.run_step("smoke: hosts", _smoke_host, hosts=vllm_names(play.hosts))
     play.run_step("smoke: gateway", lambda ctx: smoke.run_smoke(ctx, smoke.gateway_target(ctx.config)),
                   hosts=_selected_gateways(play))
     for name in play.hosts:
@@ -98,6 +122,20 @@ def step_smoke(play: Play) -> None:
             if st.get("ttft_s") is not None:
                 play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
                            f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
+
+
+def _smoke_host(ctx) -> None:
+    """Smoke one vLLM host; when it fails, say what systemd saw (a vLLM that exited while
+    serving shows its restarts and its last journal lines in the report, not only 'refused')."""
+    try:
+        smoke.run_smoke(ctx, smoke.host_target(ctx.config))
+    except HostFailed as exc:
+        unit = ctx.config.unit
+        props = ctx.run(f"systemctl show -p ActiveState,NRestarts,ExecMainStatus -- {shlex.quote(unit)}").stdout
+        state = ", ".join(ln.strip() for ln in props.splitlines() if ln.strip())
+        lines = journal_tail(ctx, unit, 40)
+        raise HostFailed(f"{exc}; {unit}: {state}; journal: {journal_tail(ctx, unit)}",
+                         {**(exc.data or {}), "journal": lines, "systemd": state}) from None
 
 
 def _warn_serving_restarted(play: Play) -> None:
@@ -158,6 +196,7 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
+    step_rollback_point(play, batch)
     step_service(play, rolling=bool(batch))
     step_restart_changed(play, inv, batch)
     finish(play, report)
@@ -201,6 +240,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     if not skip_preflight:
         facts = audit.gather(play, hosts=vllm_names(play.hosts))
         audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
+    step_rollback_point(play, batch)
     step_weights(play)
     step_install(play)
     step_service(play, rolling=bool(batch))

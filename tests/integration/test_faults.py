@@ -1,0 +1,213 @@
+"""Faults survived, on the lab's deployed fleet (2 vLLM hosts + 1 gateway, the `deployed`
+session fixture): for each fault the other hosts finish, the report says what happened to
+which host, and a re-run converges with nothing left half done. Each test puts the fleet back
+as it found it (the tests after this module reuse it)."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.integration.deploy_env import (API_KEY, changed_targets, restarts, run_report, vfleet,
+                                          write_deploy_inventory)
+
+pytestmark = pytest.mark.integration
+
+GATEWAY = "http://10.213.0.13"
+BAD_FLAG = "--no-such-vfleet-flag"
+
+
+def on_host(inv: Path, host: str, command: str) -> str:
+    """stdout lines of `command` on one host, without the `[host] ` prefix."""
+    p = vfleet("run", "--inventory", str(inv), "--limit", host, "--command", command, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    tag = f"[{host}] "
+    return "\n".join(ln[len(tag):] for ln in p.stdout.splitlines() if ln.startswith(tag))
+
+
+def chat_through_gateway(n: int) -> list[int]:
+    """n plain chat requests back to back through the gateway: their status codes."""
+    codes = []
+    with httpx.Client(timeout=120) as client:
+        for _ in range(n):
+            r = client.post(f"{GATEWAY}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"},
+                            json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            codes.append(r.status_code)
+    return codes
+
+
+def step_messages(report: dict, host: str) -> str:
+    return "\n".join(f"{s['action']} {s['status']} {s.get('message', '')}" for s in report["hosts"][host]["steps"])
+
+
+def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_path):
+    """A new unit for both hosts, one of them with a flag vLLM 0.32.0 rejects: lab1 (first
+    batch) fails to start, goes back to its saved unit/env/venv/weights and serves; the batches
+    stop, so lab2 is never restarted and its files are put back to what it serves."""
+    inv = deployed["inv"]
+    unit_before = {h: on_host(inv, h, "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
+                                      "readlink /opt/vllm/current /srv/models/tiny") for h in ("lab1", "lab2")}
+    bad = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 5},
+                                 host_vars={"lab1": {"vllm_extra_args": ["--enforce-eager", BAD_FLAG]}})
+    code, report, out = run_report("deploy", bad, tmp_path / "bad.json", "--batch", "1", "--diff",
+                                   "--skip-preflight", timeout=1200)
+    assert code == 1, out[-4000:]
+    lab1 = report["hosts"]["lab1"]
+    assert lab1["status"] == "failed", step_messages(report, "lab1")
+    info = lab1["rollout"]
+    assert info["rolled_back"] is True and BAD_FLAG in info["error"], info  # vLLM's own journal line
+    msgs = step_messages(report, "lab1")
+    assert "rollback point ok saved" in msgs and "restore changed put back unit, env file" in msgs, msgs
+    assert "rollback changed back on unit, env file" in msgs and "rolled back and serving again" in msgs, msgs
+    assert report["rollout"]["stopped"] and report["rollout"]["drained"] == [], report["rollout"]
+    lab2 = report["hosts"]["lab2"]
+    assert lab2.get("restored_untried") is True and "rollout" not in lab2, step_messages(report, "lab2")
+    assert restarts(report)["lab2"] == 0
+    # on the hosts: exactly the files they had, both serving, through the gateway too
+    for h in ("lab1", "lab2"):
+        now = on_host(inv, h, "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
+                              "readlink /opt/vllm/current /srv/models/tiny")
+        assert now == unit_before[h], (h, now, unit_before[h])
+    smoke = vfleet("smoke", "--inventory", str(inv))
+    assert smoke.returncode == 0, smoke.stdout[-3000:]
+    # the key went into the env files, and appears in no output, --diff or report
+    assert API_KEY not in out and API_KEY not in json.dumps(report)
+    # re-run with the fleet's own inventory: nothing left half done, so nothing to change
+    code, again, out = run_report("deploy", inv, tmp_path / "again.json", "--batch", "1", "--skip-preflight")
+    assert code == 0, out[-3000:]
+    for h in ("lab1", "lab2", "lab3"):
+        assert again["hosts"][h]["counts"]["changed"] == 0, (h, changed_targets(again, h))
+    assert set(restarts(again).values()) == {0}
+
+
+def test_vllm_killed_while_serving_leaves_no_worker_and_the_gateway_routes_around(deployed, tmp_path):
+    """SIGKILL of vLLM's main process on lab2: systemd removes its workers (KillMode=mixed), the
+    gateway answers every request from lab1 meanwhile, and smoke names the crash with journal
+    lines until systemd's restart brings lab2 back."""
+    inv = deployed["inv"]
+    cgroup = "/sys/fs/cgroup/system.slice/vllm.service/cgroup.procs"
+    pids = on_host(inv, "lab2", f"cat {cgroup}").split()
+    main = on_host(inv, "lab2", "systemctl show -p MainPID --value vllm.service").strip()
+    assert len(pids) >= 2 and main in pids, pids  # the API server and its engine core process
+    on_host(inv, "lab2", f"kill -9 {main}")
+    codes = chat_through_gateway(6)
+    assert codes == [200] * 6, codes
+    alive = on_host(inv, "lab2", "for p in " + " ".join(pids) + "; do [ -d /proc/$p ] && echo $p; done; true")
+    assert alive.split() == [], f"vLLM processes left after SIGKILL of {main}: {alive}"
+    code, report, out = run_report("smoke", inv, tmp_path / "smoke.json")
+    if code:  # caught while systemd restarts it: the report says why, with the journal
+        failed = [s for s in report["hosts"]["lab2"]["steps"] if s["status"] == "failed"][-1]
+        assert "NRestarts=" in failed["message"] and "journal:" in failed["message"], failed
+        assert failed["data"]["journal"], failed
+    # systemd's Restart=on-failure brings it back; the fleet converges with no change
+    code, report, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3",
+                                   "--skip-preflight")
+    assert code == 0, out[-3000:]
+    assert report["hosts"]["lab2"]["counts"]["changed"] == 0, changed_targets(report, "lab2")
+
+
+def test_stop_leaves_no_vllm_process(deployed, tmp_path):
+    """`systemctl stop` (SIGTERM, then SIGKILL for what is left after TimeoutStopSec): no
+    process of the service user is left holding memory; the unit says how long it may take."""
+    inv = deployed["inv"]
+    unit = on_host(inv, "lab2", "systemctl show -p KillMode,TimeoutStopUSec vllm.service")
+    assert "KillMode=mixed" in unit, unit
+    left = on_host(inv, "lab2", "systemctl stop vllm.service; sleep 1; pgrep -u vllm -a || true")
+    assert left.strip() == "", f"left after stop: {left}"
+    code, report, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3", "--skip-preflight")
+    assert code == 0 and restarts(report)["lab2"] == 1, out[-3000:]
+
+
+class MuteSSHD:
+    """A TCP listener that accepts and never writes a byte (an sshd wedged before its banner)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.5)
+        while not self.stopped.is_set():
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self.stopped.set()
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_sshd_that_accepts_and_never_answers_times_out(lab_inventory, tmp_path):
+    mute = MuteSSHD()
+    try:
+        data = yaml.safe_load(Path(lab_inventory).read_text())
+        group = next(iter(data["all"]["children"].values()))
+        group.setdefault("hosts", {})["mute"] = {"ansible_host": "127.0.0.1", "ansible_port": mute.port}
+        inv = tmp_path / "inventory.yaml"
+        inv.write_text(yaml.safe_dump(data))
+        t0 = time.monotonic()
+        code, report, out = run_report("run", inv, tmp_path / "r.json", "--command", "uname -n",
+                                       "--connect-timeout", "3", timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        mute.close()
+    assert code != 0, out[-2000:]
+    assert mute.conns, "the mute listener was never connected to"
+    m = report["hosts"]["mute"]
+    assert m["status"] == "unreachable", m
+    msg = m["steps"][-1]["message"]
+    assert "timed out" in msg or "banner" in msg, msg
+    others = [h for h in report["hosts"] if h != "mute"]
+    assert others and all(report["hosts"][h]["status"] == "ok" for h in others), report["summary"]
+    print(f"mute sshd: unreachable after {took:.1f}s with --connect-timeout 3: {msg}")
+
+
+def test_weight_copy_that_cannot_fit_fails_before_copying(deployed, tmp_path):
+    """lab1's staging area is a 8 MiB tmpfs, the new model is ~40 MiB: lab1 fails before any
+    byte is sent, saying how much it needs, and keeps serving its old copy; lab2 gets it."""
+    import shutil
+
+    from tests.integration.deploy_env import ensure_model
+
+    inv = deployed["inv"]
+    src = tmp_path / "tiny-big"
+    shutil.copytree(ensure_model(), src)
+    (src / "MANIFEST.sha256").unlink()
+    (src / "extra-shard.bin").write_bytes(bytes(range(256)) * (40 * 4096))  # 40 MiB
+    big = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(src), "weights_fanout": False})
+    live = {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")}
+    staging = "/srv/models/.staging"
+    on_host(inv, "lab1", f"mkdir -p {staging} && mount -t tmpfs -o size=8m vfleet-faults {staging}")
+    try:
+        code, report, out = run_report("weights", big, tmp_path / "full.json", "--limit", "lab1,lab2")
+        versions = on_host(inv, "lab1", "ls /srv/models/.versions")
+    finally:
+        on_host(inv, "lab1", f"umount {staging}")
+    assert code == 1, out[-3000:]
+    failed = [s for s in report["hosts"]["lab1"]["steps"] if s["status"] == "failed"][-1]
+    assert "not enough disk for the weights" in failed["message"] and "needs 40." in failed["message"], failed
+    assert failed["data"]["needed_bytes"] > 40 * 2**20 > failed["data"]["free_bytes"], failed
+    assert [s for s in report["hosts"]["lab1"]["steps"] if s["action"] == "copy"] == []  # nothing sent
+    assert on_host(inv, "lab1", "readlink /srv/models/tiny") == live["lab1"]  # old weights still in use
+    assert len(versions.split()) == 1, versions  # no partial copy in place
+    assert report["hosts"]["lab2"]["status"] == "changed", step_messages(report, "lab2")  # the other host finished
+    assert on_host(inv, "lab2", "readlink /srv/models/tiny") != live["lab2"]
+    # back to the fleet's model: lab2's link switches back, lab1 has nothing to do
+    code, report, out = run_report("weights", inv, tmp_path / "back.json", "--limit", "lab1,lab2")
+    assert code == 0, out[-3000:]
+    assert report["hosts"]["lab1"]["counts"]["changed"] == 0, changed_targets(report, "lab1")
+    assert {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")} == live
+    on_host(inv, "lab2", f"cd /srv/models/.versions && for d in *; do "
+                         f"[ \"$PWD/$d\" = {live['lab2']} ] || rm -rf -- \"$d\"; done")  # the 40 MiB copy
