@@ -171,9 +171,7 @@ class Rollout:
         cfg: HostConfig = ctx.config
         t: dict[str, float] = {}
         t0 = time.monotonic()
-        ctx.must(f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}",
-                 timeout=float(cfg.shutdown_timeout) + 120)
-        t["stop_s"] = time.monotonic() - t0
+        t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
         if new_venv:
             vllm_install.link_current(ctx, cfg, new_venv)
             self._render_unit(ctx, str(cfg.vllm_version))

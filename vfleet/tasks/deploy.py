@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
+from contextlib import contextmanager
+from typing import Iterator
 
 from invoke import task
 
+from fleet import lock as fleet_lock
 from fleet.inventory import Inventory
 from fleet.results import Status
 from fleet.runner import HostFailed, Play
@@ -40,6 +43,20 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
                      command_timeout=command_timeout, verbose=verbose)
     play.selected = selected
     return inv, play
+
+
+@contextmanager
+def locked(play: Play) -> Iterator[None]:
+    """The fleet lock around a changing run (not in check mode: it changes nothing); given
+    back even when the run stops with an error."""
+    if play.options.check:
+        yield
+        return
+    mine = fleet_lock.acquire(play, play.task)
+    try:
+        yield
+    finally:
+        fleet_lock.release(play, mine)
 
 
 def _selected_gateways(play: Play) -> list[str]:
@@ -81,18 +98,36 @@ def _outcome(play: Play, name: str) -> ServiceOutcome:
 def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     """With --batch: restart the hosts whose service changed while they served, batch by
     batch through the gateways, like `vfleet restart --batch` (the failure budget is the
-    inventory's max_fail_percentage, else 0: the first failed batch stops the rest). Without:
-    they were restarted at once by the service step; say so when that hit a serving fleet."""
+    inventory's max_fail_percentage, else 0: the first failed batch stops the rest); a host
+    that fails goes back to its rollback point. Without: they were restarted at once by the
+    service step; say so when that hit a serving fleet. Either way a healthy host that an
+    earlier, killed run left drained goes back into the gateways."""
     if not batch:
         _warn_serving_restarted(play)
+    if play.options.check:
         return
-    deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
-    if not deferred or play.options.check:
+    deferred = [n for n in vllm_names(play.hosts)
+                if batch and n in play.active and _outcome(play, n).restart_deferred]
+    gws = [g for g in gateway_names(play.hosts) if g in play.active]
+    rollout = Rollout(play, backends(inv), deferred, gws, restore=rollback_point.restore)
+    if not deferred:
+        healed = rollout.converge() if gws else []
+        if healed:
+            play.data["converged"] = healed
         return
-    rollout = Rollout(play, backends(inv), deferred, gateway_names(play.hosts), restore=rollback_point.restore)
-    play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
+    play.data["rollout"] = rollout.run(str(batch), _batch_budget(play, deferred))
     if play.data["rollout"]["stopped"]:
         _restore_untried(play, deferred)
+
+
+def _batch_budget(play: Play, among: list[str]) -> float:
+    """--max-fail-percentage, else what the inventory itself sets (not the schema's default of
+    100, which would restart every batch on a unit that just failed), else 0."""
+    if play.options.max_fail_percentage is not None:
+        return float(play.options.max_fail_percentage)
+    set_ = [h.vars["max_fail_percentage"] for h in play.hosts
+            if h.name in among and h.sources.get("max_fail_percentage", "default") != "default"]
+    return float(min(set_)) if set_ else 0.0
 
 
 def _restore_untried(play: Play, deferred: list[str]) -> None:
@@ -172,7 +207,8 @@ def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     manifest and shard index, switch atomically; hosts with a copy feed the next (fan-out)."""
     inv, play = _play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_weights(play)
+    with locked(play):
+        step_weights(play)
     finish(play, report)
 
 
@@ -184,7 +220,8 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
     wheelhouse), verify it imports with that version, point `current` at it."""
     inv, play = _play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_install(play)
+    with locked(play):
+        step_install(play)
     finish(play, report)
 
 
@@ -196,9 +233,10 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
-    step_rollback_point(play, batch)
-    step_service(play, rolling=bool(batch))
-    step_restart_changed(play, inv, batch)
+    with locked(play):
+        step_rollback_point(play, batch)
+        step_service(play, rolling=bool(batch))
+        step_restart_changed(play, inv, batch)
     finish(play, report)
 
 
@@ -209,7 +247,8 @@ def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     """Configure nginx on the gateways group: upstream of every vLLM host, `nginx -t`, graceful reload."""
     inv, play = _play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_gateway(play, inv)
+    with locked(play):
+        step_gateway(play, inv)
     finish(play, report)
 
 
@@ -237,16 +276,17 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     inv, play = _play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
-    if not skip_preflight:
-        facts = audit.gather(play, hosts=vllm_names(play.hosts))
-        audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
-    step_rollback_point(play, batch)
-    step_weights(play)
-    step_install(play)
-    step_service(play, rolling=bool(batch))
-    step_gateway(play, inv)
-    step_restart_changed(play, inv, batch)
-    step_smoke(play)
+    with locked(play):
+        if not skip_preflight:
+            facts = audit.gather(play, hosts=vllm_names(play.hosts))
+            audit.audit(play, inv, facts, strict=strict, fail_hosts=not force)
+        step_rollback_point(play, batch)
+        step_weights(play)
+        step_install(play)
+        step_service(play, rolling=bool(batch))
+        step_gateway(play, inv)
+        step_restart_changed(play, inv, batch)
+        step_smoke(play)
     gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
         play.data["curl"] = curl_line(play.contexts[gws[0]].config)
