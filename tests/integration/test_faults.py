@@ -46,6 +46,55 @@ def chat_through_gateway(n: int) -> list[int]:
     return codes
 
 
+def descendants_argv(root: int) -> list[str]:
+    """Command lines of `root` and every process below it (read from /proc, racing exits)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        grew, tree = bool(more), tree | more
+    out = []
+    for pid in tree:
+        try:
+            out.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass
+    return out
+
+
+def run_watching_argv(*args: str, report: Path, timeout: float = 1200) -> tuple[int, dict, str, set[str]]:
+    """A vfleet run whose own and its children's (ssh, rsync) argument lists are sampled."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "vfleet.cli", *args, "--report", str(report)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.update(descendants_argv(proc.pid))
+            time.sleep(0.2)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        stop.set()
+        t.join()
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, json.loads(report.read_text()) if report.exists() else {}, out, seen
+
+
 def step_messages(report: dict, host: str) -> str:
     return "\n".join(f"{s['action']} {s['status']} {s.get('message', '')}" for s in report["hosts"][host]["steps"])
 
@@ -59,9 +108,10 @@ def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_pat
                                       "readlink /opt/vllm/current /srv/models/tiny") for h in ("lab1", "lab2")}
     bad = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 5},
                                  host_vars={"lab1": {"vllm_extra_args": ["--enforce-eager", BAD_FLAG]}})
-    code, report, out = run_report("deploy", bad, tmp_path / "bad.json", "--batch", "1", "--diff",
-                                   "--skip-preflight", timeout=1200)
+    code, report, out, argv = run_watching_argv("deploy", "--inventory", str(bad), "--batch", "1", "--diff",
+                                                "--skip-preflight", report=tmp_path / "bad.json")
     assert code == 1, out[-4000:]
+    assert len(argv) > 1 and not [a for a in argv if API_KEY in a], "the key in a controller process's arguments"
     lab1 = report["hosts"]["lab1"]
     assert lab1["status"] == "failed", step_messages(report, "lab1")
     info = lab1["rollout"]
@@ -80,8 +130,14 @@ def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_pat
         assert now == unit_before[h], (h, now, unit_before[h])
     smoke = vfleet("smoke", "--inventory", str(inv))
     assert smoke.returncode == 0, smoke.stdout[-3000:]
-    # the key went into the env files, and appears in no output, --diff or report
+    # the key went into the env files, and appears in no output, --diff or report, nor in the
+    # hosts' process arguments, unit files or journal
     assert API_KEY not in out and API_KEY not in json.dumps(report)
+    for h in ("lab1", "lab2"):
+        seen = on_host(inv, h, "ps -eo args; cat /etc/systemd/system/vllm.service; "
+                              "cat /var/lib/vfleet/rollback/vllm.service/unit; journalctl -o cat --no-pager | tail -n 3000")
+        assert "ExecStart=" in seen and API_KEY not in seen, h
+        assert on_host(inv, h, "stat -c %a /var/lib/vfleet/rollback/vllm.service/env") == "600", h
     # re-run with the fleet's own inventory: nothing left half done, so nothing to change
     code, again, out = run_report("deploy", inv, tmp_path / "again.json", "--batch", "1", "--skip-preflight")
     assert code == 0, out[-3000:]
