@@ -119,9 +119,17 @@ def configure(ctx: HostContext) -> None:
 
 
 def stop_command(cfg: HostConfig) -> str:
-    """Stop the unit (SIGTERM, SIGKILL to what is left after TimeoutStopSec: KillMode=mixed),
-    then list any process of the service user still alive: a worker left holding memory."""
-    return f"systemctl stop -- {q(cfg.unit)} && {{ pgrep -u {q(cfg.vllm_user)} -a || true; }}"
+    """Note the service's processes (the main one and every descendant: the engine core, TP
+    workers), stop the unit (SIGTERM, SIGKILL to what is left after TimeoutStopSec:
+    KillMode=mixed), then print any of them still alive: a worker left holding memory. Per
+    unit, not per user: other services of the same user are not this one's leftovers."""
+    unit = q(cfg.unit)
+    return (f"below() {{ local c; for c in $(pgrep -P \"$1\"); do echo \"$c\"; below \"$c\"; done; }}; "
+            f"main=$(systemctl show -p MainPID --value -- {unit}); pids=''; "
+            f"[ \"${{main:-0}}\" -gt 0 ] && pids=\"$main $(below \"$main\")\"; "
+            f"systemctl stop -- {unit} || exit $?; "
+            f"for p in $pids; do grep -Eqs '^State:[[:space:]]+[^Z[:space:]]' /proc/$p/status && "
+            f"ps -o pid=,args= -p \"$p\"; done; true")  # a zombie holds no memory
 
 
 def stop_and_check(ctx: HostContext) -> float:
@@ -133,10 +141,9 @@ def stop_and_check(ctx: HostContext) -> float:
     took = time.monotonic() - t0
     procs = [ln.strip() for ln in left.splitlines() if ln.strip()]
     if procs:
-        raise HostFailed(f"{cfg.unit} stopped after {took:.0f}s but {len(procs)} process(es) of {cfg.vllm_user} "
-                         f"are left: {'; '.join(procs)[:300]}; kill them before starting it again")
-    ctx.record("stop", cfg.unit, Status.OK, f"stopped in {took:.1f}s; no process of {cfg.vllm_user} left",
-               elapsed_s=took)
+        raise HostFailed(f"{cfg.unit} stopped after {took:.0f}s but {len(procs)} of its processes are left: "
+                         f"{'; '.join(procs)[:300]}; kill them before starting it again")
+    ctx.record("stop", cfg.unit, Status.OK, f"stopped in {took:.1f}s; no process of it left", elapsed_s=took)
     return took
 
 

@@ -180,7 +180,7 @@ def test_vllm_killed_while_serving_leaves_no_worker_and_the_gateway_routes_aroun
 
 def test_rolling_restart_stop_check_says_no_vllm_process_is_left(deployed, tmp_path):
     """A rolling restart stops vLLM (SIGTERM, SIGKILL for what is left after TimeoutStopSec,
-    which follows shutdown_timeout) and checks, per host, that no process of the service user
+    which follows shutdown_timeout) and checks, per host, that none of the processes the unit had
     survived before it starts the new one."""
     inv = deployed["inv"]
     unit = on_host(inv, "lab2", "systemctl show -p KillMode,TimeoutStopUSec vllm.service")
@@ -188,7 +188,7 @@ def test_rolling_restart_stop_check_says_no_vllm_process_is_left(deployed, tmp_p
     code, report, out = run_report("restart", inv, tmp_path / "restart.json", "--limit", "lab2")
     assert code == 0, out[-3000:]
     stops = [s for s in report["hosts"]["lab2"]["steps"] if s["action"] == "stop"]
-    assert len(stops) == 1 and "no process of vllm left" in stops[0]["message"], stops
+    assert len(stops) == 1 and "no process of it left" in stops[0]["message"], stops
     assert report["rollout"]["drained"] == []
 
 
