@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed
 from roles.hostconfig import HostConfig
+from roles.service import RESTART
 
 q = shlex.quote
 ROOT = "/var/lib/vfleet/rollback"
@@ -48,7 +49,7 @@ def save_command(cfg: HostConfig) -> str:
     return (f"set -e; umask 077; systemctl is-active --quiet -- {unit} || {{ echo state=inactive; exit 0; }}; "
             f"s=$(systemctl show -p ExecMainStartTimestampMonotonic --value -- {unit}); "
             f"if [ -f {q(d + '/started')} ] && [ \"$(cat -- {q(d + '/started')})\" = \"$s\" ]; then "
-            f"echo state=kept; else "
+            f"echo state=kept; {_pending(cfg, d)} else "
             f"rm -rf -- {q(new)}; mkdir -p -- {q(new)}; "
             f"cp -a -- {q(cfg.unit_path)} {q(new + '/unit')}; "
             f"if [ -e {q(cfg.env_file)} ]; then cp -a -- {q(cfg.env_file)} {q(new + '/env')}; fi; "
@@ -57,6 +58,17 @@ def save_command(cfg: HostConfig) -> str:
             f"printf '%s\\n' \"$s\" > {q(new + '/started')}; "
             f"rm -rf -- {q(d)}; mv -T -- {q(new)} {q(d)}; echo state=saved; fi; "
             f"echo venv=$(cat -- {q(d + '/venv')}); echo model=$(cat -- {q(d + '/model')})")
+
+
+def _pending(cfg: HostConfig, d: str) -> str:
+    """For a kept point: do the files on disk still match what the running process started
+    from? If not, a killed run changed them and never restarted it: the restart is pending."""
+    same = [f"cmp -s -- {q(d + '/unit')} {q(cfg.unit_path)}",
+            f"{{ [ ! -e {q(d + '/env')} ] || cmp -s -- {q(d + '/env')} {q(cfg.env_file)}; }}",
+            f"[ \"$(readlink -- {q(cfg.current_link)})\" = \"$(cat -- {q(d + '/venv')})\" ]"]
+    if cfg.model_path:
+        same.append(f"[ \"$(readlink -- {q(cfg.model_path)})\" = \"$(cat -- {q(d + '/model')})\" ]")
+    return f"if {' && '.join(same)}; then echo pending=no; else echo pending=yes; fi;"
 
 
 def _read_link(link: str | None, dest: str) -> str:
@@ -88,11 +100,14 @@ def restore_command(cfg: HostConfig) -> str:
 
 
 def parse_saved(stdout: str) -> tuple[str, RollbackPoint | None]:
-    """('saved' | 'kept' | 'inactive', the point or None when the host does not serve)."""
+    """('saved' | 'kept' | 'pending' | 'inactive', the point or None when the host does not
+    serve); 'pending': kept, and the files on disk are newer than the running process."""
     vals = dict(ln.split("=", 1) for ln in stdout.splitlines() if "=" in ln)
     state = vals.get("state", "inactive")
     if state == "inactive":
         return state, None
+    if state == "kept" and vals.get("pending") == "yes":
+        state = "pending"
     return state, RollbackPoint(venv=vals.get("venv") or None, model=vals.get("model") or None)
 
 
@@ -105,7 +120,11 @@ def save(ctx: HostContext) -> RollbackPoint | None:
         ctx.record("rollback point", folder(cfg), Status.OK, f"{cfg.unit} not active: nothing to save")
         return None
     ctx.result.note(point)
-    how = "saved" if state == "saved" else "kept (saved by an earlier run while this process ran)"
+    if state == "pending":  # the service step's rolling handler defers it to the batches
+        ctx.notify(RESTART)
+    how = {"saved": "saved", "kept": "kept (saved by an earlier run while this process ran)",
+           "pending": "kept, and the files on disk are not what this process started from (an earlier run "
+                      "was stopped before restarting it): restart pending"}[state]
     ctx.record("rollback point", folder(cfg), Status.OK,
                f"{how}: unit, env file, venv {point.venv}, weights {point.model}")
     return point

@@ -34,7 +34,8 @@ def test_restore_renames_over_and_reloads_systemd():
     ("state=inactive\n", "inactive", None),
     ("state=saved\nvenv=/opt/vllm/a\nmodel=/srv/models/.versions/tiny-1\n", "saved",
      rp.RollbackPoint("/opt/vllm/a", "/srv/models/.versions/tiny-1")),
-    ("state=kept\nvenv=/opt/vllm/a\nmodel=\n", "kept", rp.RollbackPoint("/opt/vllm/a", None)),
+    ("state=kept\npending=no\nvenv=/opt/vllm/a\nmodel=\n", "kept", rp.RollbackPoint("/opt/vllm/a", None)),
+    ("state=kept\npending=yes\nvenv=/opt/vllm/a\nmodel=\n", "pending", rp.RollbackPoint("/opt/vllm/a", None)),
 ])
 def test_parse_saved(out, state, point):
     assert rp.parse_saved(out) == (state, point)
