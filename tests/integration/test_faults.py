@@ -410,3 +410,43 @@ def test_two_controllers_one_lock_and_a_killed_controller_converges(deployed, tm
     code, report, out = run_report("gateway", inv, tmp_path / "gw.json")
     assert code == 0 and "took over the lock of deploy by ops@elsewhere" in step_messages(report, "lab3"), out[-2000:]
     assert lock_on(inv, "lab3") == ""
+
+
+def test_controller_killed_during_the_rolling_phase_then_the_next_run_converges(deployed, tmp_path):
+    """`deploy --batch 1` of a new unit, SIGKILLed once lab1 is out of the gateway: lab1 is
+    left drained and both units are new on disk. The next `deploy --batch 1` (the fleet's own
+    inventory) undrains, rolls what needs it, and leaves every host serving its unit from disk,
+    none drained, no lock; one more run changes nothing."""
+    import subprocess
+    import sys
+
+    inv = deployed["inv"]
+    new = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 7})
+    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new), "--batch", "1",
+                            "--skip-preflight"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and run.poll() is None:
+            if on_host(inv, "lab3", "grep -c ' down;' /etc/nginx/conf.d/vfleet-gateway.conf || true") != "0":
+                break
+            time.sleep(0.2)
+    finally:
+        run.kill()
+        run.wait()
+    code, report, out = run_report("deploy", inv, tmp_path / "next.json", "--batch", "1", "--skip-preflight")
+    assert code == 0, out[-3000:]
+    for h in ("lab1", "lab2"):
+        unit = on_host(inv, h, "grep -o -- '--max-num-seqs [0-9]*' /etc/systemd/system/vllm.service")
+        assert unit == "--max-num-seqs 8", (h, unit)
+        running = on_host(inv, h, "ps -o args= -p $(systemctl show -p MainPID --value vllm.service) "
+                                  "| grep -o -- '--max-num-seqs [0-9]*'")
+        assert running == unit, (h, running, unit)  # the process runs what the unit on disk says
+    assert on_host(inv, "lab3", "grep -c ' down;' /etc/nginx/conf.d/vfleet-gateway.conf || true") == "0"
+    assert all(lock_on(inv, h) == "" for h in ("lab1", "lab2", "lab3"))
+    smoke = vfleet("smoke", "--inventory", str(inv))
+    assert smoke.returncode == 0, smoke.stdout[-3000:]
+    code, again, out = run_report("deploy", inv, tmp_path / "again.json", "--batch", "1", "--skip-preflight")
+    assert code == 0, out[-3000:]
+    for h in ("lab1", "lab2", "lab3"):
+        assert again["hosts"][h]["counts"]["changed"] == 0, (h, changed_targets(again, h))
+    assert set(restarts(again).values()) == {0}
