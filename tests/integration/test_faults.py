@@ -114,33 +114,42 @@ def test_rolling_restart_stop_check_says_no_vllm_process_is_left(deployed, tmp_p
 
 
 def test_two_controllers_one_lock_and_a_killed_controller_converges(deployed, tmp_path):
-    """A second deploy while one runs stops at once naming the holder; the first is then
-    SIGKILLed, its lock stays, and the next run from this controller takes it over (its pid is
-    gone), converges with nothing to change and leaves no lock and no host drained. A foreign
-    lock blocks until its TTL passed, then is taken over."""
+    """A deploy while another controller's run holds lab1 stops at once naming the holder (and
+    gives back what it took); the holder, a slow weight copy, is then SIGKILLed, its lock
+    stays, and the next run from this controller takes it over (its pid is gone), converges
+    with nothing to change and leaves no lock and no host drained. A foreign lock blocks until
+    its TTL passed, then is taken over."""
     import subprocess
     import sys
 
+    from tests.integration.faults_env import big_model
+
     inv = deployed["inv"]
-    first = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv),
-                              "--skip-preflight"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    slow = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(big_model(tmp_path)),
+                                                                     "weights_fanout": False, "weights_bwlimit": 300})
+    first = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(slow),
+                              "--limit", "lab1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not lock_on(inv, "lab3") and time.monotonic() < deadline:
+        while not lock_on(inv, "lab1") and time.monotonic() < deadline:
             time.sleep(0.3)
-        held = lock_on(inv, "lab3")
+        held = lock_on(inv, "lab1")
         assert held.split()[1:2] == [str(first.pid)], held
         second = vfleet("deploy", "--inventory", str(inv), "--skip-preflight", timeout=120)
         assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
         line = second.stderr.strip().splitlines()[-1]
-        assert line.startswith("error: fleet is locked: deploy by ") and f"pid {first.pid}" in line, line
+        assert line.startswith("error: fleet is locked: weights by ") and f"pid {first.pid}" in line, line
+        assert line.endswith("if that run is dead") and " on lab1" in line, line
+        assert lock_on(inv, "lab2") == "" and lock_on(inv, "lab3") == ""  # given back
+        assert first.poll() is None, "the slow copy ended before it could be killed"
     finally:
         first.kill()  # SIGKILL: no cleanup runs
         first.wait()
-    assert lock_on(inv, "lab3").split()[1:2] == [str(first.pid)]  # left behind
+    assert lock_on(inv, "lab1").split()[1:2] == [str(first.pid)]  # left behind
+    on_host(inv, "lab1", "rm -rf /srv/models/.staging")  # the killed copy's partial staging (never served)
     code, report, out = run_report("deploy", inv, tmp_path / "after-kill.json", "--batch", "1", "--skip-preflight")
     assert code == 0, out[-3000:]
-    assert "took over the lock of deploy" in step_messages(report, "lab3"), step_messages(report, "lab3")
+    assert "took over the lock of weights" in step_messages(report, "lab1"), step_messages(report, "lab1")
     for h in ("lab1", "lab2", "lab3"):
         assert report["hosts"][h]["counts"]["changed"] == 0, (h, changed_targets(report, h))
         assert lock_on(inv, h) == "", h
