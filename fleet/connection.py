@@ -23,6 +23,22 @@ from fabric import Config, Connection
 from fleet.errors import VfleetError
 
 
+# A host that vanishes (powered off, container stopped, cable pulled) sends no RST: without
+# these a command on it waits out its whole timeout (24 h for a weight copy). Keepalives keep
+# bytes in flight; TCP_USER_TIMEOUT drops the connection when they stay unacknowledged.
+KEEPALIVE_S = 5
+
+
+def dead_after_s(connect_timeout: float) -> float:
+    """How long a silent peer may leave our keepalives unacknowledged before it counts as gone."""
+    return max(15.0, 3 * connect_timeout)
+
+
+# What paramiko says when the TCP connection opened but SSH never started (the transport
+# gave up after banner_timeout / the connect timeout): a timeout, not an SSH error.
+NO_HANDSHAKE = ("protocol banner", "No existing session", "Negotiation timed out")
+
+
 class UnreachableError(VfleetError):
     """The host could not be connected to (refused, timed out, unknown host key, bad auth)."""
 
@@ -148,6 +164,7 @@ class SSHConnection:
         where = f"{self.name} ({s.user + '@' if s.user else ''}{s.address}:{s.port})"
         try:
             self.conn.open()
+            self._detect_dead_peer()
         except paramiko.BadHostKeyException:
             raise UnreachableError(
                 f"{where}: host key does NOT match known_hosts (host reinstalled, or someone in "
@@ -161,6 +178,9 @@ class SSHConnection:
                     f"{where}: unknown host key (not in {known}); verify and add it with "
                     f"`ssh-keyscan -p {s.port} {s.address} >> {known}`, or set host_key_checking: false"
                 ) from None
+            if any(m in text for m in NO_HANDSHAKE):  # TCP accepted, then silence: a wedged sshd, or not sshd
+                raise UnreachableError(f"{where}: connection timed out: TCP connected but no SSH handshake "
+                                       f"within {s.connect_timeout:g}s (sshd hung, or not an sshd)") from None
             if isinstance(exc, paramiko.AuthenticationException):
                 raise UnreachableError(f"{where}: authentication failed ({text}); check ssh_user/ssh_key_file") from None
             raise UnreachableError(f"{where}: SSH error: {text}") from None
@@ -169,6 +189,16 @@ class SSHConnection:
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise UnreachableError(f"{where}: cannot connect: {reason}") from None
+
+    def _detect_dead_peer(self) -> None:
+        transport = self.conn.transport
+        if transport is None:
+            return
+        transport.set_keepalive(KEEPALIVE_S)
+        sock = transport.sock
+        if hasattr(socket, "TCP_USER_TIMEOUT") and isinstance(sock, socket.socket):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
+                            int(dead_after_s(self.settings.connect_timeout) * 1000))
 
     def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
         """Run on a new channel of the Connection's transport. Not Fabric's Connection.run:
@@ -214,6 +244,9 @@ class SSHConnection:
                     _wait(chan, deadline)
             code = -1 if timed_out else chan.recv_exit_status()
             chan.close()
+            if not timed_out and code == -1 and not transport.is_active():  # closed by the dead-peer timeout
+                raise UnreachableError(f"{self.name}: connection lost while running a command (no answer for "
+                                       f"{dead_after_s(self.settings.connect_timeout):g}s: the host went away)")
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise UnreachableError(f"{self.name}: connection lost: {exc or type(exc).__name__}") from None
         return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"),

@@ -37,7 +37,8 @@ class TransferStats:
 def ssh_command(ctx: HostContext) -> list[str]:
     """The ssh command line (for rsync -e) matching the host's connection settings."""
     s = ctx.settings()
-    cmd = ["ssh", "-p", str(s.port), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(s.connect_timeout)}"]
+    cmd = ["ssh", "-p", str(s.port), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(s.connect_timeout)}",
+           "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]  # a host that vanishes ends the copy
     if s.key_file:
         cmd += ["-i", os.path.expanduser(s.key_file), "-o", "IdentitiesOnly=yes"]
     if s.host_key_checking:

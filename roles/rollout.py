@@ -21,7 +21,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -126,6 +126,8 @@ class Rollout:
     upgrade: bool = False
     drain_timeout: float = 180.0
     drained: set[str] = field(default_factory=set)
+    # deploy --batch: puts a host's saved unit, env, venv and weights back (roles.rollback_point)
+    restore: Callable[[HostContext], str] | None = None
 
     def __post_init__(self) -> None:
         self._gw_lock = threading.Lock()
@@ -200,9 +202,7 @@ class Rollout:
         cfg: HostConfig = ctx.config
         t: dict[str, float] = {}
         t0 = time.monotonic()
-        ctx.must(f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}",
-                 timeout=float(cfg.shutdown_timeout) + 120)
-        t["stop_s"] = time.monotonic() - t0
+        t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
         if new_venv:
             vllm_install.link_current(ctx, cfg, new_venv)
             self._render_unit(ctx, str(cfg.vllm_version))
@@ -224,12 +224,15 @@ class Rollout:
         ctx.step_name = "rollback"
         try:
             ctx.run(f"systemctl stop -- {q(unit)}", timeout=float(cfg.shutdown_timeout) + 120)
-            if old_venv:
+            back = old_venv or "the same venv"
+            if self.restore is not None:
+                back = self.restore(ctx)
+            elif old_venv:
                 vllm_install.link_current(ctx, cfg, old_venv)
                 self._render_unit(ctx, old_version or str(cfg.vllm_version))
             start(ctx, unit, no_block=True)
             readiness.wait_ready(ctx)
-            ctx.record("rollback", unit, Status.CHANGED, f"back on {old_venv or 'the same venv'}: serving")
+            ctx.record("rollback", unit, Status.CHANGED, f"back on {back}: serving")
             return True
         except HostFailed as exc:
             ctx.record("rollback", unit, Status.FAILED, f"still not serving after rollback: {exc}")

@@ -25,7 +25,7 @@ from roles.service_render import RenderedService, RenderError, render_service
 from roles.vllm_facts import flag_available
 
 __all__ = ["RESTART", "ServiceOutcome", "facts_for", "plan", "render_for", "configure",
-           "write_files", "HANDLERS", "ROLLING_HANDLERS"]
+           "write_files", "stop_command", "stop_and_check", "HANDLERS", "ROLLING_HANDLERS"]
 
 q = shlex.quote
 RESTART = "restart vllm"
@@ -116,6 +116,35 @@ def configure(ctx: HostContext) -> None:
         ctx.notify(RESTART)
     elif RESTART not in ctx.notified:
         ctx.record("service", cfg.unit, Status.OK, "active, nothing changed: not restarted")
+
+
+def stop_command(cfg: HostConfig) -> str:
+    """Note the service's processes (the main one and every descendant: the engine core, TP
+    workers), stop the unit (SIGTERM, SIGKILL to what is left after TimeoutStopSec:
+    KillMode=mixed), then print any of them still alive: a worker left holding memory. Per
+    unit, not per user: other services of the same user are not this one's leftovers."""
+    unit = q(cfg.unit)
+    return (f"below() {{ local c; for c in $(pgrep -P \"$1\"); do echo \"$c\"; below \"$c\"; done; }}; "
+            f"main=$(systemctl show -p MainPID --value -- {unit}); pids=''; "
+            f"[ \"${{main:-0}}\" -gt 0 ] && pids=\"$main $(below \"$main\")\"; "
+            f"systemctl stop -- {unit} || exit $?; "
+            f"for p in $pids; do grep -Eqs '^State:[[:space:]]+[^Z[:space:]]' /proc/$p/status && "
+            f"ps -o pid=,args= -p \"$p\"; done; true")  # a zombie holds no memory
+
+
+def stop_and_check(ctx: HostContext) -> float:
+    """Stop vLLM and say per host that nothing of it is left; fails the host when a process
+    survived (its GPU memory would block the next start). Returns seconds taken."""
+    cfg: HostConfig = ctx.config
+    t0 = time.monotonic()
+    left = ctx.must(stop_command(cfg), what=f"stop {cfg.unit}", timeout=float(cfg.shutdown_timeout) + 120).stdout
+    took = time.monotonic() - t0
+    procs = [ln.strip() for ln in left.splitlines() if ln.strip()]
+    if procs:
+        raise HostFailed(f"{cfg.unit} stopped after {took:.0f}s but {len(procs)} of its processes are left: "
+                         f"{'; '.join(procs)[:300]}; kill them before starting it again")
+    ctx.record("stop", cfg.unit, Status.OK, f"stopped in {took:.1f}s; no process of it left", elapsed_s=took)
+    return took
 
 
 def restart_and_wait(ctx: HostContext) -> None:

@@ -122,13 +122,45 @@ def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
     apply(ctx, symlink_change(live, version, current, notify=RESTART))
 
 
+def space_command(staging: str) -> str:
+    """Bytes free on the filesystem that holds staging, then bytes already staged (a resume)."""
+    return (f"mkdir -p {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
+            f"du -sb -- {q(staging)} | cut -f1")
+
+
+def space_shortfall(total: int, output: str) -> tuple[int, int, int] | None:
+    """(bytes still to copy, bytes free, bytes staged) when they do not fit, else None."""
+    nums = [int(x) for x in output.split() if x.isdigit()]
+    if len(nums) < 2:
+        return None
+    free, staged = nums[0], nums[1]
+    need = max(0, total - staged)
+    return (need, free, staged) if need > free else None
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
+
+
+def check_space(ctx: HostContext, staging: str, total: int) -> None:
+    """Before any byte is sent: fail the host (its live copy untouched) when the copy cannot
+    fit, saying how much it needs, rather than an rsync dying on ENOSPC half way."""
+    short = space_shortfall(total, ctx.must(space_command(staging), what="free space for the weights").stdout)
+    if short:
+        need, free, staged = short
+        raise HostFailed(f"not enough disk for the weights in {staging}: needs {_mib(need)} more "
+                         f"({_mib(total)} in all, {_mib(staged)} already staged), {_mib(free)} free; "
+                         f"free space there or set model_dir to a larger disk (the live copy is untouched)",
+                         {"needed_bytes": need, "free_bytes": free, "total_bytes": total})
+
+
 def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
     """Run rsync on the new host, pulling from a host that holds a verified copy."""
     cfg: HostConfig = ctx.config
     _, version, staging = _paths(cfg, manifest_id)
     src_path = peer_path or _paths(peer.config, manifest_id)[1]
     key = cfg.weights_peer_ssh_key
-    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes" + (f" -i {q(key)}" if key else "")
+    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
     user = peer.host.user
     remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
     t0 = time.monotonic()
@@ -221,6 +253,8 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
         return totals
 
     fanout = first.weights_fanout
+    total_bytes = (sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
+                   if src.controller_dir else None)  # a host:path source: its size is not known here
     have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
     # host:path source: that host feeds others from its own path (it holds no verified copy here)
     raw_source = src.host if src.host and src.host not in have else None
@@ -235,6 +269,8 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
 
         def copy(ctx: HostContext) -> None:
             source = assignments[ctx.name]
+            if total_bytes is not None:
+                check_space(ctx, _paths(ctx.config, src.manifest_id)[2], total_bytes)
             if source is None:
                 _push_from_controller(ctx, src, totals)
             elif source == src.host and source not in have:

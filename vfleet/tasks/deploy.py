@@ -5,12 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from contextlib import contextmanager
+from typing import Iterator
 
 from invoke import task
 
+from fleet import lock as fleet_lock
 from fleet.inventory import Inventory
-from fleet.runner import Play
-from roles import audit, gateway, replica_deploy, service, smoke, vllm_install, weights
+from fleet.results import Status
+from fleet.runner import HostFailed, Play
+from fleet.systemd import journal_tail
+from roles import audit, gateway, replica_deploy, rollback_point, service, smoke, vllm_install, weights
 from roles.hostconfig import HostConfig
 from roles.rollout import Rollout, batch_sizes
 from roles.service import ServiceOutcome
@@ -42,9 +47,30 @@ def _play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_
     return inv, play
 
 
+@contextmanager
+def locked(play: Play) -> Iterator[None]:
+    """The fleet lock around a changing run (not in check mode: it changes nothing); given
+    back even when the run stops with an error."""
+    if play.options.check:
+        yield
+        return
+    mine = fleet_lock.acquire(play, play.task)
+    try:
+        yield
+    finally:
+        fleet_lock.release(play, mine)
+
+
 def _selected_gateways(play: Play) -> list[str]:
     chosen = set(play.selected)
     return [n for n in gateway_names(play.hosts) if n in chosen]
+
+
+def step_rollback_point(play: Play, batch: str | None) -> None:
+    """With --batch, before anything changes: save what each serving host runs (unit, env
+    file, venv, weights), so a host whose new unit fails goes back to exactly that."""
+    if batch and not play.options.check:
+        play.run_step("rollback point", rollback_point.save, hosts=vllm_names(play.hosts))
 
 
 def step_weights(play: Play) -> None:
@@ -90,24 +116,57 @@ def _outcome(play: Play, name: str) -> ServiceOutcome:
 def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     """With --batch: restart the hosts whose service changed while they served, batch by
     batch through the gateways, like `vfleet restart --batch` (the failure budget is the
-    inventory's max_fail_percentage, else 0: the first failed batch stops the rest). Without:
-    they were restarted at once by the service step; say so when that hit a serving fleet."""
+    inventory's max_fail_percentage, else 0: the first failed batch stops the rest); a host
+    that fails goes back to its rollback point. Without: they were restarted at once by the
+    service step; say so when that hit a serving fleet. Either way a healthy host that an
+    earlier, killed run left drained goes back into the gateways."""
     if not batch:
         _warn_serving_restarted(play)
+    if play.options.check:
         return
-    deferred = [n for n in vllm_names(play.hosts) if n in play.active and _outcome(play, n).restart_deferred]
-    if not deferred or play.options.check:
+    deferred = [n for n in vllm_names(play.hosts)
+                if batch and n in play.active and _outcome(play, n).restart_deferred]
+    gws = [g for g in gateway_names(play.hosts) if g in play.active]
+    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gws, restore=rollback_point.restore)
+    if not deferred:
+        healed = rollout.converge() if gws else []
+        if healed:
+            play.data["converged"] = healed
         return
-    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gateway_names(play.hosts))
-    play.data["rollout"] = rollout.run(str(batch), play.max_fail_percentage(among=deferred, default=0.0))
+    play.data["rollout"] = rollout.run(str(batch), _batch_budget(play, deferred))
+    if play.data["rollout"]["stopped"]:
+        _restore_untried(play, deferred)
+
+
+def _batch_budget(play: Play, among: list[str]) -> float:
+    """--max-fail-percentage, else what the inventory itself sets (not the schema's default of
+    100, which would restart every batch on a unit that just failed), else 0."""
+    if play.options.max_fail_percentage is not None:
+        return float(play.options.max_fail_percentage)
+    set_ = [h.vars["max_fail_percentage"] for h in play.hosts
+            if h.name in among and h.sources.get("max_fail_percentage", "default") != "default"]
+    return float(min(set_)) if set_ else 0.0
+
+
+def _restore_untried(play: Play, deferred: list[str]) -> None:
+    """The batches stopped: hosts never restarted still serve from their saved point; put
+    their files back too, so none is left with a new unit on disk that its process never ran
+    (the next crash or reboot would start it)."""
+    def put_back(ctx) -> None:
+        what = rollback_point.restore(ctx)
+        ctx.result.data["restored_untried"] = True
+        ctx.record("rollout", ctx.name, Status.SKIPPED,
+                   f"not restarted: the batches stopped; {what} put back (what it serves)")
+
+    untried = [n for n in deferred if n in play.active and "rollout" not in play.results[n].data]
+    play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
 
 
 def step_smoke(play: Play, inv: Inventory | None = None) -> None:
     if play.options.check:
         return
     workers = replica_deploy.workers_in(inv) if inv is not None else set()  # no HTTP on a replica's workers
-    play.run_step("smoke: hosts", lambda ctx: smoke.run_smoke(ctx, smoke.host_target(ctx.config)),
-                  hosts=[n for n in vllm_names(play.hosts) if n not in workers])
+    play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])
     play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
     for name in play.hosts:
         s = play.results[name.name].data.get("smoke") or {}
@@ -140,6 +199,20 @@ def _smoke_gateway(play: Play):
                 if "gateway" in done:
                     done[f"gateway {model}"] = done.pop("gateway")
     return step
+
+
+def _smoke_host(ctx) -> None:
+    """Smoke one vLLM host; when it fails, say what systemd saw (a vLLM that exited while
+    serving shows its restarts and its last journal lines in the report, not only 'refused')."""
+    try:
+        smoke.run_smoke(ctx, smoke.host_target(ctx.config))
+    except HostFailed as exc:
+        unit = ctx.config.unit
+        props = ctx.run(f"systemctl show -p ActiveState,NRestarts,ExecMainStatus -- {shlex.quote(unit)}").stdout
+        state = ", ".join(ln.strip() for ln in props.splitlines() if ln.strip())
+        lines = journal_tail(ctx, unit, 40)
+        raise HostFailed(f"{exc}; {unit}: {state}; journal: {journal_tail(ctx, unit)}",
+                         {**(exc.data or {}), "journal": lines, "systemd": state}) from None
 
 
 def _warn_serving_restarted(play: Play) -> None:
@@ -176,7 +249,8 @@ def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     manifest and shard index, switch atomically; hosts with a copy feed the next (fan-out)."""
     inv, play = _play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_weights(play)
+    with locked(play):
+        step_weights(play)
     finish(play, report)
 
 
@@ -188,7 +262,8 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
     wheelhouse), verify it imports with that version, point `current` at it."""
     inv, play = _play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_install(play)
+    with locked(play):
+        step_install(play)
     finish(play, report)
 
 
@@ -200,8 +275,10 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     inv, play = _play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
-    step_service(play, rolling=bool(batch), inv=inv)
-    step_restart_changed(play, inv, batch)
+    with locked(play):
+        step_rollback_point(play, batch)
+        step_service(play, rolling=bool(batch), inv=inv)
+        step_restart_changed(play, inv, batch)
     finish(play, report)
 
 
@@ -212,7 +289,8 @@ def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     """Configure nginx on the gateways group: upstream of every vLLM host, `nginx -t`, graceful reload."""
     inv, play = _play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose)
-    step_gateway(play, inv)
+    with locked(play):
+        step_gateway(play, inv)
     finish(play, report)
 
 
@@ -240,16 +318,18 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     inv, play = _play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                       connect_timeout, command_timeout, verbose, batch=batch)
     _require(play)
-    if not skip_preflight:
-        facts = audit.gather(play, hosts=vllm_names(play.hosts))
-        audit.audit(play, inv, facts, strict=strict, fail_hosts=not force,
-                    extra_checks=replica_checks(play, inv, facts))
-    step_weights(play)
-    step_install(play)
-    step_service(play, rolling=bool(batch), inv=inv)
-    step_gateway(play, inv)
-    step_restart_changed(play, inv, batch)
-    step_smoke(play, inv)
+    with locked(play):
+        if not skip_preflight:
+            facts = audit.gather(play, hosts=vllm_names(play.hosts))
+            audit.audit(play, inv, facts, strict=strict, fail_hosts=not force,
+                        extra_checks=replica_checks(play, inv, facts))
+        step_rollback_point(play, batch)
+        step_weights(play)
+        step_install(play)
+        step_service(play, rolling=bool(batch), inv=inv)
+        step_gateway(play, inv)
+        step_restart_changed(play, inv, batch)
+        step_smoke(play, inv)
     gws = [n for n in gateway_names(play.hosts) if n in play.active]
     if gws and not check:
         first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
