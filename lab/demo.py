@@ -91,7 +91,7 @@ def main() -> int:
                           "--report", str(demo_dir / "deploy-report.json")])
     if rc == 0:
         print(f"\nThe API key is in {key_file}:  export VLLM_API_KEY=$(cat {key_file})")
-        print(f"Remove the lab with: vfleet lab.down")
+        print("Remove the lab with: vfleet lab.down")
     return rc
 
 

@@ -3,8 +3,6 @@ streamed and plain chat requests through the gateway: zero failed, zero truncate
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 

@@ -17,7 +17,6 @@ from roles.monitoring import files as files_mod
 from roles.monitoring.dashboard import panel_queries
 from roles.monitoring.files import MonitoringFile, monitoring_files, write_tree
 from roles.monitoring.metrics import fleet_metric_names
-from roles.hostconfig import HostConfig
 from roles.variables import SCHEMA
 from tests.unit.test_monitor_rules import promtool
 

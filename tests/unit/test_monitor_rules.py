@@ -15,7 +15,6 @@ import yaml
 from roles.monitoring.settings import MonitoringSettings
 from roles.monitoring.metrics import fleet_metric_names, metric_names_for
 from roles.monitoring.rules import ALERTS, alert_rules, rules_yaml
-from roles.monitoring.settings import Thresholds
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -73,7 +73,7 @@ def test_mp_backend_gives_every_member_a_vllm_unit_with_its_node_rank():
     assert "vllm-ray" not in " ".join(worker)
     wtext = worker["/etc/systemd/system/vllm.service"].text
     for text, rank in ((head, 0), (wtext, 1)):
-        assert f"--nnodes 2\n" in text.replace(" \\", "") and f"--node-rank {rank}" in text
+        assert "--nnodes 2\n" in text.replace(" \\", "") and f"--node-rank {rank}" in text
         assert "--master-addr 10.0.0.1" in text and "--master-port 29501" in text
     assert "--headless" in wtext and "--headless" not in head
 
