@@ -23,7 +23,7 @@ from fleet.results import Status
 from fleet.runner import HostContext, Play
 from fleet.systemd import restart
 from roles import readiness
-from roles.service import RESTART
+from roles.service import RESTART, user_change
 from roles.ray_render import ray_unit, render_member
 from roles.replica import Replica, find_replicas, member_config
 from roles.replica_facts import RouteFact
@@ -60,13 +60,7 @@ def configure_member(ctx: HostContext, inv: Inventory, replica: Replica) -> None
     facts = gather(ctx, {f.path: FileFact(f.path, with_content=ctx.diff) for f in files}
                    | {u: UnitFact(u) for u in _units(cfg, replica, ctx.name)}
                    | {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}")})
-    changes = []
-    if not facts["user"]:
-        u, g = q(cfg.vllm_user), q(cfg.vllm_group)
-        changes.append(command("user", cfg.vllm_user, "create system user",
-                               f"getent group {g} >/dev/null || groupadd --system -- {g}; "
-                               f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
-                               f"--shell /usr/sbin/nologin -- {u}"))
+    changes = [] if facts["user"] else [user_change(cfg)]
     written = []
     for f in files:
         written += file_change(f.path, f.text, facts[f.path], mode=f.mode, owner="root", group="root",

@@ -80,15 +80,18 @@ def file_changes(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str,
     return changes
 
 
+def user_change(cfg: HostConfig) -> Change:
+    """Create the service's system user and group (no login, home = the state directory)."""
+    u, g = q(cfg.vllm_user), q(cfg.vllm_group)
+    return command("user", cfg.vllm_user, "create system user",
+                   f"getent group {g} >/dev/null || groupadd --system -- {g}; "
+                   f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
+                   f"--shell /usr/sbin/nologin -- {u}")
+
+
 def plan(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str, Any]) -> list[Change]:
     """Changes that make the host's service as wanted; [] when it already is."""
-    changes: list[Change] = []
-    if not facts["user"]:
-        u, g = q(cfg.vllm_user), q(cfg.vllm_group)
-        changes.append(command("user", cfg.vllm_user, "create system user",
-                               f"getent group {g} >/dev/null || groupadd --system -- {g}; "
-                               f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
-                               f"--shell /usr/sbin/nologin -- {u}"))
+    changes: list[Change] = [] if facts["user"] else [user_change(cfg)]
     changes += file_changes(cfg, rendered, facts)
     changes += service_changes(cfg.unit, facts["unit"], enabled=True, started=None)
     return changes
