@@ -160,7 +160,8 @@ class Rollout:
             while not (self.peers(ctx.name) - self.out_of_service - {ctx.name}):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
                     raise HostFailed(f"{ctx.name} is the last healthy host of model "
-                                     f"{self.model_of.get(ctx.name)!r} behind the gateways: not taking it out")
+                                     f"{self.model_of.get(ctx.name)!r} behind the gateways: waited "
+                                     f"{time.monotonic() - t0:.0f}s for another to serve, not taking it out")
             self.out_of_service.add(ctx.name)
             self.drained.add(ctx.name)
             self._apply_drained()
