@@ -8,6 +8,8 @@ so a deploy in the middle of maintenance does not put a drained host back. `plan
 function of the config, the rendered text and the facts; `apply_config` gathers and applies."""
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from fleet.changes import Change, apply, command, file_change, service_changes
@@ -26,10 +28,23 @@ DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
 
 def facts_for(*, diff: bool = False) -> dict[str, Fact]:
     return {"nginx": CommandOk("command -v nginx"),
-            "conf": FileFact(GATEWAY_CONF_PATH, with_content=diff),
+            "conf": FileFact(GATEWAY_CONF_PATH, with_content=True),   # small; its caps are kept
             "default_site": FileFact(DEFAULT_SITE),
             "drained": FileFact(DRAINED_STATE, with_content=True),
             "unit": UnitFact("nginx")}
+
+
+_SERVER_CAP = re.compile(r" max_conns=(\d+)[^;\n]*;\s+# (\S+)")
+
+
+def kept_max_conns(backends: Sequence[Backend], current: str | None) -> list[Backend]:
+    """A host with no cap from the inventory or this run's plan (preflight skipped: `vfleet
+    gateway`, `restart`, `deploy --skip-preflight`) keeps the cap the gateway already has for
+    it, so runs with and without preflight render the same config; max_num_seqs stands in
+    only for a host the gateway has never capped."""
+    have = {name: int(n) for n, name in _SERVER_CAP.findall(current or "")}
+    return [dataclasses.replace(b, max_conns=have[b.name]) if not b.max_conns_settled and b.name in have else b
+            for b in backends]
 
 
 def drained_names(facts: Mapping[str, Any]) -> set[str]:
@@ -72,6 +87,7 @@ def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str
     facts = gather(ctx, facts_for(diff=ctx.diff))
     names = {b.name for b in backends}
     down = (drained if drained is not None else drained_names(facts)) & names
+    backends = kept_max_conns(backends, facts["conf"].content)
     try:
         text = render_gateway(backends, cfg, drained=down)
     except GatewayRenderError as exc:

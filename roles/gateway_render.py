@@ -114,6 +114,7 @@ class Backend:
     weight: int = 1
     backup: bool = False
     max_conns: int | None = None
+    max_conns_settled: bool = True   # from the inventory or this run's plan; False: a stand-in
     max_tokens: int | None = None
     route_prefix: str | None = None
     max_model_len: int | None = None
@@ -127,6 +128,7 @@ class Backend:
         return cls(cfg.name, cfg.address, cfg.vllm_port, str(cfg.served_model_name or ""),
                    weight=cfg.gateway_weight, backup=cfg.gateway_backup,
                    max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
+                   max_conns_settled=bool(cfg.gateway_max_conns or planned),
                    max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
                    max_model_len=cfg.max_model_len)
 

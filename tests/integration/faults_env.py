@@ -126,6 +126,9 @@ def big_model(tmp_path: Path) -> Path:
     shutil.copytree(ensure_model(), src)
     (src / "MANIFEST.sha256").unlink()
     (src / "extra-shard.bin").write_bytes(bytes(range(256)) * (40 * 4096))
+    # a version of its own: test_deploy copies the same shard, and a version already on a host
+    # is switched to, not copied (no lock held for long, nothing to kill, no disk needed)
+    (src / "test-salt.txt").write_text(f"{tmp_path}\n")
     return src
 
 

@@ -53,6 +53,7 @@ def test_weight_copy_that_cannot_fit_fails_before_copying(deployed, tmp_path):
     shutil.copytree(ensure_model(), src)
     (src / "MANIFEST.sha256").unlink()
     (src / "extra-shard.bin").write_bytes(bytes(range(256)) * (40 * 4096))  # 40 MiB
+    (src / "test-salt.txt").write_text(f"{tmp_path}\n")  # a version no earlier test copied
     big = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(src), "weights_fanout": False})
     live = {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")}
     staging = "/srv/models/.staging"

@@ -74,14 +74,14 @@ def test_drain_undrain_and_converge_after_a_crash(deployed, tmp_path):
     refused = vfleet("drain", "--inventory", str(inv), "--host", "lab2")
     assert refused.returncode != 0 and "no host of model" in refused.stdout + refused.stderr
     conf = vfleet("run", "--inventory", str(inv), "--limit", "gateways", "--command",
-                  "grep -c ' down;' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
+                  "grep -c ' down;  # ' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
     assert "[lab3] 1" in conf
     # a restart run that finds lab1 drained (as a crashed run would leave it) undrains it first
     code, report, out = run_report("restart", inv, tmp_path / "r.json", "--limit", "lab2")
     assert code == 0, out[-3000:]
     assert report["rollout"]["converged"] == ["lab1"] and report["rollout"]["drained"] == []
     conf = vfleet("run", "--inventory", str(inv), "--limit", "gateways", "--command",
-                  "grep -c ' down;' /etc/nginx/conf.d/vfleet-gateway.conf || true").stdout
+                  "grep -c ' down;  # ' /etc/nginx/conf.d/vfleet-gateway.conf || true").stdout
     assert "[lab3] 0" in conf
 
 

@@ -281,3 +281,20 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
     assert (by["h100-01"].max_conns, by["h100-02"].max_conns, by["a100-01"].max_conns) == (40, 16, None)
     conf = gr.render_gateway(bs, gw())
     assert "location ^~ /v1/32b/ {" in conf and '"id":"qwen2.5-7b"' in conf and '"max_model_len":16384' in conf
+
+
+def test_a_run_without_a_plan_keeps_the_caps_the_gateway_has():
+    """deploy with preflight capped a1 at 3 (the planner); a later run without preflight
+    (gateway, restart, --skip-preflight) renders the same config, not max_num_seqs."""
+    from roles.gateway import kept_max_conns
+
+    cfg = host_config({"max_num_seqs": 8, "served_model_name": "tiny-a"}, name="a1", address="10.0.0.1")
+    planned = Backend.of(cfg, max_concurrency=3.7)
+    gw_cfg = host_config(name="gw", group="gateways")
+    current = gr.render_gateway([planned], gw_cfg)
+    unplanned = Backend.of(cfg)
+    assert unplanned.max_conns == 8 and not unplanned.max_conns_settled
+    assert gr.render_gateway(kept_max_conns([unplanned], current), gw_cfg) == current
+    # settled caps (inventory or plan) win over what is there; a host never capped gets max_num_seqs
+    assert kept_max_conns([Backend.of(cfg, max_concurrency=5.2)], current)[0].max_conns == 5
+    assert kept_max_conns([unplanned], None)[0].max_conns == 8
