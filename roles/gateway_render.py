@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
 from roles.gateway_models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
@@ -114,7 +114,7 @@ class Backend:
     weight: int = 1
     backup: bool = False
     max_conns: int | None = None
-    max_conns_settled: bool = True   # from the inventory or this run's plan; False: a stand-in
+    max_conns_settled: bool = field(default=True, compare=False)  # from the inventory or this run's plan; False: a stand-in
     max_tokens: int | None = None
     route_prefix: str | None = None
     max_model_len: int | None = None
