@@ -26,9 +26,11 @@ DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
 DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
 
 
-def facts_for(*, diff: bool = False) -> dict[str, Fact]:
+def facts_for() -> dict[str, Fact]:
+    """What the gateway step reads; the config with its content always (small, and a run
+    without a plan keeps the max_conns it holds)."""
     return {"nginx": CommandOk("command -v nginx"),
-            "conf": FileFact(GATEWAY_CONF_PATH, with_content=True),   # small; its caps are kept
+            "conf": FileFact(GATEWAY_CONF_PATH, with_content=True),
             "default_site": FileFact(DEFAULT_SITE),
             "drained": FileFact(DRAINED_STATE, with_content=True),
             "unit": UnitFact("nginx")}
@@ -84,7 +86,7 @@ def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str
     """Render for the hosts not drained (the state file's set, or `drained` to set it) and
     apply. A config nginx -t rejects fails the host with nginx's words."""
     cfg: HostConfig = ctx.config
-    facts = gather(ctx, facts_for(diff=ctx.diff))
+    facts = gather(ctx, facts_for())
     names = {b.name for b in backends}
     down = (drained if drained is not None else drained_names(facts)) & names
     backends = kept_max_conns(backends, facts["conf"].content)
