@@ -7,7 +7,8 @@ BIN     = $(VENV)/bin
 APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iproute2 dbus procps
 # Prometheus (promtool checks generated configs; `vfleet monitor --deploy` installs it on hosts):
 # without its recommends, which pull in openipmi, whose init script fails in lab hosts.
-APT_NO_RECOMMENDS = prometheus
+# prometheus-nginx-exporter: what `vfleet monitor --deploy` runs on each gateway (no recommends).
+APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
 .PHONY: setup apt venv demo test unit integration lab-down clean
@@ -15,7 +16,7 @@ LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 setup: apt venv
 
 apt:
-	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null; then \
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null || ! command -v prometheus-nginx-exporter >/dev/null; then \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES) && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(APT_NO_RECOMMENDS); \
 	fi

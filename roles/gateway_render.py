@@ -25,6 +25,8 @@ Routing (see docs/lab-vllm-notes.md):
   body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
   model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
 - GET /v1/models is the inventory's model list (static), after a backend accepted the key.
+- nginx's stub_status is served by a second server on 127.0.0.1:monitoring_gateway_status_port
+  (STATUS_PATH), for prometheus-nginx-exporter on the same host (roles/monitoring/exporter.py).
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ KEEPALIVE_TIMEOUT = "60s"
 RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
+STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
@@ -101,6 +104,16 @@ def _listen(cfg: HostConfig) -> str:
     except ValueError as e:
         raise GatewayRenderError(f"gateway_listen_address {addr!r}: not an IP address") from e
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def status_listen(cfg: HostConfig) -> str:
+    """The stub_status listener: loopback, and never the public port (on 127.0.0.1 it would
+    take the gateway's own loopback traffic)."""
+    port = cfg.monitoring.gateway_status_port
+    if port == cfg.gateway_port:
+        raise GatewayRenderError(f"{cfg.name}: monitoring_gateway_status_port {port} is gateway_port too; "
+                                 "give it a port of its own")
+    return f"127.0.0.1:{port}"
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,8 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
                                         "authentication_error"),
         "drained_names": sorted(drained),
         "listen": _listen(cfg),
+        "status_listen": status_listen(cfg),
+        "status_path": STATUS_PATH,
         "default_server": True,
         "server_name": SERVER_NAME,
         "zone_name": RATE_ZONE_NAME,

@@ -220,6 +220,11 @@ VARIABLES: list[Variable] = [
              "Alert when requests run but no token is generated for this long (/health may still answer)."),
     Variable("monitoring_down_for", _DURATION, "1m",
              "Alert when a vLLM host's /metrics cannot be scraped for this long."),
+    # --- monitoring of the gateway (nginx stub_status on loopback, Debian's prometheus-nginx-exporter) ---
+    Variable("monitoring_gateway_status_port", _PORT, 8081,
+             "Port of nginx's stub_status on each gateway, bound to 127.0.0.1 only (read by the exporter there)."),
+    Variable("monitoring_gateway_exporter_port", _PORT, 9113,
+             "Port prometheus-nginx-exporter listens on, on each gateway (scraped by the monitoring host)."),
     # --- multi-node replicas (roles/replica.py; README "Multi-node replicas") ---
     Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
                          "examples": ["llama70b-r1"]}, None,

@@ -9,11 +9,12 @@ import json
 from typing import Any
 
 from roles.monitoring.rules import Names, any_of
-from roles.monitoring.scrape import VLLM_JOB
+from roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 
 __all__ = ["dashboard", "dashboard_json", "panel_queries"]
 
 SEL = f'{{job="{VLLM_JOB}", host=~"$host"}}'
+GW = f'{{job="{GATEWAY_JOB}"}}'   # every gateway: the $host variable lists vLLM hosts
 
 
 def panel_queries(names: Names) -> list[tuple[str, str, str]]:
@@ -31,6 +32,8 @@ def panel_queries(names: Names) -> list[tuple[str, str, str]]:
         ("Preemptions (5m)", "short", q("preemptions", "increase({n}{sel}[5m])")),
         ("TTFT p95", "s", f"histogram_quantile(0.95, sum by (le, host) ({ttft}))"),
         ("TTFT p50", "s", f"histogram_quantile(0.5, sum by (le, host) ({ttft}))"),
+        ("Gateway active connections", "short", f"nginx_connections_active{GW}"),
+        ("Gateway requests/s", "reqps", f"rate(nginx_http_requests_total{GW}[1m])"),
     ]
 
 

@@ -5,7 +5,7 @@ back at once, so the running Prometheus never loads it), and a reload only on ch
 In pyinfra's shape, like roles/gateway.py: `facts_for` says what to read, `plan` turns the
 wanted files and the facts into changes (or none: a second run changes nothing), and
 `configure` gathers, plans and applies. Targets follow the inventory: every run rewrites
-targets/vllm.json from it, and an unchanged fleet is an unchanged file."""
+targets/vllm.json and targets/gateway.json from it, and an unchanged fleet is an unchanged file."""
 from __future__ import annotations
 
 import posixpath
@@ -83,10 +83,10 @@ def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: M
     return changes
 
 
-def configure(ctx: HostContext, vllm_hosts: Sequence[HostConfig]) -> None:
+def configure(ctx: HostContext, vllm_hosts: Sequence[HostConfig], gateways: Sequence[HostConfig] = ()) -> None:
     """Step body for a monitoring host: this host's settings, the fleet's targets."""
     settings: MonitoringSettings = ctx.config.monitoring
-    files = monitoring_files(vllm_hosts, settings)
+    files = monitoring_files(vllm_hosts, settings, gateways)
     facts = gather(ctx, facts_for(files, diff=ctx.diff))
     changes = plan(settings, files, facts)
     if not changes:

@@ -1,5 +1,5 @@
 """What `vfleet monitor` produces, as data: the files (relative paths), from the inventory's
-vLLM hosts and the monitoring settings; and writing them into a folder atomically.
+vLLM hosts, its gateways and the monitoring settings; and writing them into a folder atomically.
 
 Why one function for --dest and --deploy: the files reviewed (and validated by promtool in
 the tests) are byte for byte the ones deployed."""
@@ -15,7 +15,8 @@ from roles.hostconfig import HostConfig
 from roles.monitoring.dashboard import dashboard_json
 from roles.monitoring.metrics import fleet_metric_names
 from roles.monitoring.rules import rules_yaml
-from roles.monitoring.scrape import CONFIG_FILE, RULES_FILE, TARGETS_FILE, config_yaml, targets_json
+from roles.monitoring.scrape import (CONFIG_FILE, GATEWAY_TARGETS_FILE, RULES_FILE, TARGETS_FILE, config_yaml,
+                                     gateway_target_groups, target_groups, targets_json)
 from roles.monitoring.settings import MonitoringSettings
 
 __all__ = ["DASHBOARD_FILE", "MonitoringFile", "monitoring_files", "write_tree"]
@@ -30,12 +31,15 @@ class MonitoringFile:
     deployed: bool  # False: only written to --dest (no Grafana on the monitoring host)
 
 
-def monitoring_files(vllm_hosts: Iterable[HostConfig], settings: MonitoringSettings) -> list[MonitoringFile]:
+def monitoring_files(vllm_hosts: Iterable[HostConfig], settings: MonitoringSettings,
+                     gateways: Iterable[HostConfig] = ()) -> list[MonitoringFile]:
     """Targets first, config last: the order a host must take them in (the config names the
-    other two, and promtool checks them through it)."""
+    others, and promtool checks them through it). A fleet without gateways gets an empty
+    gateway targets file: the config names it either way."""
     hosts = list(vllm_hosts)
     names = fleet_metric_names(c.vllm_version for c in hosts)
-    return [MonitoringFile(TARGETS_FILE, targets_json(hosts), True),
+    return [MonitoringFile(TARGETS_FILE, targets_json(target_groups(hosts)), True),
+            MonitoringFile(GATEWAY_TARGETS_FILE, targets_json(gateway_target_groups(gateways)), True),
             MonitoringFile(RULES_FILE, rules_yaml(names, settings.thresholds), True),
             MonitoringFile(CONFIG_FILE, config_yaml(settings), True),
             MonitoringFile(DASHBOARD_FILE, dashboard_json(names), False)]

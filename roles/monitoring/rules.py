@@ -10,21 +10,24 @@ Every alert carries the target labels (host, model, service) of roles/monitoring
 The thresholds follow the field reports of issue 15: a KV cache near full for minutes,
 a queue that keeps growing, any preemption, TTFT p95 over its target, a host whose
 /metrics cannot be scraped, and an engine that answers /health but generates nothing
-while requests run (a known vLLM failure)."""
+while requests run (a known vLLM failure). A second group watches each gateway's nginx
+through its exporter: GatewayDown when the exporter cannot be scraped (up == 0) or cannot
+read nginx's stub_status (nginx_up == 0), for as long as a vLLM host may be down."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from roles.monitoring.scrape import VLLM_JOB
+from roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from roles.monitoring.settings import Thresholds
 
-__all__ = ["ALERTS", "Names", "any_of", "alert_rules", "rules_yaml"]
+__all__ = ["ALERTS", "GATEWAY_ALERTS", "Names", "any_of", "alert_rules", "gateway_rules", "rules_yaml"]
 
 Names = Mapping[str, "str | Sequence[str]"]
 ALERTS = ("VllmHostDown", "VllmKvCacheNearFull", "VllmRequestsQueueGrowing", "VllmPreemptions",
           "VllmTtftP95High", "VllmEngineStuck")
+GATEWAY_ALERTS = ("GatewayDown",)
 
 
 def any_of(names: Names, key: str, term: Callable[[str], str]) -> str:
@@ -80,7 +83,21 @@ def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
                "/health may still answer 200; restart the service (vfleet restart --limit "
                "{{ $labels.host }})."),
     ]
-    return {"groups": [{"name": "vllm", "rules": rules}]}
+    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)}]}
+
+
+def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
+    """The alerts of GATEWAY_ALERTS. No connection-saturation alert: nginx's ceiling is
+    worker_connections x worker_processes of Debian's nginx.conf (768 x cores), which vfleet
+    does not manage, and the per-host max_conns caps answer 503 long before it."""
+    sel = f'{{job="{GATEWAY_JOB}"}}'
+    return [
+        _alert("GatewayDown", f"(up{sel} == 0) or (nginx_up{sel} == 0)", th.down_for, "critical",
+               "nginx gateway {{ $labels.host }} is down",
+               "The exporter on {{ $labels.instance }} cannot be scraped (up 0), or it "
+               "cannot read nginx's stub_status (nginx_up 0): nginx is stopped or its config lost "
+               "the status server; clients of this gateway get no answer."),
+    ]
 
 
 def rules_yaml(names: Names, th: Thresholds) -> str:

@@ -1,4 +1,4 @@
-"""prometheus.yml and the file_sd targets of the vLLM hosts.
+"""prometheus.yml and the file_sd targets of the vLLM hosts and of the gateways.
 
 Why file_sd: Prometheus re-reads a targets file on change without a reload, so keeping the
 targets in step with the inventory is one atomic file write; the scrape config itself only
@@ -6,9 +6,9 @@ changes with the monitoring settings. Paths are relative to prometheus.yml (Prom
 promtool resolve them against the config's folder), so the layout `--dest` writes is the
 one deployed under /etc/prometheus and what the tests validate is what runs.
 
-Not scraped: the nginx gateway. It exposes no status page (the gateway template has no
-stub_status location and answers /metrics with 404 by design), so there is nothing to
-scrape without changing the gateway; its backends are watched one by one instead."""
+The gateways are scraped through prometheus-nginx-exporter on each gateway host (job
+`gateway`), which reads nginx's stub_status on that host's loopback (roles/gateway_render.py):
+nginx itself exposes no Prometheus text, and its public listener answers /metrics with 404."""
 from __future__ import annotations
 
 import json
@@ -19,12 +19,14 @@ import yaml
 from roles.hostconfig import HostConfig, hostport
 from roles.monitoring.settings import MonitoringSettings
 
-__all__ = ["VLLM_JOB", "TARGETS_FILE", "RULES_FILE", "CONFIG_FILE", "target_groups", "targets_json",
-           "prometheus_config", "config_yaml"]
+__all__ = ["VLLM_JOB", "GATEWAY_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE", "RULES_FILE", "CONFIG_FILE",
+           "target_groups", "gateway_target_groups", "targets_json", "prometheus_config", "config_yaml"]
 
 VLLM_JOB = "vllm"
+GATEWAY_JOB = "gateway"
 CONFIG_FILE = "prometheus.yml"
 TARGETS_FILE = "targets/vllm.json"
+GATEWAY_TARGETS_FILE = "targets/gateway.json"
 RULES_FILE = "rules/vllm-alerts.yml"
 
 
@@ -41,9 +43,15 @@ def target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
     return groups
 
 
-def targets_json(hosts: Iterable[HostConfig]) -> str:
+def gateway_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per gateway host: its exporter, labelled with the host's name."""
+    return [{"targets": [hostport(cfg.address, cfg.monitoring.gateway_exporter_port)], "labels": {"host": cfg.name}}
+            for cfg in sorted(gateways, key=lambda c: c.name)]
+
+
+def targets_json(groups: list[dict[str, Any]]) -> str:
     """Stable text (sorted keys, fixed indent): an unchanged fleet is an unchanged file."""
-    return json.dumps(target_groups(hosts), indent=2, sort_keys=True) + "\n"
+    return json.dumps(groups, indent=2, sort_keys=True) + "\n"
 
 
 def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
@@ -54,6 +62,8 @@ def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
         "scrape_configs": [
             {"job_name": VLLM_JOB, "metrics_path": "/metrics",
              "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": GATEWAY_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": "prometheus",
              "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
         ],

@@ -31,6 +31,8 @@ class MonitoringSettings:
     port: int
     scrape_interval: str
     thresholds: Thresholds
+    gateway_status_port: int     # nginx stub_status, on 127.0.0.1 only (a gateway host's value)
+    gateway_exporter_port: int   # prometheus-nginx-exporter on a gateway host
 
     @classmethod
     def from_vars(cls, v: Mapping[str, Any]) -> "MonitoringSettings":
@@ -41,7 +43,8 @@ class MonitoringSettings:
                         ttft_p95_seconds=float(v["monitoring_ttft_p95_seconds"]),
                         stuck_for=v["monitoring_stuck_for"], down_for=v["monitoring_down_for"])
         return cls(port=int(v["monitoring_port"]), scrape_interval=v["monitoring_scrape_interval"],
-                   thresholds=th)
+                   thresholds=th, gateway_status_port=int(v["monitoring_gateway_status_port"]),
+                   gateway_exporter_port=int(v["monitoring_gateway_exporter_port"]))
 
     @classmethod
     def defaults(cls) -> "MonitoringSettings":

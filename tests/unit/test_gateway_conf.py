@@ -62,7 +62,7 @@ def test_vars_change_the_rendering():
 
 
 @pytest.mark.parametrize("var, value, needle", [
-    ("gateway_port", 8081, "listen 8081 default_server;"),
+    ("gateway_port", 8088, "listen 8088 default_server;"),
     ("gateway_listen_address", "::1", "listen [::1]:80 default_server;"),
     ("gateway_listen_address", "10.0.0.1", "listen 10.0.0.1:80 default_server;"),
     ("gateway_rate_limit", "100r/m", "rate=100r/m;"),
@@ -102,7 +102,7 @@ def test_fixed_parts_are_module_constants_not_variables():
     # rest are nginx's own
     assert _locations(conf) == ["= /health", "^~ /metrics", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
                                 "= /_vfleet_body", "@vfleet_answer", "@vfleet_unavailable", "@vfleet_unauthorized",
-                                "/v1/", "/"]
+                                "/v1/", "/", "= /stub_status", "/"]
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vfleet_reject", "http://vfleet_model_1/v1/models",
                                                      "http://$vfleet_upstream"]
     # removed on purpose: no longer inventory variables

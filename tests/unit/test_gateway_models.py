@@ -152,7 +152,8 @@ def live(tmp_path):
                                         "gateway_max_conns": 1},
                                        name="b", address="127.0.0.1"))]
     text = gr.render_gateway(backends, gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
-                                           "gateway_rate_limit": "1000r/s"}))
+                                           "gateway_rate_limit": "1000r/s",
+                                           "monitoring_gateway_status_port": _free_port()}))
     nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(_nginx_prefix(tmp_path, text))])
     conn = lambda: http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # noqa: E731
     for _ in range(200):

@@ -183,7 +183,7 @@ def _free_port() -> int:
 def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
     hits: list = []
     a, b = _start_backend("a", hits), _start_backend("b", hits)
-    port = _free_port()
+    port, status_port = _free_port(), _free_port()
     # the backends as a deploy makes them: Backend.of the vLLM hosts' configs
     backends = [Backend.of(host_config({"vllm_port": srv.server_address[1]}, name=name,
                                        address="127.0.0.1"))
@@ -191,7 +191,8 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
     conf_text = gr.render_gateway(
         backends,
         gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
-            "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3}),
+            "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3,
+            "monitoring_gateway_status_port": status_port}),
         drained={"b"})
     conf = _nginx_prefix(tmp_path, conf_text)
     nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)],
@@ -206,7 +207,10 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
                 time.sleep(0.05)
         r = urllib.request.urlopen(base + "/health", timeout=5)
         assert r.status == 200 and b'"ok"' in r.read()
-        for path in ("/metrics", "/metrics/", "/invocations", "/tokenize", "/"):
+        # nginx's counters for the exporter: on loopback's status port, not on the public one
+        status = urllib.request.urlopen(f"http://127.0.0.1:{status_port}/stub_status", timeout=5).read()
+        assert status.startswith(b"Active connections:"), status
+        for path in ("/metrics", "/metrics/", "/invocations", "/tokenize", "/", "/stub_status"):
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(base + path, timeout=5)
             assert e.value.code == 404, path

@@ -31,6 +31,10 @@ def fleet():
     return inv, vllm, HostConfig.from_host(inv.hosts["mon01"]).monitoring
 
 
+def gateways(inv):
+    return [HostConfig.from_host(h) for h in inv.hosts.values() if "gateways" in h.groups]
+
+
 def vfleet(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
@@ -46,6 +50,20 @@ def test_targets_name_every_vllm_host_with_its_labels():
         {"targets": ["10.20.0.12:8000"],
          "labels": {"host": "gpu02", "model": "qwen2.5-7b", "service": "vllm", "vllm_version": "0.11.0"}},
     ]
+
+
+def test_gateway_targets_name_each_gateways_exporter():
+    inv, vllm, settings = fleet()
+    by_name = {f.path: f for f in monitoring_files(vllm, settings, gateways(inv))}
+    assert json.loads(by_name["targets/gateway.json"].text) == [
+        {"targets": ["10.20.0.2:9200"], "labels": {"host": "gw01"}},
+        {"targets": ["10.20.0.4:9113"], "labels": {"host": "gw02"}},
+    ]
+    config = yaml.safe_load(by_name["prometheus.yml"].text)
+    job = {j["job_name"]: j for j in config["scrape_configs"]}["gateway"]
+    assert job["file_sd_configs"] == [{"files": ["targets/gateway.json"], "refresh_interval": "1m"}]
+    # a fleet without gateways still gets the file the config names, empty
+    assert {f.path: f for f in monitoring_files(vllm, settings)}["targets/gateway.json"].text == "[]\n"
 
 
 def test_monitoring_group_variables_reach_config_and_rules():
@@ -67,14 +85,19 @@ def test_cli_writes_a_tree_promtool_accepts(tmp_path):
     p = vfleet("monitor", "--inventory", str(FLEET), "--dest", str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     written = sorted(str(q.relative_to(tmp_path)) for q in tmp_path.rglob("*") if q.is_file())
-    assert written == ["grafana/vllm-dashboard.json", "prometheus.yml", "rules/vllm-alerts.yml", "targets/vllm.json"]
+    assert written == ["grafana/vllm-dashboard.json", "prometheus.yml", "rules/vllm-alerts.yml",
+                       "targets/gateway.json", "targets/vllm.json"]
+    assert "10.20.0.2:9200" in (tmp_path / "targets" / "gateway.json").read_text()
     c = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
     assert c.returncode == 0, c.stdout + c.stderr
     assert "SUCCESS: 1 rule files found" in c.stdout + c.stderr
     # promtool reads the targets through the config: a broken targets file is caught
-    (tmp_path / "targets" / "vllm.json").write_text('[{"targets": 5}]')
-    bad = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
-    assert bad.returncode != 0 and "targets/vllm.json" in bad.stdout + bad.stderr
+    for name in ("vllm.json", "gateway.json"):
+        good = (tmp_path / "targets" / name).read_text()
+        (tmp_path / "targets" / name).write_text('[{"targets": 5}]')
+        bad = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
+        assert bad.returncode != 0 and f"targets/{name}" in bad.stdout + bad.stderr
+        (tmp_path / "targets" / name).write_text(good)
 
 
 def test_cli_says_what_is_missing():
@@ -111,7 +134,9 @@ def test_dashboard_queries_parse_and_use_the_fleet_names(tmp_path):
     names = fleet_metric_names(c.vllm_version for c in vllm)
     dash = json.loads({f.path: f for f in monitoring_files(vllm, settings)}["grafana/vllm-dashboard.json"].text)
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 8
+    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 10
+    assert 'rate(nginx_http_requests_total{job="gateway"}[1m])' in exprs
+    assert 'nginx_connections_active{job="gateway"}' in exprs
     assert any("vllm:gpu_cache_usage_perc" in e and "vllm:kv_cache_usage_perc" in e for e in exprs)
     assert dash["templating"]["list"][0]["name"] == "host"
     # promtool parses every query (as recording rules; Grafana's $host becomes a regex)

@@ -47,7 +47,8 @@ def test_bare_host_installs_writes_checked_files_and_restarts():
     changes = plan(SETTINGS, FILES, bare)
     assert steps(changes) == [
         ("package", "prometheus"), ("prometheus args", DEFAULTS_FILE),
-        ("prometheus config", ETC + "targets/vllm.json"), ("prometheus config", ETC + "rules/vllm-alerts.yml"),
+        ("prometheus config", ETC + "targets/vllm.json"), ("prometheus config", ETC + "targets/gateway.json"),
+        ("prometheus config", ETC + "rules/vllm-alerts.yml"),
         ("prometheus config", ETC + "prometheus.yml"),
         ("service", "prometheus.service"),  # enable
         ("service", "prometheus.service"),  # restart: the package started it with its own config
@@ -55,9 +56,9 @@ def test_bare_host_installs_writes_checked_files_and_restarts():
     assert "apt-get install" in changes[0].command and "prometheus" in changes[0].command
     by_target = {c.target: c for c in changes}
     assert "promtool check rules /etc/prometheus/rules/vllm-alerts.yml" in by_target[ETC + "rules/vllm-alerts.yml"].command
-    for path in ("targets/vllm.json", "prometheus.yml"):
+    for path in ("targets/vllm.json", "targets/gateway.json", "prometheus.yml"):
         assert "promtool check config /etc/prometheus/prometheus.yml" in by_target[ETC + path].command
-    assert "enable" in changes[5].command and "restart" in changes[6].command
+    assert "enable" in changes[6].command and "restart" in changes[7].command
     assert "grafana" not in " ".join(c.target for c in changes)  # the dashboard stays on the controller
 
 
@@ -117,7 +118,7 @@ def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy, "CONFIG_PATH", str(tmp_path / "prometheus.yml"))
     missing = {**facts(), **{f.path: FileState("missing") for f in FILES}}
     results = run_locally(plan(SETTINGS, FILES, missing))
-    assert [r.returncode for r in results] == [0, 0, 0], [r.stderr for r in results]
+    assert [r.returncode for r in results] == [0, 0, 0, 0], [r.stderr for r in results]
     for f in FILES:
         if f.deployed:
             assert (tmp_path / f.path).read_text() == f.text
@@ -126,5 +127,6 @@ def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
     results = run_locally(plan(SETTINGS, broken, facts()))
     assert len(results) == 1 and results[0].returncode == 3, results
     assert "rejected by promtool check rules" in results[0].stderr
-    assert (tmp_path / "rules/vllm-alerts.yml").read_text() == FILES[1].text  # the previous file, back
+    previous = next(f.text for f in FILES if f.path == "rules/vllm-alerts.yml")
+    assert (tmp_path / "rules/vllm-alerts.yml").read_text() == previous  # the previous file, back
     assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == ["vllm-alerts.yml"]

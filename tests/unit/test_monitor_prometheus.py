@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from roles.monitoring.rules import ALERTS
+from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """\
@@ -120,7 +120,8 @@ def test_prometheus_runs_the_generated_files(prometheus):
         return rules if all(not r["lastEvaluation"].startswith("0001") for r in rules) else []
 
     rules = wait_for("every rule evaluated once", evaluated)
-    assert [r["name"] for r in rules] == list(ALERTS)
+    assert {g["name"]: [r["name"] for r in g["rules"]] for g in data(api, "rules")["groups"]} == \
+        {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS)}
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
     fired = wait_for("VllmHostDown firing", lambda: {
         a["labels"]["host"] for a in data(api, "alerts")["alerts"]

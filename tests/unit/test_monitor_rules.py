@@ -14,7 +14,7 @@ import yaml
 
 from roles.monitoring.settings import MonitoringSettings
 from roles.monitoring.metrics import fleet_metric_names, metric_names_for
-from roles.monitoring.rules import ALERTS, alert_rules, rules_yaml
+from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -70,7 +70,7 @@ def test_promtool_accepts_the_rules(tmp_path, names):
     path.write_text(rules_yaml(names, TH))
     p = promtool("check", "rules", str(path))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"SUCCESS: {len(ALERTS)} rules found" in p.stdout
+    assert f"SUCCESS: {len(ALERTS) + len(GATEWAY_ALERTS)} rules found" in p.stdout
 
 
 def _series(host: str) -> str:
@@ -168,6 +168,46 @@ def test_mixed_fleet_rules_fire_for_the_old_name_and_count_a_host_exporting_both
             _fired("both", "VllmKvCacheNearFull", "warning", "KV cache of both is 97% full"),
             _fired("old", "VllmKvCacheNearFull", "warning", "KV cache of old is 99% full")]}],
     }]}
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    p = promtool("test", "rules", "t.yml", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def _gw(host: str) -> str:
+    return f'{{job="gateway", instance="{host}:9113", host="{host}"}}'
+
+
+def test_gateway_down_fires_when_the_exporter_or_nginx_is_gone(tmp_path):
+    """`gone`: the exporter stops answering at minute 2 (up 0, nginx_up stale); `stopped`:
+    the exporter answers but nginx does not (nginx_up 0 from minute 2); `ok` stays up;
+    `blip` loses one scrape, shorter than down_for (1m), and never fires."""
+    th = dataclasses.replace(TH, down_for="2m")
+    (tmp_path / "r.yml").write_text(rules_yaml(V1, th))
+    assert [r["alert"] for r in alert_rules(V1, th)["groups"][1]["rules"]] == list(GATEWAY_ALERTS)
+    series = [
+        {"series": f"up{_gw('gone')}", "values": "1 1 0x10"},
+        {"series": f"nginx_up{_gw('gone')}", "values": "1 1"},
+        {"series": f"up{_gw('stopped')}", "values": "1x12"},
+        {"series": f"nginx_up{_gw('stopped')}", "values": "1 1 0x10"},
+        {"series": f"up{_gw('ok')}", "values": "1x12"},
+        {"series": f"nginx_up{_gw('ok')}", "values": "1x12"},
+        {"series": f"up{_gw('blip')}", "values": "1 1 1 0 1x8"},
+        {"series": f"nginx_up{_gw('blip')}", "values": "1 1 1 _ 1x8"},
+    ]
+
+    def fired(host: str) -> dict:
+        return {"exp_labels": {"alertname": "GatewayDown", "severity": "critical", "job": "gateway",
+                               "instance": f"{host}:9113", "host": host},
+                "exp_annotations": {"summary": f"nginx gateway {host} is down",
+                                    "description": alert_rules(V1, th)["groups"][1]["rules"][0]["annotations"]
+                                    ["description"].replace("{{ $labels.instance }}", f"{host}:9113")}}
+
+    alerts = [
+        {"eval_time": "3m", "alertname": "GatewayDown", "exp_alerts": []},    # down since 2m, not for 2m yet
+        {"eval_time": "5m", "alertname": "GatewayDown", "exp_alerts": [fired("gone"), fired("stopped")]},
+    ]
+    test = {"rule_files": ["r.yml"], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": alerts}]}
     (tmp_path / "t.yml").write_text(yaml.safe_dump(test, sort_keys=False))
     p = promtool("test", "rules", "t.yml", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr

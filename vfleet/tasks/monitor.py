@@ -1,6 +1,6 @@
 """`vfleet monitor`: Prometheus scrape config, file_sd targets, alert rules and a Grafana
-dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group
-(`--deploy`), kept in step with the inventory."""
+dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group plus
+prometheus-nginx-exporter on each gateway (`--deploy`), kept in step with the inventory."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +10,10 @@ from invoke import task
 from fleet.errors import VfleetError
 from roles.hostconfig import HostConfig
 from roles.monitoring import deploy as monitoring_deploy
+from roles.monitoring import exporter
 from roles.monitoring.files import monitoring_files, write_tree
 from roles.monitoring.settings import MonitoringSettings
-from roles.variables import MONITORING_GROUP, VLLM_GROUP
+from roles.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
@@ -20,7 +21,8 @@ CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no
 
 
 @task(help=helptext(*CHANGING, dest="Write prometheus.yml, targets/, rules/ and grafana/ into this folder",
-                    deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group "
+                    deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group and "
+                           f"prometheus-nginx-exporter on the '{GATEWAY_GROUP}' group "
                            "(--limit picks among those hosts)"),
       iterable=["set_"])
 @cli_errors
@@ -29,7 +31,8 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
             verbose=False):
     """Monitoring of every vLLM host of the inventory: scrape config with file_sd targets, alert
     rules with the metric names of each host's vLLM version, a Grafana dashboard; --deploy runs
-    Prometheus on the monitoring group (promtool-checked, reloaded only on change)."""
+    Prometheus on the monitoring group (promtool-checked, reloaded only on change) and the
+    nginx exporter on each gateway."""
     if not dest and not deploy:
         raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
                           f"(Prometheus on the '{MONITORING_GROUP}' group)")
@@ -37,18 +40,23 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     vllm = [HostConfig.from_host(h) for h in inv.hosts.values() if VLLM_GROUP in h.groups]
     if not vllm:
         raise VfleetError(f"{inv.path}: no host in group '{VLLM_GROUP}': nothing to monitor")
+    gateways = [HostConfig.from_host(h) for h in inv.hosts.values() if GATEWAY_GROUP in h.groups]
     if dest:
         monitors = [inv.hosts[n] for n in inv.group_hosts(MONITORING_GROUP)]
         settings = HostConfig.from_host(monitors[0]).monitoring if monitors else MonitoringSettings.defaults()
-        for path in write_tree(Path(dest), monitoring_files(vllm, settings)):
+        for path in write_tree(Path(dest), monitoring_files(vllm, settings, gateways)):
             print(path)
     if deploy:
-        hosts = select(inv, limit, MONITORING_GROUP)
-        if not hosts:
+        monitors = [h.name for h in select(inv, limit, MONITORING_GROUP)]
+        if not monitors:
             raise VfleetError(f"--deploy: no host of group '{MONITORING_GROUP}' in {inv.path}"
                               + (f" matches --limit {limit}" if limit else ""))
+        exporters = [h.name for h in select(inv, limit, GATEWAY_GROUP)]
+        hosts = [h for h in inv.select(limit) if h.name in monitors or h.name in exporters]
         play = make_play("monitor", hosts, forks=forks, check=check, diff=diff,
                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                          command_timeout=command_timeout, verbose=verbose)
-        play.run_step("monitoring", lambda ctx: monitoring_deploy.configure(ctx, vllm))
+        # exporters first: a new gateway target is answered by the time Prometheus reads it
+        play.run_step("gateway exporter", exporter.configure, hosts=exporters)
+        play.run_step("monitoring", lambda ctx: monitoring_deploy.configure(ctx, vllm, gateways), hosts=monitors)
         finish(play, report)
