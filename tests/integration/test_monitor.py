@@ -2,7 +2,10 @@
 this machine's packages through their overlay) on the gateway host scrapes the real vLLM
 hosts of the shared deployed fleet; the rules' metric names are the ones the deployed vLLM
 exports; a second run changes nothing; the targets follow the inventory; stopping one vLLM
-host fires the host-down alert (and the host is started again for the tests after)."""
+host fires the host-down alert (and the host is started again for the tests after). The
+gateway (lab3 too) runs Debian's prometheus-nginx-exporter, which reads nginx's stub_status
+on lab3's loopback: Prometheus sees nginx_up 1 and the request counter move with requests
+through the gateway, and stopping nginx or the exporter fires GatewayDown (both restarted)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +21,7 @@ import yaml
 from fleet.inventory import load_inventory
 from roles.hostconfig import HostConfig
 from roles.monitoring.metrics import metric_names_for
-from roles.monitoring.rules import ALERTS
+from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
 from roles.variables import SCHEMA
 from tests.integration.deploy_env import changed_targets, run_report, vfleet
 
@@ -28,8 +31,10 @@ MONITOR_HOST = "lab3"       # the deployed fleet's gateway also runs Prometheus 
 STOPPED = "lab2"
 FAST = {"monitoring_scrape_interval": "5s", "monitoring_down_for": "10s"}
 TARGETS = "prometheus config /etc/prometheus/targets/vllm.json"
-RESET = ("systemctl disable --now prometheus.service; rm -rf /etc/prometheus/targets /etc/prometheus/rules "
-         "/etc/prometheus/prometheus.yml /etc/default/prometheus")
+EXPORTER = "prometheus-nginx-exporter.service"
+RESET = (f"systemctl disable --now prometheus.service {EXPORTER}; rm -rf /etc/prometheus/targets "
+         "/etc/prometheus/rules /etc/prometheus/prometheus.yml /etc/default/prometheus "
+         "/etc/default/prometheus-nginx-exporter")
 
 
 def write_monitor_inventory(deploy_inv: Path, dest: Path, drop: tuple[str, ...] = ()) -> Path:
@@ -70,9 +75,9 @@ def monitored(deployed, tmp_path_factory):
     assert code == 0, out[-4000:]
     api = f"http://{hosts[MONITOR_HOST].address}:9090/api/v1"
     yield {"inv": inv, "work": work, "first": report, "api": api, "hosts": hosts, "deploy_inv": deployed["inv"]}
-    # leave the lab as the other tests expect it: no Prometheus running
+    # leave the lab as the other tests expect it: no Prometheus, no exporter running
     vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command",
-           "systemctl disable --now prometheus.service", timeout=120)
+           f"systemctl disable --now prometheus.service {EXPORTER}", timeout=120)
 
 
 def get(api: str, path: str, **params: str) -> Any:
@@ -91,14 +96,15 @@ def test_first_run_scrapes_every_vllm_host(monitored):
     assert monitored["first"]["summary"]["failed"] == 0
     changed = changed_targets(monitored["first"], MONITOR_HOST)
     for path in ("/etc/prometheus/prometheus.yml", "/etc/prometheus/rules/vllm-alerts.yml",
-                 "/etc/prometheus/targets/vllm.json"):
+                 "/etc/prometheus/targets/vllm.json", "/etc/prometheus/targets/gateway.json"):
         assert f"prometheus config {path}" in changed, changed
+    assert "exporter args /etc/default/prometheus-nginx-exporter" in changed, changed
     api = monitored["api"]
     wait_for("both vLLM hosts scraped", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=120)
     # --dest wrote byte for byte what runs there, plus the dashboard
     dest = monitored["work"] / "dest"
     assert (dest / "grafana" / "vllm-dashboard.json").is_file()
-    files = ["prometheus.yml", "targets/vllm.json", "rules/vllm-alerts.yml"]
+    files = ["prometheus.yml", "targets/vllm.json", "targets/gateway.json", "rules/vllm-alerts.yml"]
     code, report, out = run_report("run", monitored["inv"], dest.parent / "sums.json", "--limit", MONITOR_HOST,
                                    "--quiet", "--command", "cd /etc/prometheus && sha256sum " + " ".join(files))
     assert code == 0, out[-2000:]
@@ -118,8 +124,8 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
                  lambda: {r["metric"]["host"] for r in get(api, "query", query=query)["result"]} == {"lab1", "lab2"},
                  timeout=60)
     assert get(api, "query", query="vllm:gpu_cache_usage_perc")["result"] == []  # the old name is gone
-    rules = [r for g in get(api, "rules")["groups"] for r in g["rules"]]
-    assert [r["name"] for r in rules] == list(ALERTS)
+    groups = {g["name"]: [r["name"] for r in g["rules"]] for g in get(api, "rules")["groups"]}
+    assert groups == {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS)}
     wait_for("every rule evaluated without error",
              lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
 
@@ -168,3 +174,49 @@ def test_stopping_a_host_fires_host_down(monitored):
         wait_for(f"{STOPPED} serving again", lambda: httpx.get(f"{cfg.base_url}/health", timeout=5).status_code == 200,
                  timeout=cfg.ready_timeout, every=5)
     wait_for("VllmHostDown resolved", lambda: firing(api, "VllmHostDown") == set(), timeout=60)
+
+
+def query(api: str, promql: str) -> dict[str, float]:
+    """host label -> value of each series of an instant query."""
+    return {r["metric"]["host"]: float(r["value"][1]) for r in get(api, "query", query=promql)["result"]}
+
+
+def gateway_requests(api: str) -> float | None:
+    return query(api, 'nginx_http_requests_total{job="gateway"}').get(MONITOR_HOST)
+
+
+def test_the_gateways_exporter_is_scraped_and_counts_requests(monitored):
+    api, gw = monitored["api"], monitored["hosts"][MONITOR_HOST]
+    wait_for("nginx_up 1 from the gateway's exporter",
+             lambda: query(api, 'nginx_up{job="gateway"}') == {MONITOR_HOST: 1.0}, timeout=90)
+    # stub_status is on lab3's loopback only: not on the public port, not on the network
+    assert httpx.get(f"{gw.gateway_url}/stub_status", timeout=10).status_code == 404
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://{gw.address}:{gw.monitoring.gateway_status_port}/stub_status", timeout=10)
+    before = wait_for("a first request count", lambda: gateway_requests(api), timeout=60)
+    for _ in range(20):
+        assert httpx.get(f"{gw.gateway_url}/health", timeout=10).status_code == 200
+    wait_for("the count moved by the 20 requests", lambda: (gateway_requests(api) or 0) >= before + 20, timeout=60)
+
+
+@pytest.mark.parametrize("unit", ["nginx.service", EXPORTER])
+def test_stopping_nginx_or_its_exporter_fires_gateway_down(monitored, unit):
+    api, inv, gw = monitored["api"], monitored["inv"], monitored["hosts"][MONITOR_HOST]
+    wait_for("the gateway up before", lambda: query(api, 'nginx_up{job="gateway"}') == {MONITOR_HOST: 1.0},
+             timeout=90)
+    assert firing(api, "GatewayDown") == set()
+    p = vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", f"systemctl stop {unit}",
+               timeout=180)
+    stopped = time.monotonic()
+    try:
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        hosts = wait_for("GatewayDown firing", lambda: firing(api, "GatewayDown"), timeout=120)
+        assert hosts == {MONITOR_HOST}
+        (monitored["work"] / f"gateway-down-{unit}.json").write_text(
+            json.dumps({"fired_after_s": round(time.monotonic() - stopped, 1), **FAST}))
+    finally:
+        vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", f"systemctl start {unit}",
+               timeout=180)
+        wait_for("the gateway answering again", lambda: httpx.get(f"{gw.gateway_url}/health", timeout=5).status_code == 200,
+                 timeout=60)
+    wait_for("GatewayDown resolved", lambda: firing(api, "GatewayDown") == set(), timeout=90)
