@@ -219,7 +219,7 @@ VARIABLES: list[Variable] = [
     Variable("monitoring_stuck_for", _DURATION, "2m",
              "Alert when requests run but no token is generated for this long (/health may still answer)."),
     Variable("monitoring_down_for", _DURATION, "1m",
-             "Alert when a vLLM host's /metrics cannot be scraped for this long."),
+             "Alert when a vLLM host's /metrics (or a gateway's exporter or nginx) cannot be read for this long."),
     # --- monitoring of the gateway (nginx stub_status on loopback, Debian's prometheus-nginx-exporter) ---
     Variable("monitoring_gateway_status_port", _PORT, 8081,
              "Port of nginx's stub_status on each gateway, bound to 127.0.0.1 only (read by the exporter there)."),

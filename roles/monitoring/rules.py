@@ -12,7 +12,7 @@ a queue that keeps growing, any preemption, TTFT p95 over its target, a host who
 /metrics cannot be scraped, and an engine that answers /health but generates nothing
 while requests run (a known vLLM failure). A second group watches each gateway's nginx
 through its exporter: GatewayDown when the exporter cannot be scraped (up == 0) or cannot
-read nginx's stub_status (nginx_up == 0), for as long as a vLLM host may be down."""
+read nginx's stub_status (nginx_up == 0), held for monitoring_down_for as VllmHostDown is."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
