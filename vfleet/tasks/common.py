@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -16,9 +16,11 @@ from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
 from roles import replica
-from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
+
+if TYPE_CHECKING:
+    from roles.gateway_render import Backend
 
 COMMON_HELP: dict[str, str] = {
     "inventory": "Inventory file (Ansible YAML format); default $VFLEET_INVENTORY",
@@ -104,6 +106,8 @@ def gateway_names(hosts: list[Host]) -> list[str]:
 def backends(inv: Inventory, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
     """Every vLLM host of the inventory that serves (single hosts, replica heads), as the gateways route to it (--limit or not);
     `max_concurrency`: the planner's per host, where preflight ran."""
+    from roles.gateway_render import Backend  # here, not above: it loads jinja2, which `run` never needs
+
     plans = max_concurrency or {}
     return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in replica.serving_hosts(inv)]
 

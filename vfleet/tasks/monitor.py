@@ -1,6 +1,6 @@
 """`vfleet monitor`: Prometheus scrape config, file_sd targets, alert rules and a Grafana
 dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group
-(`--deploy`), kept in step with the inventory."""
+(`--deploy`), kept in step with the inventory. The monitoring role is imported when it runs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +9,6 @@ from invoke import task
 
 from fleet.errors import VfleetError
 from roles.hostconfig import HostConfig
-from roles.monitoring import deploy as monitoring_deploy
-from roles.monitoring.files import monitoring_files, write_tree
 from roles.monitoring.settings import MonitoringSettings
 from roles.variables import MONITORING_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
@@ -30,6 +28,9 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     """Monitoring of every vLLM host of the inventory: scrape config with file_sd targets, alert
     rules with the metric names of each host's vLLM version, a Grafana dashboard; --deploy runs
     Prometheus on the monitoring group (promtool-checked, reloaded only on change)."""
+    from roles.monitoring import deploy as monitoring_deploy
+    from roles.monitoring.files import monitoring_files, write_tree
+
     if not dest and not deploy:
         raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
                           f"(Prometheus on the '{MONITORING_GROUP}' group)")
