@@ -60,6 +60,16 @@ def test_run_imports_no_other_commands_roles(tmp_path, local_inventory):
     assert loaded == []
 
 
+def test_run_prints_host_output_as_written(local_inventory):
+    """No emoji codes: a host's ':ok:' is printed as ':ok:' (and rich's emoji table, 13 ms of a
+    run, is never loaded)."""
+    code = PROBE.replace("{names!r}", "{'rich._emoji_codes'}")
+    p = subprocess.run([sys.executable, "-c", code, "run", "--inventory", str(local_inventory),
+                        "--command", "echo status :ok: :x:"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "[localhost] status :ok: :x:" in p.stdout
+    assert p.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_menu_alone_imports_no_task_roles():
     assert _cli_then_modules("--list") == []
 
