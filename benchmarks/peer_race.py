@@ -20,6 +20,8 @@ weights go, /dev/shm, the kernel. Cases:
 Every tool gets the same forks (--forks, default: all hosts at once, pyinfra's default), the
 same key and known_hosts with host keys checked, and starts cold: Ansible's ControlPersist
 sockets go into a fresh folder each run, so no run reuses the previous run's connections.
+vfleet's modules are byte-compiled first, as pip compiles the peers' (byte_compile). Before
+the sizes, each tool's fixed cost: `true` on the controller, no SSH (startup_s in the JSON).
 """
 from __future__ import annotations
 
@@ -131,6 +133,39 @@ def run_case(name: str, case: dict, n: int) -> float:
     return elapsed
 
 
+def byte_compile() -> None:
+    """vfleet's own modules compiled once before the race, as pip compiles the peers' at install.
+    Why: vfleet runs from an editable checkout, and where PYTHONDONTWRITEBYTECODE is set (it is
+    on this machine) every start compiled each module it imports from source (~0.1 s)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(REPO / p) for p in ("fleet", "roles", "vfleet"))],
+                   check=True)
+
+
+def startup(work: Path, peer_bin: Path, repeat: int) -> dict[str, float]:
+    """Each tool's fixed cost: `true` on the controller itself (local connection, no SSH), median
+    of `repeat` runs. What a tool spends before and after its hosts, whatever their number."""
+    inv = work / "local.yaml"
+    inv.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    argv = {
+        "vfleet_run": [sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(inv), "--quiet",
+                       "--command", "true"],
+        "ansible_shell": [str(peer_bin / "ansible"), "all", "-i", "localhost,", "-c", "local", "-o",
+                          "-e", "ansible_python_interpreter=/usr/bin/python3", "-m", "shell", "-a", "true"],
+        "pyinfra_exec": [str(peer_bin / "pyinfra"), "-y", "@local", "exec", "--", "true"],
+    }
+    argv = {k: v for k, v in argv.items() if k.startswith("vfleet") or Path(v[0]).exists()}
+    runs: dict[str, list[float]] = {k: [] for k in argv}
+    for _ in range(repeat):
+        for name, cmd in argv.items():
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                               env=dict(os.environ, ANSIBLE_LOCALHOST_WARNING="False", PYINFRA_PROGRESS="off"))
+            runs[name].append(round(time.perf_counter() - t0, 3))
+            if p.returncode:
+                raise SystemExit(f"start-up run of {name} failed (exit {p.returncode}): {(p.stderr or p.stdout)[-800:]}")
+    return {k: round(statistics.median(v), 3) for k, v in runs.items()}
+
+
 def race(n: int, cases: dict[str, dict], repeat: int) -> dict:
     """A case that fails is reported with its reason and left out of later rounds: one peer's
     failure must not cost the others' figures."""
@@ -192,8 +227,12 @@ def main() -> int:
     versions = {t: subprocess.run([str(peer_bin / t), "--version"], capture_output=True, text=True)
                 .stdout.splitlines()[0] for t in ("ansible", "pyinfra") if (peer_bin / t).exists()}
     out = {"script": SCRIPT, "repeat": args.repeat, "versions": versions, "cpus": os.cpu_count(),
-           "lab_up_s": up_s, "lab_mem_bytes": before - mem_available(), "sizes": []}
+           "lab_up_s": up_s, "lab_mem_bytes": before - mem_available(), "vfleet_bytecode": "compiled before the race",
+           "sizes": []}
+    byte_compile()
     with tempfile.TemporaryDirectory(prefix="peer-race-") as work:
+        out["startup_s"] = startup(Path(work), peer_bin, args.repeat)
+        print(f"  start-up (`true` on the controller): {out['startup_s']}", file=sys.stderr, flush=True)
         for n in sizes:
             forks = args.forks or n
             cases = build_cases(Path(work), n, forks, peer_bin, lab_vars, all_hosts[:n], wanted,

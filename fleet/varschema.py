@@ -213,15 +213,15 @@ class VarSchema:
         for spec in specs:
             if spec.name in self.specs:
                 raise ValueError(f"variable {spec.name!r} defined twice")
-            Draft202012Validator.check_schema(spec.json_schema)
             self.specs[spec.name] = spec
-        self._validators = {n: _Validator(s.json_schema) for n, s in self.specs.items()}
         self._types = {n: _types(s.json_schema) for n, s in self.specs.items()}
         self.secret_names: list[str] = [n for n, s in self.specs.items() if s.secret]
         # NAME_file / NAME_env of a secret: a path or a variable name, never the secret itself.
-        for n in self.secret_names:
-            for companion in self.secret_sources(n):
-                self._validators[companion] = _Validator({"type": "string", "minLength": 1})
+        self._companions = {c for n in self.secret_names for c in self.secret_sources(n)}
+        # Each variable's validator is built (and its schema checked) when a value of it is first
+        # checked: checking all ~110 schemas up front cost 18 ms of every command's start, and an
+        # inventory sets a handful. tests/unit/test_startup.py checks every row's schema.
+        self._validators: dict[str, Any] = {}
         self.aliases: dict[str, str] = dict(aliases or {})
         unknown = sorted(set(self.aliases.values()) - self.known_names)
         if unknown:
@@ -290,13 +290,27 @@ class VarSchema:
             return value == 1
         return value
 
+    def _validator(self, name: str) -> Any:
+        """The validator of a known name (None for an unknown one), built on first use; a
+        schema that is not valid JSON Schema raises jsonschema's SchemaError here."""
+        if name not in self._validators:
+            if name in self._companions:
+                schema: dict[str, Any] = {"type": "string", "minLength": 1}
+            elif name in self.specs:
+                schema = self.specs[name].json_schema
+            else:
+                return None
+            Draft202012Validator.check_schema(schema)
+            self._validators[name] = _Validator(schema)
+        return self._validators[name]
+
     def check(self, name: str, value: Any) -> list[str]:
         """Problems with one value, each 'vars.NAME[.path]: expected X, got Y'; [] if fine.
 
         Secret values are never shown, only their type: an error message ends up in terminals,
         CI logs and reports.
         """
-        validator = self._validators.get(name)
+        validator = self._validator(name)
         if validator is None:
             return []
         out: list[str] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -16,9 +16,11 @@ from fleet.inventory import Host, Inventory, load_inventory, parse_set_args
 from fleet.report import print_recap, report_dict, write_json_atomic
 from fleet.runner import Play, PlayAborted, RunOptions
 from roles import replica
-from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
 from roles.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
+
+if TYPE_CHECKING:
+    from roles.gateway_render import Backend
 
 COMMON_HELP: dict[str, str] = {
     "inventory": "Inventory file (Ansible YAML format); default $VFLEET_INVENTORY",
@@ -104,6 +106,8 @@ def gateway_names(hosts: list[Host]) -> list[str]:
 def backends(inv: Inventory, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
     """Every vLLM host of the inventory that serves (single hosts, replica heads), as the gateways route to it (--limit or not);
     `max_concurrency`: the planner's per host, where preflight ran."""
+    from roles.gateway_render import Backend  # here, not above: it loads jinja2, which `run` never needs
+
     plans = max_concurrency or {}
     return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in replica.serving_hosts(inv)]
 
@@ -120,7 +124,10 @@ def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = Fa
         host_key_checking=False if no_host_key_checking else None, verbose=verbose,
         max_fail_percentage=max_fail_percentage,
     )
-    return Play(task, hosts, options, console=Console(highlight=False), configure=replica.member_config)
+    # emoji=False: hosts' output is printed as they wrote it (":ok:" stays ":ok:", not an emoji),
+    # and rich's 13 ms emoji table is not loaded at the first print.
+    console = Console(highlight=False, emoji=False)
+    return Play(task, hosts, options, console=console, configure=replica.member_config)
 
 
 def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, *, recap: bool = True) -> dict[str, Any]:

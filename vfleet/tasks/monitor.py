@@ -1,6 +1,7 @@
 """`vfleet monitor`: Prometheus scrape config, file_sd targets, alert rules and a Grafana
 dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group plus
-prometheus-nginx-exporter on each gateway (`--deploy`), kept in step with the inventory."""
+prometheus-nginx-exporter on each gateway (`--deploy`), kept in step with the inventory. The
+monitoring role is imported when it runs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,6 @@ from invoke import task
 
 from fleet.errors import VfleetError
 from roles.hostconfig import HostConfig
-from roles.monitoring import deploy as monitoring_deploy
-from roles.monitoring import exporter
-from roles.monitoring.files import monitoring_files, write_tree
 from roles.monitoring.settings import MonitoringSettings
 from roles.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
 from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, select
@@ -33,6 +31,10 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     rules with the metric names of each host's vLLM version, a Grafana dashboard; --deploy runs
     Prometheus on the monitoring group (promtool-checked, reloaded only on change) and the
     nginx exporter on each gateway."""
+    from roles.monitoring import deploy as monitoring_deploy
+    from roles.monitoring import exporter
+    from roles.monitoring.files import monitoring_files, write_tree
+
     if not dest and not deploy:
         raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
                           f"(Prometheus on the '{MONITORING_GROUP}' group)")

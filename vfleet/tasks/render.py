@@ -1,4 +1,5 @@
-"""`vfleet render`: print or write what deploy would put on each host, without connecting."""
+"""`vfleet render`: print or write what deploy would put on each host, without connecting. The
+renderers (and jinja2 under them) are imported when it runs, not for every command's menu."""
 from __future__ import annotations
 
 import os
@@ -8,10 +9,7 @@ from pathlib import Path
 from invoke import task
 
 from fleet.errors import VfleetError
-from roles.gateway_render import GatewayRenderError
 from roles.hostconfig import HostConfig
-from roles.render import render_host
-from roles.service_render import RenderError
 from vfleet.tasks.common import cli_errors, helptext, load, select
 
 
@@ -36,6 +34,10 @@ def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, syste
     """Show exactly what deploy would write on each host (vLLM unit, env file with secrets
     masked, nginx config), without connecting. The NCCL environment is the inventory's only:
     preflight's topology decision needs the host."""
+    from roles.gateway_render import GatewayRenderError
+    from roles.render import render_host
+    from roles.service_render import RenderError
+
     inv = load(inventory, set_)
     hosts = select(inv, limit)
     if host is not None:

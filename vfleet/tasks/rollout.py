@@ -1,16 +1,19 @@
-"""restart, upgrade, drain and undrain: maintenance that drops no request."""
+"""restart, upgrade, drain and undrain: maintenance that drops no request. The roles that do it
+(rollout, gateway, install) are imported when a task runs, not for every command's menu."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from invoke import task
 
 from fleet.errors import VfleetError
 from fleet.runner import HostContext
-from roles import gateway, vllm_install
 from roles.replica import find_replicas
-from roles.replica_rollout import ReplicaRollout, unit_keys
-from roles.rollout import Rollout
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
+
+if TYPE_CHECKING:
+    from roles.rollout import Rollout
 
 ROLL = ("inventory", "limit", "set", "report", "no_host_key_checking", "connect_timeout", "command_timeout",
         "verbose")
@@ -40,6 +43,9 @@ def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
 def _rollout(inv, play, vllm: list[str], gws: list[str], **kw) -> Rollout:
     """The rollout over these hosts; with multi-host replicas, over units (a replica counts once
     and restarts as a whole: roles/replica_rollout.py)."""
+    from roles.replica_rollout import ReplicaRollout, unit_keys
+    from roles.rollout import Rollout
+
     replicas = find_replicas(inv)
     if not replicas:
         return Rollout(play, backends(inv), vllm, gws, **kw)
@@ -64,6 +70,8 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
 def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
             command_timeout=None, verbose=False, forks=10, batch="1", max_fail_percentage=0, drain_timeout=180):
     """Rolling upgrade to the vllm_version in the inventory (or --set): install first, then roll."""
+    from roles import vllm_install
+
     inv, play, vllm, gws = _rollout_play("upgrade", inventory, limit, set_, forks=forks,
                                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                                          command_timeout=command_timeout, verbose=verbose)
@@ -75,6 +83,8 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
 
 
 def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_checking, drained: bool) -> None:
+    from roles import gateway
+
     inv = load(inventory, set_)
     if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
         raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
