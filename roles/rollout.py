@@ -34,6 +34,7 @@ from fleet.systemd import start
 from roles import gateway, readiness, service, smoke, vllm_install
 from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
+from roles.rollout_lines import host_lines
 
 q = shlex.quote
 
@@ -203,15 +204,21 @@ class Rollout:
         cfg: HostConfig = ctx.config
         t: dict[str, float] = {}
         t0 = time.monotonic()
+        waiting(ctx, "vLLM to stop")
         t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
         if new_venv:
             vllm_install.link_current(ctx, cfg, new_venv)
             self._render_unit(ctx, str(cfg.vllm_version))
         t1 = time.monotonic()
+        waiting(ctx, "vLLM to be ready")
         start(ctx, cfg.unit, no_block=True)
         readiness.wait_ready(ctx)
-        with httpx.Client(timeout=120) as client:
-            chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
+        waiting(ctx, "a real completion from vLLM")
+        try:
+            with httpx.Client(timeout=120) as client:
+                chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
+        except httpx.HTTPError as exc:  # a failure like any other: rolled back, not left drained
+            raise HostFailed(f"ready but a real completion failed: {type(exc).__name__}: {exc}") from None
         if not smoke.reply_text(chat):
             raise HostFailed("ready but a real completion returned no text")
         t["ready_s"] = time.monotonic() - t1
@@ -249,12 +256,18 @@ class Rollout:
         if new_venv == old_venv:
             new_venv = None
         info["from"] = old_venv
-        info["drain_s"] = round(self.drain(ctx), 2)
+        waiting(ctx, "another host of its model to serve")
         try:
+            info["drain_s"] = round(self.drain(ctx), 2)
+        except HostFailed as exc:
+            failed(ctx, info, exc)
+            raise
+        try:
+            waiting(ctx, "its in-flight requests to finish")
             info["inflight_wait_s"] = round(self.wait_inflight(ctx), 2)
             info.update({k: round(v, 2) for k, v in self.restart_host(ctx, new_venv).items()})
         except HostFailed as exc:
-            info["error"] = str(exc)
+            failed(ctx, info, exc)
             ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
             info["rolled_back"] = True
             info["serving"] = old_venv if ok else None
@@ -313,7 +326,38 @@ class Rollout:
                    or _current_venv(self.play.contexts[h])
                    for h in self.vllm_hosts if h in self.play.contexts}
         return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
-                "drained": sorted(self.drained)}
+                "drained": sorted(self.drained), "lines": self.last_lines(stopped)}
+
+    def last_lines(self, stopped: str | None) -> list[str]:
+        """One line per host to restart: what it waited for and how long (printed last)."""
+        def of(name: str) -> dict[str, Any]:
+            r = self.play.results[name]
+            last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
+            return {"status": r.status.value, "message": last.message if last else "",
+                    "rollout": r.data.get("rollout")}
+        hosts = [h for h in self.vllm_hosts if h in self.play.results]
+        return host_lines(hosts, {h: of(h) for h in hosts}, stopped)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a host's restart waits for right now, since when: a failure names it, with how
+    long it waited (roles/rollout_lines.py turns that into the host's last line)."""
+
+    what: str
+    since: float
+
+
+def waiting(ctx: HostContext, what: str) -> None:
+    ctx.result.note(Waiting(what, time.monotonic()))
+
+
+def failed(ctx: HostContext, info: dict[str, Any], exc: Exception) -> None:
+    """Record the failure with the phase it happened in and how long that phase had waited."""
+    info["error"] = str(exc)
+    w = ctx.result.get(Waiting)
+    if w is not None:
+        info["waiting_for"], info["waited_s"] = w.what, round(time.monotonic() - w.since, 1)
 
 
 def _current_venv(ctx: HostContext) -> str | None:
