@@ -54,7 +54,7 @@ def test_a_second_restart_or_upgrade_on_a_fleet_being_restarted_is_refused(deplo
             second = vfleet(task, "--inventory", str(inv), "--batch", "1", timeout=120)
             assert second.returncode == 2, (task, second.stdout[-2000:] + second.stderr[-2000:])
             lines = second.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith(f"error: fleet is locked: restart by "), lines
+            assert len(lines) == 1 and lines[0].startswith("error: fleet is locked: restart by "), lines
             assert f"pid {first.pid} since " in lines[0] and "(expires in " in lines[0], lines
             assert "drain" not in second.stdout and "install" not in second.stdout, second.stdout[-2000:]
         assert first.poll() is None, "the first restart ended before the second could be refused"
