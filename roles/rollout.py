@@ -212,10 +212,10 @@ class Rollout:
         t1 = time.monotonic()
         waiting(ctx, "vLLM to be ready")
         start(ctx, cfg.unit, no_block=True)
-        readiness.wait_ready(ctx)
+        waited = readiness.wait_ready(ctx)
         waiting(ctx, "a real completion from vLLM")
-        try:
-            with httpx.Client(timeout=120) as client:
+        try:  # the first answer of a host that loaded slowly is slow too: what is left of ready_timeout
+            with httpx.Client(timeout=max(120.0, float(cfg.ready_timeout) - waited)) as client:
                 chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
         except httpx.HTTPError as exc:  # a failure like any other: rolled back, not left drained
             raise HostFailed(f"ready but a real completion failed: {type(exc).__name__}: {exc}") from None
