@@ -34,7 +34,7 @@ from fleet.systemd import start
 from roles import gateway, readiness, service, smoke, vllm_install
 from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
-from roles.rollout_lines import host_lines
+from roles.rollout_lines import failed, host_lines, waiting
 
 q = shlex.quote
 
@@ -212,7 +212,7 @@ class Rollout:
         t1 = time.monotonic()
         waiting(ctx, "vLLM to be ready")
         start(ctx, cfg.unit, no_block=True)
-        waited = readiness.wait_ready(ctx)
+        waited = self.wait_loaded(ctx, plain=not new_venv and self.restore is None)
         waiting(ctx, "a real completion from vLLM")
         try:  # the first answer of a host that loaded slowly is slow too: what is left of ready_timeout
             with httpx.Client(timeout=max(120.0, float(cfg.ready_timeout) - waited)) as client:
@@ -224,6 +224,22 @@ class Rollout:
         t["ready_s"] = time.monotonic() - t1
         t["restart_s"] = time.monotonic() - t0
         return t
+
+    @staticmethod
+    def wait_loaded(ctx: HostContext, *, plain: bool) -> float:
+        """wait_ready; on a plain restart (nothing to roll back to: same unit, same venv) a
+        vLLM still loading at ready_timeout gets one more ready_timeout instead of a restart
+        that would start its loading over: a host starved of CPU by the load the others
+        serve (a small shared machine) loads slowly, not wrongly. A dead unit fails at once."""
+        try:
+            return readiness.wait_ready(ctx)
+        except HostFailed:
+            if not plain or readiness.probe(ctx).startswith("dead"):
+                raise
+        limit = float(ctx.config.ready_timeout)
+        ctx.record("ready", ctx.config.unit, Status.OK, f"still loading after {limit:g}s, alive, nothing to roll back "
+                   f"to (a plain restart): waiting up to {limit:g}s more instead of restarting it")
+        return limit + readiness.wait_ready(ctx)
 
     def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
         """Previous venv and unit, restart; True when the host serves again."""
@@ -337,27 +353,6 @@ class Rollout:
                     "rollout": r.data.get("rollout")}
         hosts = [h for h in self.vllm_hosts if h in self.play.results]
         return host_lines(hosts, {h: of(h) for h in hosts}, stopped)
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """What a host's restart waits for right now, since when: a failure names it, with how
-    long it waited (roles/rollout_lines.py turns that into the host's last line)."""
-
-    what: str
-    since: float
-
-
-def waiting(ctx: HostContext, what: str) -> None:
-    ctx.result.note(Waiting(what, time.monotonic()))
-
-
-def failed(ctx: HostContext, info: dict[str, Any], exc: Exception) -> None:
-    """Record the failure with the phase it happened in and how long that phase had waited."""
-    info["error"] = str(exc)
-    w = ctx.result.get(Waiting)
-    if w is not None:
-        info["waiting_for"], info["waited_s"] = w.what, round(time.monotonic() - w.since, 1)
 
 
 def _current_venv(ctx: HostContext) -> str | None:

@@ -4,12 +4,18 @@ its last lines, host by host, not only in a recap row further up.
 
 Pure functions of what the rollout recorded per host (`Rollout.one_host`'s info: the waits
 in seconds, and on a failure `waiting_for`/`waited_s`, the phase it was in) and of the
-run's summary (`stopped`), so they are tested from data without a host."""
+run's summary (`stopped`), so they are tested from data without a host; plus `waiting` and
+`failed`, which the rollout calls to note the phase a host is in and, on a failure, write it
+into that host's info."""
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["WAITS", "host_line", "host_lines"]
+from fleet.runner import HostContext
+
+__all__ = ["WAITS", "Waiting", "waiting", "failed", "host_line", "host_lines"]
 
 # What each of a host's recorded waits was for, in the order a restart does them.
 WAITS = (("drain_s", "another host to serve"), ("inflight_wait_s", "in-flight requests to finish"),
@@ -44,3 +50,24 @@ def host_lines(hosts: list[str], results: Mapping[str, Mapping[str, Any]], stopp
     """`results`: per host {"status", "message" (its last failure), "rollout" (info or None)}."""
     return [host_line(h, results[h].get("rollout"), status=results[h].get("status", "ok"),
                       message=results[h].get("message", ""), stopped=stopped) for h in hosts]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a host's restart waits for right now, since when: a failure names it, with how
+    long it waited (host_line turns that into the host's last line)."""
+
+    what: str
+    since: float
+
+
+def waiting(ctx: HostContext, what: str) -> None:
+    ctx.result.note(Waiting(what, time.monotonic()))
+
+
+def failed(ctx: HostContext, info: dict[str, Any], exc: Exception) -> None:
+    """Record the failure with the phase it happened in and how long that phase had waited."""
+    info["error"] = str(exc)
+    w = ctx.result.get(Waiting)
+    if w is not None:
+        info["waiting_for"], info["waited_s"] = w.what, round(time.monotonic() - w.since, 1)

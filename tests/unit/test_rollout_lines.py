@@ -7,8 +7,7 @@ import time
 from types import SimpleNamespace
 
 from fleet.results import HostResult
-from roles.rollout import failed, waiting
-from roles.rollout_lines import host_line, host_lines
+from roles.rollout_lines import failed, host_line, host_lines, waiting
 
 DONE = {"from": "/opt/vllm/a", "drain_s": 0.02, "inflight_wait_s": 3.41, "stop_s": 6.0, "ready_s": 41.27,
         "restart_s": 47.3, "undrain_s": 0.3, "serving": "/opt/vllm/a"}
@@ -71,3 +70,42 @@ def test_failed_records_the_phase_the_host_was_in_and_how_long():
     assert info["error"] == "not ready" and info["waiting_for"] == "vLLM to be ready"
     assert info["waited_s"] >= 0.0
     assert "since" not in info  # the monotonic clock stays out of the report
+
+
+def _loading_host(monkeypatch, probe_state: str):
+    """A host whose first readiness wait times out; the second one returns 12 s."""
+    from fleet.runner import HostFailed
+    from roles import rollout
+
+    waits = iter([HostFailed("vLLM on lab1: not ready after 600s (last: loading)"), 12.0])
+
+    def wait_ready(ctx):
+        w = next(waits)
+        if isinstance(w, Exception):
+            raise w
+        return w
+
+    monkeypatch.setattr(rollout.readiness, "wait_ready", wait_ready)
+    monkeypatch.setattr(rollout.readiness, "probe", lambda ctx: probe_state)
+    records = []
+    ctx = SimpleNamespace(config=SimpleNamespace(ready_timeout=600, unit="vllm.service"),
+                          record=lambda *a, **kw: records.append(a))
+    return rollout.Rollout.wait_loaded, ctx, records
+
+
+def test_a_plain_restart_still_loading_at_the_deadline_gets_one_more_instead_of_a_restart(monkeypatch):
+    wait_loaded, ctx, records = _loading_host(monkeypatch, "loading")
+    assert wait_loaded(ctx, plain=True) == 612.0
+    assert "still loading after 600s" in records[0][-1] and "instead of restarting it" in records[0][-1]
+
+
+def test_an_upgrade_or_a_dead_unit_fails_at_the_deadline(monkeypatch):
+    import pytest
+
+    from fleet.runner import HostFailed
+
+    for plain, state in ((False, "loading"), (True, "dead (failed)")):
+        wait_loaded, ctx, records = _loading_host(monkeypatch, state)
+        with pytest.raises(HostFailed, match="not ready after 600s"):
+            wait_loaded(ctx, plain=plain)
+        assert records == []
