@@ -1,4 +1,5 @@
-"""`vfleet restart` and `vfleet upgrade` take the fleet lock before they change anything: a
+"""`vfleet restart` and `vfleet upgrade` take the fleet lock before they change anything (and end
+with the rollout's per-host lines): a
 fleet another controller holds stops them with one line naming the holder, its pid and when
 the lock expires, and nothing (no install, no drain) runs. Local hosts, a lock file in a temp
 dir: the tasks run in this process against the real shell."""
@@ -66,3 +67,11 @@ def test_an_expired_lock_is_taken_over(fleet):
     _foreign_lock(path, int(time.time()) - 7200)
     rollout.restart(Context(), inventory=str(inv))
     assert ran == ["rollout"] and not path.exists()
+
+
+def test_the_rollout_lines_are_the_last_lines_of_the_run(fleet, monkeypatch, capsys):
+    inv, path, ran = fleet
+    lines = ["gpu1: restarted in 40.0s; waited ...", "gpu2: not restarted: batch 1: ..."]
+    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: {"lines": lines})
+    rollout.restart(Context(), inventory=str(inv))
+    assert capsys.readouterr().out.strip().splitlines()[-2:] == lines
