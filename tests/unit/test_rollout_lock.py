@@ -1,8 +1,8 @@
-"""`vfleet restart` and `vfleet upgrade` take the fleet lock before they change anything (and end
-with the rollout's per-host lines): a
+"""`vfleet restart` and `vfleet upgrade` take the fleet lock before they change anything: a
 fleet another controller holds stops them with one line naming the holder, its pid and when
-the lock expires, and nothing (no install, no drain) runs. Local hosts, a lock file in a temp
-dir: the tasks run in this process against the real shell."""
+the lock expires, and nothing (no install, no drain) runs; a run ends with the rollout's
+per-host lines. Local hosts, a lock file in a temp dir: the tasks run in this process
+against the real shell."""
 from __future__ import annotations
 
 import time
