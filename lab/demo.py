@@ -51,6 +51,22 @@ def ensure_wheelhouse() -> Path:
     return DEFAULT_DEST
 
 
+def _bind_workers(data: dict, all_vars: dict) -> None:
+    """Each vLLM host's worker on a core of its own (host k on core k mod the machine's cores).
+
+    WHY: lab hosts share this machine's cores, and the CPU build's "auto" binding pins every
+    host's worker to the same core (core 0 of 2). A host restarted while another serves load
+    then loads its worker on the core the serving worker keeps busy: measured 0 CPU ticks in
+    5 s, still loading after 10 minutes, a `vfleet restart` under two clients that ran past
+    ready_timeout. Real hosts have their own cores; this gives lab hosts one each."""
+    hosts = ((data["all"].get("children") or {}).get("vllm") or {}).get("hosts") or {}
+    cores = os.cpu_count() or 1
+    for k, name in enumerate(hosts):
+        hv = hosts[name] or {}
+        hosts[name] = {**hv, "vllm_env": {"VLLM_CPU_OMP_THREADS_BIND": str(k % cores),
+                                           **(all_vars.get("vllm_env") or {}), **(hv.get("vllm_env") or {})}}
+
+
 def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, extra: dict | None = None,
                            host_vars: dict[str, dict] | None = None) -> Path:
     """The lab inventory plus the deploy variables; the API key sits in a 0600 file beside it."""
@@ -65,6 +81,7 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, ex
     v.update({"model_source": str(ensure_model()), "vllm_wheelhouse": str(ensure_wheelhouse()),
               "api_key_file": str(key_file)})
     v.update(extra or {})
+    _bind_workers(data, v)
     for name, hv in (host_vars or {}).items():
         for group in data["all"]["children"].values():
             if name in (group.get("hosts") or {}):

@@ -82,10 +82,11 @@ def _put_back(saved: str, dest: str) -> str:
 
 
 def _relink(link: str, target_file: str) -> str:
-    """Point `link` at the target recorded in target_file (atomic: a new link renamed over)."""
+    """Point `link` at the target recorded in target_file (atomic: a new link renamed over);
+    a link already there is left alone, so its mtime still says when it last changed."""
     tmp = link + ".vfleet-rollback"
-    return (f"t=$(cat -- {q(target_file)} 2>/dev/null); if [ -n \"$t\" ]; then "
-            f"ln -sfn -- \"$t\" {q(tmp)} && mv -Tf -- {q(tmp)} {q(link)}; fi")
+    return (f"t=$(cat -- {q(target_file)} 2>/dev/null); if [ -n \"$t\" ] && [ \"$(readlink -- {q(link)})\" != \"$t\" ]; "
+            f"then ln -sfn -- \"$t\" {q(tmp)} && mv -Tf -- {q(tmp)} {q(link)}; fi")
 
 
 def restore_command(cfg: HostConfig) -> str:

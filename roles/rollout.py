@@ -34,6 +34,7 @@ from fleet.systemd import start
 from roles import gateway, readiness, service, smoke, vllm_install
 from roles.gateway_render import Backend
 from roles.hostconfig import HostConfig
+from roles.rollout_lines import failed, host_lines, waiting
 
 q = shlex.quote
 
@@ -203,20 +204,42 @@ class Rollout:
         cfg: HostConfig = ctx.config
         t: dict[str, float] = {}
         t0 = time.monotonic()
+        waiting(ctx, "vLLM to stop")
         t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
         if new_venv:
             vllm_install.link_current(ctx, cfg, new_venv)
             self._render_unit(ctx, str(cfg.vllm_version))
         t1 = time.monotonic()
+        waiting(ctx, "vLLM to be ready")
         start(ctx, cfg.unit, no_block=True)
-        readiness.wait_ready(ctx)
-        with httpx.Client(timeout=120) as client:
-            chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
+        waited = self.wait_loaded(ctx, plain=not new_venv and self.restore is None)
+        waiting(ctx, "a real completion from vLLM")
+        try:  # the first answer of a host that loaded slowly is slow too: what is left of ready_timeout
+            with httpx.Client(timeout=max(120.0, float(cfg.ready_timeout) - waited)) as client:
+                chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
+        except httpx.HTTPError as exc:  # a failure like any other: rolled back, not left drained
+            raise HostFailed(f"ready but a real completion failed: {type(exc).__name__}: {exc}") from None
         if not smoke.reply_text(chat):
             raise HostFailed("ready but a real completion returned no text")
         t["ready_s"] = time.monotonic() - t1
         t["restart_s"] = time.monotonic() - t0
         return t
+
+    @staticmethod
+    def wait_loaded(ctx: HostContext, *, plain: bool) -> float:
+        """wait_ready; on a plain restart (nothing to roll back to: same unit, same venv) a
+        vLLM still loading at ready_timeout gets one more ready_timeout instead of a restart
+        that would start its loading over: a host starved of CPU by the load the others
+        serve (a small shared machine) loads slowly, not wrongly. A dead unit fails at once."""
+        try:
+            return readiness.wait_ready(ctx)
+        except HostFailed:
+            if not plain or readiness.probe(ctx).startswith("dead"):
+                raise
+        limit = float(ctx.config.ready_timeout)
+        ctx.record("ready", ctx.config.unit, Status.OK, f"still loading after {limit:g}s, alive, nothing to roll back "
+                   f"to (a plain restart): waiting up to {limit:g}s more instead of restarting it")
+        return limit + readiness.wait_ready(ctx)
 
     def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
         """Previous venv and unit, restart; True when the host serves again."""
@@ -249,12 +272,18 @@ class Rollout:
         if new_venv == old_venv:
             new_venv = None
         info["from"] = old_venv
-        info["drain_s"] = round(self.drain(ctx), 2)
+        waiting(ctx, "another host of its model to serve")
         try:
+            info["drain_s"] = round(self.drain(ctx), 2)
+        except HostFailed as exc:
+            failed(ctx, info, exc)
+            raise
+        try:
+            waiting(ctx, "its in-flight requests to finish")
             info["inflight_wait_s"] = round(self.wait_inflight(ctx), 2)
             info.update({k: round(v, 2) for k, v in self.restart_host(ctx, new_venv).items()})
         except HostFailed as exc:
-            info["error"] = str(exc)
+            failed(ctx, info, exc)
             ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
             info["rolled_back"] = True
             info["serving"] = old_venv if ok else None
@@ -313,7 +342,17 @@ class Rollout:
                    or _current_venv(self.play.contexts[h])
                    for h in self.vllm_hosts if h in self.play.contexts}
         return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
-                "drained": sorted(self.drained)}
+                "drained": sorted(self.drained), "lines": self.last_lines(stopped)}
+
+    def last_lines(self, stopped: str | None) -> list[str]:
+        """One line per host to restart: what it waited for and how long (printed last)."""
+        def of(name: str) -> dict[str, Any]:
+            r = self.play.results[name]
+            last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
+            return {"status": r.status.value, "message": last.message if last else "",
+                    "rollout": r.data.get("rollout")}
+        hosts = [h for h in self.vllm_hosts if h in self.play.results]
+        return host_lines(hosts, {h: of(h) for h in hosts}, stopped)
 
 
 def _current_venv(ctx: HostContext) -> str | None:

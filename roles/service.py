@@ -40,12 +40,44 @@ class ServiceOutcome:
     restarts: int = 0
 
 
+@dataclass(frozen=True)
+class NewerThanProcess:
+    """Which of the files a vLLM process started from (unit, env file, the venv and model
+    links) changed after it started: a run killed between writing them and its restart
+    handler leaves such a process, and the next run finds every file as wanted, so only this
+    says the restart is still owed. [] when the unit is not running or nothing is newer."""
+
+    unit: str
+    paths: tuple[str, ...]
+
+    def command(self) -> str:
+        files = " ".join(q(p) for p in self.paths)
+        return (f"s=$(systemctl show -p ExecMainStartTimestamp --value -- {q(self.unit)} 2>/dev/null); "
+                f"if systemctl is-active --quiet -- {q(self.unit)} && [ -n \"$s\" ] && "
+                f"t=$(date -d \"$s\" +%s 2>/dev/null); then echo \"started $t\"; "
+                f"stat -c '%Y %n' -- {files} 2>/dev/null; fi; true")  # links: their own mtime (no -L)
+
+    def process(self, lines: list[str]) -> list[str]:
+        words = lines[0].split() if lines else []
+        if len(words) != 2 or words[0] != "started" or not words[1].isdigit():
+            return []
+        started = int(words[1])
+        newer = []
+        for ln in lines[1:]:
+            mtime, _, path = ln.strip().partition(" ")
+            if mtime.isdigit() and int(mtime) > started and path in self.paths:
+                newer.append(path)
+        return newer
+
+
 def facts_for(cfg: HostConfig, *, diff: bool = False) -> dict[str, Fact]:
+    started_from = (cfg.unit_path, cfg.env_file, cfg.current_link) + ((cfg.model_path,) if cfg.model_path else ())
     return {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}"),
             "unit_file": FileFact(cfg.unit_path, with_content=diff),
             "env_file": FileFact(cfg.env_file),
             "unit": UnitFact(cfg.unit),
-            "systemd": SystemdVersion()}
+            "systemd": SystemdVersion(),
+            "newer": NewerThanProcess(cfg.unit, started_from)}
 
 
 def nccl_decision(host_facts: Mapping[str, Any]) -> dict[str, str]:
@@ -116,6 +148,11 @@ def configure(ctx: HostContext) -> None:
     active = facts["unit"].active == "active"
     ctx.result.note(ServiceOutcome(was_active=active))
     if not active:
+        ctx.notify(RESTART)
+    elif RESTART not in ctx.notified and facts["newer"]:
+        ctx.record("service", cfg.unit, Status.OK,
+                   f"{', '.join(facts['newer'])} changed after the running process started (an earlier run "
+                   f"stopped before restarting it): restart owed")
         ctx.notify(RESTART)
     elif RESTART not in ctx.notified:
         ctx.record("service", cfg.unit, Status.OK, "active, nothing changed: not restarted")

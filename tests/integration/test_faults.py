@@ -204,3 +204,60 @@ def test_controller_killed_during_the_rolling_phase_then_the_next_run_converges(
     for h in ("lab1", "lab2", "lab3"):
         assert again["hosts"][h]["counts"]["changed"] == 0, (h, changed_targets(again, h))
     assert set(restarts(again).values()) == {0}
+
+
+def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deployed, tmp_path):
+    """A plain `deploy` (no --batch) of a new model version, SIGKILLed in its weights step once
+    lab1 has switched its model link and lab2 (slow link) still copies: lab1's vLLM still runs
+    the old weights, its lock stays. The next plain deploy reports and takes over the lock,
+    sees the restart lab1 is owed (its link is newer than its process), finishes lab2's copy,
+    restarts both, leaves no host drained and no lock; one more run changes nothing."""
+    import subprocess
+    import sys
+
+    from tests.integration.faults_env import big_model
+
+    inv = deployed["inv"]
+    live = {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")}
+    started = on_host(inv, "lab1", "systemctl show -p ExecMainStartTimestampMonotonic --value vllm.service")
+    new = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(big_model(tmp_path)),
+                                                                    "weights_fanout": False},
+                                 host_vars={"lab2": {"weights_bwlimit": 1000}})
+    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new),
+                            "--skip-preflight"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and run.poll() is None:
+            if on_host(inv, "lab1", "readlink /srv/models/tiny") != live["lab1"]:
+                break
+            time.sleep(0.3)
+        assert run.poll() is None, "the deploy ended before it could be killed"
+    finally:
+        run.kill()
+        run.wait()
+    try:
+        assert on_host(inv, "lab1", "readlink /srv/models/tiny") != live["lab1"]  # switched ...
+        assert on_host(inv, "lab1", "systemctl show -p ExecMainStartTimestampMonotonic --value vllm.service") \
+            == started  # ... and never restarted
+        assert on_host(inv, "lab2", "readlink /srv/models/tiny") == live["lab2"]  # lab2's copy unfinished
+        assert lock_on(inv, "lab1").split()[1:2] == [str(run.pid)]
+        code, report, out = run_report("deploy", new, tmp_path / "next.json", "--skip-preflight")
+        assert code == 0, out[-3000:]
+        msgs = step_messages(report, "lab1")
+        assert "took over the lock of deploy" in msgs and "restart owed" in msgs, msgs
+        assert restarts(report) == {"lab1": 1, "lab2": 1, "lab3": 0}, restarts(report)
+        for h in ("lab1", "lab2"):  # each process started after its model link last changed
+            assert on_host(inv, h, "s=$(systemctl show -p ExecMainStartTimestamp --value vllm.service); "
+                                   "[ $(date -d \"$s\" +%s) -ge $(stat -c %Y /srv/models/tiny) ] && echo fresh") == "fresh"
+        assert all(lock_on(inv, h) == "" for h in ("lab1", "lab2", "lab3"))
+        assert on_host(inv, "lab3", "grep -c ' down;  # ' /etc/nginx/conf.d/vfleet-gateway.conf || true") == "0"
+        code, again, out = run_report("deploy", new, tmp_path / "again.json", "--skip-preflight")
+        assert code == 0, out[-3000:]
+        assert all(again["hosts"][h]["counts"]["changed"] == 0 for h in ("lab1", "lab2", "lab3")), out[-3000:]
+        assert set(restarts(again).values()) == {0}
+    finally:  # back to the fleet's model, serving (both restart on it), and the copies removed
+        code, back, out = run_report("deploy", inv, tmp_path / "back.json", "--skip-preflight")
+        assert code == 0, out[-3000:]
+        for h in ("lab1", "lab2"):
+            on_host(inv, h, f"cd /srv/models/.versions && for d in *; do "
+                            f"[ \"$PWD/$d\" = {live[h]} ] || rm -rf -- \"$d\"; done; rm -rf /srv/models/.staging")

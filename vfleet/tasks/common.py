@@ -139,6 +139,8 @@ def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, 
     if report:
         write_json_atomic(report, data)
         play.console.print(f"report written to {report}", highlight=False)
+    for line in (play.data.get("rollout") or {}).get("lines", []):  # a rollout ends saying, per host, why
+        play.console.print(line, markup=False, highlight=False, soft_wrap=True)
     if play.exit_code:
         raise Exit(code=play.exit_code)
     return data

@@ -11,6 +11,7 @@ from fleet.runner import HostContext
 from roles.replica import find_replicas
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
+from vfleet.tasks.deploy import locked
 
 if TYPE_CHECKING:
     from roles.rollout import Rollout
@@ -60,8 +61,9 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     inv, play, vllm, gws = _rollout_play("restart", inventory, limit, set_, no_host_key_checking=no_host_key_checking,
                                          connect_timeout=connect_timeout, command_timeout=command_timeout,
                                          verbose=verbose)
-    r = _rollout(inv, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
-    play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
+    with locked(play):  # a second controller would interleave its drains and restarts with ours
+        r = _rollout(inv, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
+        play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 
 
@@ -75,10 +77,12 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     inv, play, vllm, gws = _rollout_play("upgrade", inventory, limit, set_, forks=forks,
                                          no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
                                          command_timeout=command_timeout, verbose=verbose)
-    play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False), hosts=vllm)
-    r = _rollout(inv, play, [h for h in vllm if h in play.active], gws, upgrade=True,
-                 drain_timeout=float(drain_timeout))
-    play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
+    with locked(play):  # taken before the install: nothing changes on a fleet another run holds
+        play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False),
+                      hosts=vllm)
+        r = _rollout(inv, play, [h for h in vllm if h in play.active], gws, upgrade=True,
+                     drain_timeout=float(drain_timeout))
+        play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
     finish(play, report)
 
 
@@ -105,7 +109,8 @@ def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_check
             raise HostFailed(f"draining {host} would leave no host of model {model!r} behind {ctx.name}")
         gateway.set_drained(ctx, bs, wanted)
 
-    play.run_step(f"{name} {host}", step)
+    with locked(play):  # not in the middle of another controller's rolling restart
+        play.run_step(f"{name} {host}", step)
     finish(play, report)
 
 
