@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.errors import VfleetError
-from roles import audit, capacity, replica, replica_preflight
+from roles import audit, capacity, replica, replica_allreduce, replica_preflight
 from roles.capacity.parallel import ParallelPlan, plan_parallel
 from roles.preflight.checks import check_tp_heads
 from roles.preflight.model_facts import with_model_source
@@ -19,28 +19,40 @@ from vfleet.tasks.common import cli_errors, finish, helptext, load, make_play, s
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
 
 
-def replica_checks(play, inv, facts: dict) -> dict[str, list[dict]]:
-    """Cross-member checks of multi-host replicas (roles/replica_preflight.py); live only."""
+def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
+    """Cross-member checks of multi-host replicas (roles/replica_preflight.py), with the
+    optional all-reduce across members (roles/replica_allreduce.py); live only."""
     replicas = replica.find_replicas(inv)
     if not replicas or not facts:
         return {}
     member_facts = replica_preflight.gather(play, replicas)
     vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
-    return replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    out = replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    if allreduce:
+        results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
+        for r in replicas.values():
+            port = int(vars_by_host.get(r.head, {}).get("replica_allreduce_port") or 29599)
+            for h in (m for m in r.members if m in out):
+                out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
+    return out
 
 
 @task(name="preflight", default=True,
       help=helptext(*COMMON, snapshot="Audit from DIR/<host>/ snapshots (preflight.capture) instead of SSH",
                     strict="Warnings fail too",
-                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)"),
+                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)",
+                    replica_allreduce="Also run one all-reduce across each multi-host replica's members "
+                                      "(torch.distributed: nccl on GPUs, gloo without)"),
       iterable=["set_"])
 @cli_errors
 def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
-                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False):
+                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False, replica_allreduce=False):
     """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
     capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
     if nccl_bandwidth and snapshot:
         raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
+    if replica_allreduce and snapshot:
+        raise VfleetError("--replica-allreduce needs the hosts themselves, not --snapshot")
     inv = load(inventory, set_)
     hosts = select(inv, limit)
     play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
@@ -49,7 +61,7 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     extra = {}
     if nccl_bandwidth:
         extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
-    for h, checks in ({} if snapshot else replica_checks(play, inv, facts)).items():
+    for h, checks in ({} if snapshot else replica_checks(play, inv, facts, replica_allreduce)).items():
         extra.setdefault(h, []).extend(checks)
     audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
     play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
