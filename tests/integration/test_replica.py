@@ -120,3 +120,15 @@ def test_restart_rolls_the_replica_as_one_unit_while_the_single_host_serves(repl
     assert worker["ActiveEnterTimestampMonotonic"] < head["ActiveEnterTimestampMonotonic"]
     smoke = vfleet("smoke", "--inventory", str(inv))
     assert smoke.returncode == 0, smoke.stdout[-2000:]
+
+
+def test_preflight_all_reduces_across_the_replica_members_with_gloo(replica):
+    # the CPU lab has no GPU torch can use: the members' venv python picks gloo, over eth0
+    code, report, out = run_report("preflight", replica["inv"], replica["work"] / "allreduce.json",
+                                   "--limit", "tiny_r1", "--replica-allreduce", timeout=600)
+    for host, rank in (("lab1", 0), ("lab2", 1)):
+        result = report["hosts"][host]["replica_allreduce"]
+        assert (result["ok"], result["sum_ok"], result["backend"], result["rank"], result["world"]) == \
+            (True, True, "gloo", rank, 2), (host, result, out[-2000:])
+        check = next(c for c in report["hosts"][host]["checks"] if c["id"] == "replica.allreduce:tiny-r1")
+        assert check["status"] == "pass" and "gloo all-reduce of 4 MiB over 2 members" in check["message"], check
