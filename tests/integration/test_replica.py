@@ -13,6 +13,7 @@ nginx and vLLM throughout.
 """
 from __future__ import annotations
 
+import re
 import socket
 
 import httpx
@@ -60,7 +61,8 @@ def test_deploy_brings_bare_hosts_to_a_two_host_replica(replica):
 def _gateway_servers(inv) -> list[str]:
     out = vfleet("run", "--inventory", str(inv), "--limit", "gateways", "--command",
                  "grep -oE 'server 10[.]213[.]0[.][0-9]+:8000' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
-    return sorted({ln.split()[-1] for ln in out.splitlines() if "server " in ln})
+    # only the matches: the run's output also echoes the command, whose regex says "server "
+    return sorted(set(re.findall(r"server (10\.213\.0\.\d+:8000)", out)))
 
 
 def test_the_gateway_serves_the_replica_through_its_head_only(replica):
@@ -89,8 +91,8 @@ def _unit_times(inv, host: str) -> dict[str, int]:
     props = ("MainPID", "InactiveEnterTimestampMonotonic", "ActiveEnterTimestampMonotonic")
     out = vfleet("run", "--inventory", str(inv), "--limit", host, "--command",
                  "systemctl show " + " ".join(f"-p {p}" for p in props) + " vllm.service").stdout
-    pairs = [ln.split(None, 1)[1].split("=", 1) for ln in out.splitlines() if ln.startswith(f"[{host}] ") and "=" in ln]
-    return {k: int(v) for k, v in pairs}
+    # `vfleet run` prefixes only the first line of a host's output with [host]: search it all
+    return {p: int(m.group(1)) for p in props if (m := re.search(rf"\b{p}=(\d+)", out))}
 
 
 def test_restart_rolls_the_replica_as_one_unit_while_the_single_host_serves(replica):
