@@ -15,14 +15,16 @@ import shlex
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from fleet.errors import VfleetError
 from fleet.results import Status
 from fleet.runner import HostContext, Play
 
 __all__ = ["LOCK_PATH", "LOCK_TTL_S", "Holder", "owner_id", "acquire_command", "release_command", "parse_holder",
-           "acquire", "release"]
+           "acquire", "release", "locked"]
 
 LOCK_PATH = "/run/vfleet/fleet.lock"
 LOCK_TTL_S = 3600   # longer than a deploy; a lock older than this is taken over
@@ -133,3 +135,17 @@ def release(play: Play, mine: Holder, hosts: list[str] | None = None) -> None:
     if names:
         with ThreadPoolExecutor(max_workers=max(1, min(play.options.forks, len(names)))) as pool:
             list(pool.map(give, names))
+
+
+@contextmanager
+def locked(play: Play) -> Iterator[None]:
+    """The fleet lock around a changing run (not in check mode: it changes nothing); given
+    back even when the run stops with an error."""
+    if play.options.check:
+        yield
+        return
+    mine = acquire(play, play.task)
+    try:
+        yield
+    finally:
+        release(play, mine)

@@ -8,8 +8,8 @@ Ray versions identical, or the workers fail to join or, worse, compute different
 same GPU model and driver, with enough GPUs per host for its share of TP x PP; the members
 must reach each other on the interface NCCL/Gloo will use (the one that routes to the head),
 and their clocks must agree (Ray and NCCL timeouts, and logs that can be read side by side).
-Not done here: a cross-host NCCL all-reduce (the single-host one is `--nccl-bandwidth`); the
-README says so.
+The optional cross-member all-reduce (`preflight --replica-allreduce`) is
+roles/replica_allreduce.py; the single-host one is `--nccl-bandwidth`.
 """
 from __future__ import annotations
 

@@ -251,6 +251,8 @@ VARIABLES: list[Variable] = [
     Variable("replica_master_port", _PORT, 29501, "mp backend: the head's --master-port."),
     Variable("replica_max_clock_skew_ms", {"type": "integer", "minimum": 1}, 500,
              "Preflight fails when a member's clock differs from the head's by more than this."),
+    Variable("replica_allreduce_port", _PORT, 29599,
+             "preflight --replica-allreduce: the head's TCP rendezvous port for the cross-member all-reduce."),
     # --- lab only ---
     Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
 ]

@@ -1,9 +1,11 @@
-"""Two models behind one gateway on the lab: lab1 serves the tiny CPU model as tiny-a (a
-max_tokens ceiling of 8, also routed as /v1/a/...), lab2 serves it as tiny-b, lab3 is the
-gateway. Each model is a child group of `vllm` with its variables in the group's vars, the
-Ansible way. One deploy brings both up; then through the real nginx: routing by the model
-field with a stream that reaches the client while the engine is still generating, /v1/models,
-the 404 and 400 bodies, and a rolling restart that never takes a model's last host."""
+"""Two models behind one gateway on the lab: lab1 and lab4 serve the tiny CPU model as tiny-a
+(a max_tokens ceiling of 8, also routed as /v1/a/...), lab2 serves it as tiny-b, lab3 is the
+gateway (lab4: tests/integration/fourth_host.py). Each model is a child group of `vllm` with
+its variables in the group's vars, the Ansible way. One deploy brings both up; then through
+the real nginx: routing by the model field with a stream that reaches the client while the
+engine is still generating, /v1/models, the 404 and 400 bodies, a restart that refuses to
+take tiny-b's only host, and a rolling restart of tiny-a's two hosts under load of both
+models that fails no request and never touches tiny-b's host."""
 from __future__ import annotations
 
 import json
@@ -12,13 +14,16 @@ import httpx
 import pytest
 import yaml
 
+from roles.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
+from tests.integration.fourth_host import lab_inventory_with_lab4, retire
 from tests.integration.test_rollout import gateway_url
 
 pytestmark = pytest.mark.integration
 
-MODELS = {"tiny_a": ("lab1", {"served_model_name": "tiny-a", "gateway_max_tokens": 8, "gateway_route_prefix": "a"}),
-          "tiny_b": ("lab2", {"served_model_name": "tiny-b"})}
+MODELS = {"tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8,
+                                        "gateway_route_prefix": "a"}),
+          "tiny_b": (("lab2",), {"served_model_name": "tiny-b"})}
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -28,21 +33,21 @@ def _two_models(lab_inv, dest):
     data = yaml.safe_load(path.read_text())
     hosts = data["all"]["children"]["vllm"].pop("hosts")
     data["all"]["children"]["vllm"]["children"] = {
-        group: {"hosts": {host: hosts[host]}, "vars": vars} for group, (host, vars) in MODELS.items()}
+        group: {"hosts": {h: hosts[h] for h in members}, "vars": vars} for group, (members, vars) in MODELS.items()}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
 @pytest.fixture(scope="module")
 def two(lab, tmp_path_factory):
-    from tests.integration.conftest import DEFAULT_HOSTS
-
-    lab_inv = lab.ensure(DEFAULT_HOSTS)
     work = tmp_path_factory.mktemp("models")
-    inv = _two_models(lab_inv, work)
+    inv = _two_models(lab_inventory_with_lab4(lab, work), work)
     code, report, out = run_report("deploy", inv, work / "deploy.json", timeout=2400)
-    assert code == 0, out[-4000:]
-    return {"inv": inv, "work": work, "report": report, "url": gateway_url(inv)}
+    try:
+        assert code == 0, out[-4000:]
+        yield {"inv": inv, "work": work, "report": report, "url": gateway_url(inv)}
+    finally:
+        retire(inv)
 
 
 def _running_url(inv, host: str) -> str:
@@ -60,7 +65,7 @@ def _gauge(url: str) -> float:
 def test_one_deploy_brings_up_both_models(two):
     rep = two["report"]
     assert rep["summary"]["failed"] == 0
-    for host in ("lab1", "lab2"):
+    for host in ("lab1", "lab2", "lab4"):
         assert all(c["ok"] for c in rep["hosts"][host]["smoke"]["host"].values())
     conf = vfleet("run", "--inventory", str(two["inv"]), "--limit", "gateways", "--command",
                   "grep -E '^upstream|  # lab' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
@@ -109,17 +114,49 @@ def test_models_list_unknown_model_and_ceiling(two):
         assert r.status_code == 200       # tiny-b has no ceiling
 
 
-def test_rolling_restart_never_takes_a_models_last_host(two):
+def _main_pid(inv, host: str) -> str:
+    out = vfleet("run", "--inventory", str(inv), "--limit", host, "--command",
+                 "systemctl show -p MainPID --value vllm.service").stdout
+    return next(ln.split()[1] for ln in out.splitlines() if ln.startswith(f"[{host}] "))
+
+
+def test_restart_refuses_a_models_only_host(two):
     inv = two["inv"]
-    code, report, out = run_report("restart", inv, two["work"] / "restart.json", "--batch", "100%",
-                                   "--drain-timeout", "5")
+    code, report, out = run_report("restart", inv, two["work"] / "refused.json", "--limit", "tiny_b",
+                                   "--batch", "100%", "--drain-timeout", "5")
     assert code != 0
-    assert report["rollout"]["batches"] == [["lab1", "lab2"]]
-    for host, model in (("lab1", "tiny-a"), ("lab2", "tiny-b")):
-        steps = " ".join(s.get("message", "") for s in report["hosts"][host]["steps"])
-        assert f"last healthy host of model {model!r}" in steps, steps
+    assert report["rollout"]["batches"] == [["lab2"]]
+    steps = " ".join(s.get("message", "") for s in report["hosts"]["lab2"]["steps"])
+    assert "last healthy host of model 'tiny-b'" in steps, steps
     assert report["rollout"]["drained"] == []
     with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
         for model in ("tiny-a", "tiny-b"):
             r = c.post("/v1/completions", json={"model": model, "prompt": "x", "max_tokens": 2})
             assert r.status_code == 200, (model, r.text)
+
+
+def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(two):
+    inv = two["inv"]
+    before = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
+    # a steady stream with pauses per model (the 2-core lab boots the restarted host meanwhile)
+    loads = {model: LoadGenerator(two["url"], model, API_KEY, concurrency=1, max_tokens=8, pause_s=1.5).start()
+             for model in ("tiny-a", "tiny-b")}
+    try:
+        code, report, out = run_report("restart", inv, two["work"] / "restart.json", "--limit", "tiny_a",
+                                       "--batch", "1", timeout=1800)
+    finally:
+        for gen in loads.values():
+            gen.stop()
+    summary = {model: gen.summary() for model, gen in loads.items()}
+    assert code == 0, out[-3000:]
+    assert report["rollout"]["batches"] == [["lab1"], ["lab4"]]
+    assert report["rollout"]["drained"] == []
+    for host in ("lab1", "lab4"):
+        assert report["hosts"][host]["rollout"]["ready_s"] > 0
+    for model, load in summary.items():
+        assert load["requests"] >= 10 and load["failed"] == 0 and load["truncated"] == 0, (model, load)
+    # tiny-b's one host was never drained nor restarted: same process, no rollout entry
+    assert "rollout" not in report["hosts"]["lab2"]
+    after = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
+    assert after["lab2"] == before["lab2"]
+    assert after["lab1"] != before["lab1"] and after["lab4"] != before["lab4"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from invoke import task
 
+from fleet.lock import locked
 from vfleet.tasks.common import cli_errors, finish, gateway_names, helptext, load, select, vllm_names
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
@@ -24,7 +25,7 @@ def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
 
     inv, play = steps.open_play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                                 connect_timeout, command_timeout, verbose)
-    with steps.locked(play):
+    with locked(play):
         steps.step_weights(play)
     finish(play, report)
 
@@ -39,7 +40,7 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
 
     inv, play = steps.open_play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                                 connect_timeout, command_timeout, verbose)
-    with steps.locked(play):
+    with locked(play):
         steps.step_install(play)
     finish(play, report)
 
@@ -54,7 +55,7 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     inv, play = steps.open_play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                                 connect_timeout, command_timeout, verbose, batch=batch)
     steps.require_serving(play)
-    with steps.locked(play):
+    with locked(play):
         steps.step_rollback_point(play, batch)
         steps.step_service(play, rolling=bool(batch), inv=inv)
         steps.step_restart_changed(play, inv, batch)
@@ -70,7 +71,7 @@ def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
 
     inv, play = steps.open_play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                                 connect_timeout, command_timeout, verbose)
-    with steps.locked(play):
+    with locked(play):
         steps.step_gateway(play, inv)
     finish(play, report)
 
@@ -103,7 +104,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     inv, play = steps.open_play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
                                 connect_timeout, command_timeout, verbose, batch=batch)
     steps.require_serving(play)
-    with steps.locked(play):
+    with locked(play):
         if not skip_preflight:
             steps.step_preflight(play, inv, strict=strict, force=force)
         steps.step_rollback_point(play, batch)

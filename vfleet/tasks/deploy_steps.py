@@ -7,10 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from contextlib import contextmanager
-from typing import Iterator
 
-from fleet import lock as fleet_lock
 from fleet.inventory import Inventory
 from fleet.results import Status
 from fleet.runner import HostFailed, Play
@@ -40,20 +37,6 @@ def open_play(name: str, inventory, limit, set_, forks, check=False, diff=False,
                      command_timeout=command_timeout, verbose=verbose)
     play.selected = selected
     return inv, play
-
-
-@contextmanager
-def locked(play: Play) -> Iterator[None]:
-    """The fleet lock around a changing run (not in check mode: it changes nothing); given
-    back even when the run stops with an error."""
-    if play.options.check:
-        yield
-        return
-    mine = fleet_lock.acquire(play, play.task)
-    try:
-        yield
-    finally:
-        fleet_lock.release(play, mine)
 
 
 def _selected_gateways(play: Play) -> list[str]:

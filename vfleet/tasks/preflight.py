@@ -17,11 +17,13 @@ COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking"
 @task(name="preflight", default=True,
       help=helptext(*COMMON, snapshot="Audit from DIR/<host>/ snapshots (preflight.capture) instead of SSH",
                     strict="Warnings fail too",
-                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)"),
+                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)",
+                    replica_allreduce="Also run one all-reduce across each multi-host replica's members "
+                                      "(torch.distributed: nccl on GPUs, gloo without)"),
       iterable=["set_"])
 @cli_errors
 def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
-                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False):
+                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False, replica_allreduce=False):
     """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
     capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
     from roles import audit
@@ -29,6 +31,8 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
 
     if nccl_bandwidth and snapshot:
         raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
+    if replica_allreduce and snapshot:
+        raise VfleetError("--replica-allreduce needs the hosts themselves, not --snapshot")
     inv = load(inventory, set_)
     hosts = select(inv, limit)
     play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
@@ -37,7 +41,7 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     extra = {}
     if nccl_bandwidth:
         extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
-    for h, checks in ({} if snapshot else replica_checks(play, inv, facts)).items():
+    for h, checks in ({} if snapshot else replica_checks(play, inv, facts, replica_allreduce)).items():
         extra.setdefault(h, []).extend(checks)
     audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
     play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"

@@ -12,20 +12,28 @@ from rich.table import Table
 
 from fleet.errors import VfleetError
 from fleet.runner import Play
-from roles import capacity, replica, replica_preflight
+from roles import capacity, replica, replica_allreduce, replica_preflight
 from roles.capacity.parallel import ParallelPlan, plan_parallel
 from roles.preflight.checks import check_tp_heads
 from roles.preflight.model_facts import with_model_source
 
 
-def replica_checks(play, inv, facts: dict) -> dict[str, list[dict]]:
-    """Cross-member checks of multi-host replicas (roles/replica_preflight.py); live only."""
+def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
+    """Cross-member checks of multi-host replicas (roles/replica_preflight.py), with the
+    optional all-reduce across members (roles/replica_allreduce.py); live only."""
     replicas = replica.find_replicas(inv)
     if not replicas or not facts:
         return {}
     member_facts = replica_preflight.gather(play, replicas)
     vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
-    return replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    out = replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    if allreduce:
+        results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
+        for r in replicas.values():
+            port = int(vars_by_host.get(r.head, {}).get("replica_allreduce_port") or 29599)
+            for h in (m for m in r.members if m in out):
+                out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
+    return out
 
 
 def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from invoke import task
 
 from fleet.errors import VfleetError
+from fleet.lock import locked
 from fleet.runner import HostContext
 from roles.replica import find_replicas
 from roles.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.tasks.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
-from vfleet.tasks.deploy import locked
 
 if TYPE_CHECKING:
     from roles.rollout import Rollout
