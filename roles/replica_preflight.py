@@ -13,6 +13,7 @@ roles/replica_allreduce.py; the single-host one is `--nccl-bandwidth`.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping
 
 from fleet.runner import HostContext, Play
@@ -37,6 +38,22 @@ def facts_for(replica: Replica, host: str, address: Mapping[str, str], python: s
             "clock": ClockFact()}
 
 
+def read_clock(ctx: HostContext, fact: ClockFact) -> dict[str, Any]:
+    """The host's clock as an offset from the controller's, in a round trip of its own.
+
+    WHY: members are read in parallel but not at the same instant (a loaded host answers
+    seconds later, and the versions probe imports torch), so comparing raw readings measures
+    the reading order, not the clocks. The controller's time halfway through the round trip
+    is the reference; half the round trip is how wrong that can be."""
+    sent = time.time()
+    clock = gather_facts(ctx, {"clock": fact})["clock"]
+    back = time.time()
+    if clock.get("epoch_ms") is not None:
+        clock["offset_ms"] = int(clock["epoch_ms"] - (sent + back) * 500)
+        clock["uncertainty_ms"] = int((back - sent) * 500) + 1
+    return clock
+
+
 def gather(play: Play, replicas: Mapping[str, Replica]) -> dict[str, dict[str, Any]]:
     """Member facts of every replica whose members are all in the play."""
     members = {h: r for r in replicas.values() for h in r.members if all(m in play.contexts for m in r.members)}
@@ -45,9 +62,11 @@ def gather(play: Play, replicas: Mapping[str, Replica]) -> dict[str, dict[str, A
 
     def step(ctx: HostContext) -> None:
         cfg = ctx.config
-        out[ctx.name] = gather_facts(ctx, facts_for(members[ctx.name], ctx.name, address,
-                                                    f"{cfg.vllm_root}/current/bin/python",
-                                                    int(play.contexts[members[ctx.name].head].host.port)))
+        facts = facts_for(members[ctx.name], ctx.name, address, f"{cfg.vllm_root}/current/bin/python",
+                          int(play.contexts[members[ctx.name].head].host.port))
+        clock = facts.pop("clock")
+        out[ctx.name] = gather_facts(ctx, facts)
+        out[ctx.name]["clock"] = read_clock(ctx, clock)
 
     if members:
         play.run_step("preflight: replica members", step, hosts=[h for h in members if h in play.active])
@@ -104,9 +123,11 @@ def _clock_check(replica: Replica, host: str, facts: Mapping[str, Mapping[str, A
     head = (facts.get(replica.head, {}).get("clock") or {})
     if mine.get("epoch_ms") is None or head.get("epoch_ms") is None:
         return Check("replica.clock", WARN, "clock not read", "check `date` on the members")
-    skew = abs(int(mine["epoch_ms"]) - int(head["epoch_ms"]))
-    if skew > max_skew_ms:
-        return Check("replica.clock", FAIL, f"clock {skew} ms from the head's (limit {max_skew_ms} ms)",
+    # offsets from the controller's clock where they were measured (read_clock), raw readings otherwise
+    skew = abs(int(mine.get("offset_ms", mine["epoch_ms"])) - int(head.get("offset_ms", head["epoch_ms"])))
+    slack = int(mine.get("uncertainty_ms", 0)) + int(head.get("uncertainty_ms", 0))
+    if skew - slack > max_skew_ms:
+        return Check("replica.clock", FAIL, f"clock {skew} ms (+-{slack} ms) from the head's (limit {max_skew_ms} ms)",
                      "run chrony or systemd-timesyncd on every member")
     if mine.get("ntp_synchronized") is False:
         return Check("replica.clock", WARN, f"clock within {skew} ms of the head's, but not NTP-synchronised",

@@ -92,3 +92,31 @@ def test_a_component_no_member_has_passes_once_installed():
         m[h]["versions"]["nccl"] = None
     c = _checks(member=m)["gpu01"]["replica.version.nccl:r1"]
     assert c["status"] == "pass" and "no nccl on any member" in c["message"]
+
+
+def test_clock_compares_offsets_from_the_controller_not_the_moments_of_reading():
+    """gpu02 answered 2 s after gpu01 (a loaded host): its raw reading is 2 s later, its
+    offset from the controller's clock the same; a real 2 s offset still fails."""
+    m = copy.deepcopy(MEMBER)
+    m["gpu01"]["clock"].update(offset_ms=40, uncertainty_ms=30)
+    m["gpu02"]["clock"].update(epoch_ms=1_002_000, offset_ms=55, uncertainty_ms=30)
+    assert _checks(member=m)["gpu02"]["replica.clock:r1"]["status"] == "pass"
+    m["gpu02"]["clock"]["offset_ms"] = 2_055
+    check = _checks(member=m)["gpu02"]["replica.clock:r1"]
+    assert check["status"] == "fail" and "+-60 ms" in check["message"]
+
+
+class _Ctx:
+    """Answers the clock fact like a host whose clock runs 5 s ahead of this one."""
+
+    def run(self, cmd, stdin=None, **kw):
+        import time
+        from types import SimpleNamespace
+        from fleet.facts import _MARK
+        return SimpleNamespace(ok=True, exited=0, stdout=f"{_MARK}0\n{int(time.time() * 1000) + 5000}\nyes\n")
+
+
+def test_read_clock_measures_the_offset_from_the_controller():
+    from roles.replica_preflight import read_clock
+    clock = read_clock(_Ctx(), ClockFact())
+    assert 4_900 <= clock["offset_ms"] <= 5_100 and clock["uncertainty_ms"] >= 1 and clock["ntp_synchronized"] is True
