@@ -27,8 +27,9 @@ from fleet.runner import HostContext, Play
 from roles.preflight.check_base import FAIL, PASS, Check
 from roles.replica import Replica
 from roles.replica_facts import Route
+from roles.variables import SCHEMA
 
-__all__ = ["AllReduceJob", "plan", "run", "to_check", "PROBE"]
+__all__ = ["AllReduceJob", "rendezvous_port", "plan", "run", "to_check", "PROBE"]
 
 q = shlex.quote
 
@@ -85,13 +86,20 @@ class AllReduceJob:
                 "iters": iters, "timeout_s": timeout_s, "env": dict(self.env)}
 
 
+def rendezvous_port(replica: Replica, vars_by_host: Mapping[str, Mapping[str, Any]]) -> int:
+    """The head's replica_allreduce_port, the variable table's default when it sets none: the
+    port the ranks meet on and the one a failed check tells the operator to open."""
+    return int(vars_by_host.get(replica.head, {}).get("replica_allreduce_port")
+               or SCHEMA.defaults()["replica_allreduce_port"])
+
+
 def plan(replica: Replica, address: Mapping[str, str], routes: Mapping[str, Route | None],
          vars_by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, AllReduceJob]:
     """One job per member. The rendezvous is the head's address as its first worker routes
     to it (the head's own route is to that worker: its src is the head's address there)."""
     head_route = routes.get(replica.head)
     head = (head_route.src if head_route and head_route.src else None) or address[replica.head]
-    port = int(vars_by_host[replica.head].get("replica_allreduce_port") or 29599)
+    port = rendezvous_port(replica, vars_by_host)
     jobs = {}
     for host in replica.members:
         route = routes.get(host)

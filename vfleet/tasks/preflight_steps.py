@@ -30,7 +30,7 @@ def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str,
     if allreduce:
         results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
         for r in replicas.values():
-            port = int(vars_by_host.get(r.head, {}).get("replica_allreduce_port") or 29599)
+            port = replica_allreduce.rendezvous_port(r, vars_by_host)
             for h in (m for m in r.members if m in out):
                 out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
     return out
