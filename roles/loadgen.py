@@ -62,7 +62,7 @@ class LoadGenerator:
             if not stream:
                 r = client.post(url, json=self._body(False), headers=self._headers())
                 if r.status_code != 200:
-                    return RequestResult(t0, time.monotonic() - t0, False, "failed", f"HTTP {r.status_code}")
+                    return RequestResult(t0, time.monotonic() - t0, False, "failed", _http_failure(r))
                 choice = (r.json().get("choices") or [{}])[0]
                 if not choice.get("finish_reason") or not (choice.get("message") or {}).get("content"):
                     return RequestResult(t0, time.monotonic() - t0, False, "truncated", "no finished choice")
@@ -72,7 +72,7 @@ class LoadGenerator:
             finished = False
             with connect_sse(client, "POST", url, json=self._body(True), headers=self._headers()) as es:
                 if es.response.status_code != 200:
-                    return RequestResult(t0, time.monotonic() - t0, True, "failed", f"HTTP {es.response.status_code}")
+                    return RequestResult(t0, time.monotonic() - t0, True, "failed", _http_failure(es.response))
                 for sse in es.iter_sse():
                     if sse.data == "[DONE]":
                         done = True
@@ -136,3 +136,15 @@ class LoadGenerator:
         return {"requests": len(res), **counts, "streamed": sum(r.streamed for r in res),
                 "latency_s": pct(lat), "ttft_s": pct(ttft),
                 "errors": sorted({r.detail for r in res if r.outcome != "ok"})[:10]}
+
+
+def _http_failure(r: httpx.Response) -> str:
+    """"HTTP 503" and the OpenAI-style error code of the body when it has one, which tells the
+    gateway's own answers (model_unavailable: no host of the model could take it) from vLLM's."""
+    try:
+        r.read()
+        error = r.json().get("error")
+    except (ValueError, AttributeError, httpx.HTTPError):
+        error = None
+    code = error.get("code") if isinstance(error, dict) else None
+    return f"HTTP {r.status_code}" + (f" {code}" if code is not None else "")

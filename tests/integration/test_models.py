@@ -8,7 +8,9 @@ take tiny-b's only host, and a rolling restart of tiny-a's two hosts under load 
 models that fails no request and never touches tiny-b's host."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import threading
 
 import httpx
 import pytest
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.integration
 
 MODELS = {"tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8,
                                         "gateway_route_prefix": "a"}),
-          "tiny_b": (("lab2",), {"served_model_name": "tiny-b"})}
+          # room for a long stream (the tiny model's positions: 2048), see the streaming test
+          "tiny_b": (("lab2",), {"served_model_name": "tiny-b", "max_model_len": 2048})}
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -72,6 +75,17 @@ def test_one_deploy_brings_up_both_models(two):
     assert "upstream vfleet_model_1" in conf and "upstream vfleet_model_2" in conf
 
 
+def _gauge_while(url: str, streaming: threading.Event, done: threading.Event) -> list[float]:
+    """lab2's running-requests gauge, read again and again from the moment the client holds the
+    stream's first event until the stream ends: the engine may finish before one reading comes
+    back (vLLM's API server answers /metrics between the events it sends)."""
+    streaming.wait(300)
+    readings = []
+    while not done.is_set() or not readings:
+        readings.append(_gauge(url))
+    return readings
+
+
 def test_routes_by_model_field_and_streams_through_the_gateway(two):
     with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
         for model in ("tiny-a", "tiny-b"):
@@ -80,17 +94,24 @@ def test_routes_by_model_field_and_streams_through_the_gateway(two):
             assert r.status_code == 200 and r.json()["model"] == model, r.text
         # a long stream from tiny-b: the first event is in the client's hands while lab2's
         # engine still runs the request (a buffering gateway would hold it until the end)
-        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True,
+        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 2000, "ignore_eos": True,
                 "stream": True}
-        metrics = _running_url(two["inv"], "lab2")
-        with c.stream("POST", "/v1/completions", json=body) as r:
-            assert r.status_code == 200
-            lines = r.iter_lines()
-            first = next(ln for ln in lines if ln.startswith("data: "))
-            assert json.loads(first[6:])["model"] == "tiny-b"
-            running_meanwhile = _gauge(metrics)
-            events = 1 + sum(1 for ln in lines if ln.startswith("data: "))
-        assert running_meanwhile >= 1
+        streaming, done = threading.Event(), threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            readings = pool.submit(_gauge_while, _running_url(two["inv"], "lab2"), streaming, done)
+            try:
+                with c.stream("POST", "/v1/completions", json=body) as r:
+                    assert r.status_code == 200
+                    lines = r.iter_lines()
+                    first = next(ln for ln in lines if ln.startswith("data: "))
+                    streaming.set()
+                    assert json.loads(first[6:])["model"] == "tiny-b"
+                    events = 1 + sum(1 for ln in lines if ln.startswith("data: "))
+            finally:
+                streaming.set()
+                done.set()
+            running = readings.result()
+        assert max(running) >= 1, running
         assert events > 10
 
 

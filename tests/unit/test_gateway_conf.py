@@ -127,6 +127,28 @@ def test_backend_of_a_vllm_hosts_config():
         gr.render_gateway(BACKENDS, GW)
 
 
+def _keepalive_timeouts(conf: str) -> dict[str, str]:
+    return dict(re.findall(r"^upstream (\S+) \{.*?keepalive_timeout (\S+);", conf, re.M | re.S))
+
+
+def test_nginx_drops_an_idle_upstream_connection_before_vllm_does():
+    """vLLM (uvicorn) closes an idle connection after 5 s unless its vllm_env says otherwise; a
+    POST nginx writes into one at that instant fails (502, never replayed), so each model's
+    upstream keeps idle connections a second less than the shortest of its hosts."""
+    conf = gr.render_gateway(BACKENDS, GW)
+    assert _keepalive_timeouts(conf) == {"vfleet_model_1": f"{gr.VLLM_KEEP_ALIVE_S - 1}s"}
+    assert gr.VLLM_KEEP_ALIVE_S == 5
+    long_a = host_config({"vllm_env": {gr.KEEP_ALIVE_ENV: "75"}}, name="a1", address="10.0.0.11")
+    long_b = host_config({"vllm_env": {gr.KEEP_ALIVE_ENV: "30"}, "served_model_name": "other"},
+                         name="b1", address="10.0.0.12")
+    stock_b = host_config({"served_model_name": "other"}, name="b2", address="10.0.0.13")
+    conf = gr.render_gateway([Backend.of(c) for c in (long_a, long_b, stock_b)], GW)
+    assert _keepalive_timeouts(conf) == {"vfleet_model_1": "74s", "vfleet_model_2": "4s"}
+    # a value vLLM could not read as seconds leaves its default in place
+    odd = host_config({"vllm_env": {gr.KEEP_ALIVE_ENV: "5s"}}, name="a1", address="10.0.0.11")
+    assert Backend.of(odd).keep_alive_s == gr.VLLM_KEEP_ALIVE_S
+
+
 @pytest.mark.parametrize("backends,drained", [
     ([], ()),
     (BACKENDS, {"gpu99"}),
