@@ -21,6 +21,7 @@ from fleet.facts import gather as gather_facts
 from roles.preflight.check_base import FAIL, PASS, WARN, Check
 from roles.replica import Replica
 from roles.replica_facts import ClockFact, ReachFact, Route, RouteFact, VersionsFact
+from roles.variables import SCHEMA
 
 __all__ = ["peer_of", "facts_for", "gather", "member_checks", "VERSION_KEYS"]
 
@@ -158,6 +159,7 @@ def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mappi
             v = vars_by_host.get(h, {})
             checks = [c[h] for c in per if h in c]
             checks.append(_net_check(r, h, member_facts[h], v.get("replica_nic")))
-            checks.append(_clock_check(r, h, member_facts, int(v.get("replica_max_clock_skew_ms") or 500)))
+            max_skew = v.get("replica_max_clock_skew_ms") or SCHEMA.defaults()["replica_max_clock_skew_ms"]
+            checks.append(_clock_check(r, h, member_facts, int(max_skew)))
             out[h] = [{**c.to_dict(), "id": f"{c.id}:{r.name}"} for c in checks]
     return out

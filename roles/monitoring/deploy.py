@@ -11,12 +11,13 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Iterable, Mapping, Sequence
 
-from fleet.changes import Change, apply, command, file_change, service_changes
+from fleet.changes import Change, apply, file_change
 from fleet.facts import CommandOk, Fact, FileFact, UnitFact, gather
 from fleet.results import Status
-from fleet.runner import HostContext, HostFailed
+from fleet.runner import HostContext
 from roles.hostconfig import HostConfig
 from roles.monitoring.files import MonitoringFile, monitoring_files
+from roles.monitoring.packaged import daemon_changes, refuse_masked
 from roles.monitoring.scrape import CONFIG_FILE, RULES_FILE
 from roles.monitoring.settings import MonitoringSettings
 
@@ -26,7 +27,6 @@ PROMETHEUS_DIR = "/etc/prometheus"
 DEFAULTS_FILE = "/etc/default/prometheus"   # Debian's unit reads ARGS from it
 UNIT = "prometheus.service"
 CONFIG_PATH = posixpath.join(PROMETHEUS_DIR, CONFIG_FILE)
-INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
 
 
 def _path(f: MonitoringFile) -> str:
@@ -58,12 +58,7 @@ def defaults_text(settings: MonitoringSettings) -> str:
 
 def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: Mapping[str, Any]) -> list[Change]:
     """Changes that make this host run Prometheus with `files`; [] when it already does."""
-    if facts["unit"].enabled == "masked":
-        raise HostFailed(f"{UNIT} is masked on this host; `systemctl unmask prometheus` if it should run here")
-    fresh = not (facts["prometheus"] and facts["promtool"])
-    changes: list[Change] = []
-    if fresh:
-        changes.append(command("package", "prometheus", "install", INSTALL, timeout=900))
+    refuse_masked(UNIT, facts["unit"])
     args = file_change(DEFAULTS_FILE, defaults_text(settings), facts["defaults"], mode="0644",
                        owner="root", group="root", action="prometheus args")
     written: list[Change] = []
@@ -71,16 +66,8 @@ def plan(settings: MonitoringSettings, files: Sequence[MonitoringFile], facts: M
         if f.deployed:
             written += file_change(_path(f), f.text, facts[f.path], mode="0644", owner="root", group="root",
                                    action="prometheus config", validate=_validate(f))
-    changes += args + written
-    changes += service_changes(UNIT, facts["unit"], enabled=True, started=None if fresh else True)
-    running = not fresh and facts["unit"].active == "active"
-    if fresh or (running and args):
-        # the package starts it with its own config; the listen address needs a restart
-        changes.append(command("service", UNIT, "restarted (new install or listen address)",
-                               f"systemctl restart {UNIT}"))
-    elif running and written:
-        changes.append(command("service", UNIT, "reloaded (SIGHUP)", f"systemctl reload {UNIT}"))
-    return changes
+    return daemon_changes("prometheus", UNIT, facts["unit"], fresh=not (facts["prometheus"] and facts["promtool"]),
+                          args=args, config=written, restart_why="new install or listen address")
 
 
 def configure(ctx: HostContext, vllm_hosts: Sequence[HostConfig], gateways: Sequence[HostConfig] = ()) -> None:

@@ -15,19 +15,19 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping
 
-from fleet.changes import Change, apply, command, file_change, service_changes
+from fleet.changes import Change, apply, file_change
 from fleet.facts import CommandOk, Fact, FileFact, UnitFact, gather
 from fleet.results import Status
 from fleet.runner import HostContext, HostFailed
 from roles.gateway_render import STATUS_PATH, GatewayRenderError, status_listen
 from roles.hostconfig import HostConfig
+from roles.monitoring.packaged import daemon_changes, refuse_masked
 
 __all__ = ["PACKAGE", "DEFAULTS_FILE", "UNIT", "RETRIES", "facts_for", "defaults_text", "plan", "configure"]
 
 PACKAGE = "prometheus-nginx-exporter"
 DEFAULTS_FILE = f"/etc/default/{PACKAGE}"   # EnvironmentFile= of Debian's unit: ARGS
 UNIT = f"{PACKAGE}.service"
-INSTALL = f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends {PACKAGE}"
 # The exporter exits at start when nginx does not answer (0.11: "Could not create Nginx
 # Client"), and systemd's Restart=on-failure gives up after 5 quick failures: retry every
 # 5 s instead (about 58 days), so an exporter started before nginx waits for it. Once it
@@ -53,25 +53,15 @@ def defaults_text(cfg: HostConfig) -> str:
 
 def plan(cfg: HostConfig, facts: Mapping[str, Any]) -> list[Change]:
     """Changes that make this gateway run the exporter with vfleet's ARGS; [] when it does."""
-    if facts["unit"].enabled == "masked":
-        raise HostFailed(f"{UNIT} is masked on this host; `systemctl unmask {UNIT}` if it should run here")
+    refuse_masked(UNIT, facts["unit"])
     try:
         text = defaults_text(cfg)
     except GatewayRenderError as exc:
         raise HostFailed(str(exc)) from None
-    fresh = not facts["exporter"]
-    changes: list[Change] = []
-    if fresh:
-        changes.append(command("package", PACKAGE, "install", INSTALL, timeout=900))
     args = file_change(DEFAULTS_FILE, text, facts["defaults"], mode="0644", owner="root",
                        group="root", action="exporter args")
-    changes += args
-    running = not fresh and facts["unit"].active == "active"
-    changes += service_changes(UNIT, facts["unit"], enabled=True, started=None if fresh else True)
-    if fresh or (running and args):
-        # the package starts it with its own ARGS (stub_status on 127.0.0.1:8080, not ours)
-        changes.append(command("service", UNIT, "restarted (new install or ARGS)", f"systemctl restart {UNIT}"))
-    return changes
+    return daemon_changes(PACKAGE, UNIT, facts["unit"], fresh=not facts["exporter"], args=args,
+                          restart_why="new install or ARGS")
 
 
 def configure(ctx: HostContext) -> None:

@@ -153,27 +153,32 @@ def firing(api: str, alert: str) -> set[str]:
             if a["labels"]["alertname"] == alert and a["state"] == "firing"}
 
 
-def test_stopping_a_host_fires_host_down(monitored):
+def stop_until_it_fires(monitored: dict, host: str, unit: str, alert: str, figure: str, health_url: str,
+                        ready_s: float) -> None:
+    """Stop `unit` on `host` and wait until `alert` fires for that host alone (how long it took
+    goes to `figure` in the work folder: the README's measurements); then start it again and
+    wait until health_url answers and the alert resolves."""
     api, inv = monitored["api"], monitored["inv"]
-    cfg = monitored["hosts"][STOPPED]
-    assert firing(api, "VllmHostDown") == set()
-    p = vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command", f"systemctl stop {cfg.unit}",
-               timeout=180)
+    assert firing(api, alert) == set()
+    p = vfleet("run", "--inventory", str(inv), "--limit", host, "--command", f"systemctl stop {unit}", timeout=180)
     stopped = time.monotonic()
     try:
         assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
-        # down_for 10s + one scrape (5s) + one evaluation (5s), with slack for a busy 2-core lab
-        hosts = wait_for("VllmHostDown firing", lambda: firing(api, "VllmHostDown"), timeout=120)
-        assert hosts == {STOPPED}
-        # the figure for the README's measurements
-        (monitored["work"] / "host-down.json").write_text(
-            json.dumps({"fired_after_s": round(time.monotonic() - stopped, 1), **FAST}))
+        # the rule's `for` (10s) + one scrape (5s) + one evaluation (5s), with slack for a busy 2-core lab
+        assert wait_for(f"{alert} firing", lambda: firing(api, alert), timeout=120) == {host}
+        (monitored["work"] / figure).write_text(json.dumps({"fired_after_s": round(time.monotonic() - stopped, 1),
+                                                            **FAST}))
     finally:
-        vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command", f"systemctl start {cfg.unit}",
-               timeout=180)
-        wait_for(f"{STOPPED} serving again", lambda: httpx.get(f"{cfg.base_url}/health", timeout=5).status_code == 200,
-                 timeout=cfg.ready_timeout, every=5)
-    wait_for("VllmHostDown resolved", lambda: firing(api, "VllmHostDown") == set(), timeout=60)
+        vfleet("run", "--inventory", str(inv), "--limit", host, "--command", f"systemctl start {unit}", timeout=180)
+        wait_for(f"{host} answering again", lambda: httpx.get(health_url, timeout=5).status_code == 200,
+                 timeout=ready_s, every=5)
+    wait_for(f"{alert} resolved", lambda: firing(api, alert) == set(), timeout=90)
+
+
+def test_stopping_a_host_fires_host_down(monitored):
+    cfg = monitored["hosts"][STOPPED]
+    stop_until_it_fires(monitored, STOPPED, cfg.unit, "VllmHostDown", "host-down.json", f"{cfg.base_url}/health",
+                        cfg.ready_timeout)
 
 
 def query(api: str, promql: str) -> dict[str, float]:
@@ -201,22 +206,8 @@ def test_the_gateways_exporter_is_scraped_and_counts_requests(monitored):
 
 @pytest.mark.parametrize("unit", ["nginx.service", EXPORTER])
 def test_stopping_nginx_or_its_exporter_fires_gateway_down(monitored, unit):
-    api, inv, gw = monitored["api"], monitored["inv"], monitored["hosts"][MONITOR_HOST]
+    api, gw = monitored["api"], monitored["hosts"][MONITOR_HOST]
     wait_for("the gateway up before", lambda: query(api, 'nginx_up{job="gateway"}') == {MONITOR_HOST: 1.0},
              timeout=90)
-    assert firing(api, "GatewayDown") == set()
-    p = vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", f"systemctl stop {unit}",
-               timeout=180)
-    stopped = time.monotonic()
-    try:
-        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
-        hosts = wait_for("GatewayDown firing", lambda: firing(api, "GatewayDown"), timeout=120)
-        assert hosts == {MONITOR_HOST}
-        (monitored["work"] / f"gateway-down-{unit}.json").write_text(
-            json.dumps({"fired_after_s": round(time.monotonic() - stopped, 1), **FAST}))
-    finally:
-        vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", f"systemctl start {unit}",
-               timeout=180)
-        wait_for("the gateway answering again", lambda: httpx.get(f"{gw.gateway_url}/health", timeout=5).status_code == 200,
-                 timeout=60)
-    wait_for("GatewayDown resolved", lambda: firing(api, "GatewayDown") == set(), timeout=90)
+    stop_until_it_fires(monitored, MONITOR_HOST, unit, "GatewayDown", f"gateway-down-{unit}.json",
+                        f"{gw.gateway_url}/health", 60)
