@@ -32,7 +32,7 @@ demo: setup
 	$(BIN)/python -m lab.demo
 
 test: setup
-	$(BIN)/python -m pytest -q -ra tests
+	$(BIN)/python -m pytest -q -ra --durations=15 tests
 
 unit: venv
 	$(BIN)/python -m pytest -q -ra tests/unit

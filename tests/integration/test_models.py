@@ -2,15 +2,13 @@
 (a max_tokens ceiling of 8, also routed as /v1/a/...), lab2 serves it as tiny-b, lab3 is the
 gateway (lab4: tests/integration/fourth_host.py). Each model is a child group of `vllm` with
 its variables in the group's vars, the Ansible way. One deploy brings both up; then through
-the real nginx: routing by the model field with a stream that reaches the client while the
-engine is still generating, /v1/models, the 404 and 400 bodies, a restart that refuses to
+the real nginx: routing by the model field, a long stream that arrives event by event and
+whole, /v1/models, the 404 and 400 bodies, a restart that refuses to
 take tiny-b's only host, and a rolling restart of tiny-a's two hosts under load of both
 models that fails no request and never touches tiny-b's host."""
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import threading
 
 import httpx
 import pytest
@@ -25,8 +23,7 @@ pytestmark = pytest.mark.integration
 
 MODELS = {"tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8,
                                         "gateway_route_prefix": "a"}),
-          # room for a long stream (the tiny model's positions: 2048), see the streaming test
-          "tiny_b": (("lab2",), {"served_model_name": "tiny-b", "max_model_len": 2048})}
+          "tiny_b": (("lab2",), {"served_model_name": "tiny-b"})}
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -53,18 +50,6 @@ def two(lab, tmp_path_factory):
         retire(inv)
 
 
-def _running_url(inv, host: str) -> str:
-    """The host's own /metrics (not through the gateway)."""
-    data = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)
-    return f"http://{data['_meta']['hostvars'][host]['ansible_host']}:8000/metrics"
-
-
-def _gauge(url: str) -> float:
-    text = httpx.get(url, timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:num_requests_running"))
-
-
 def test_one_deploy_brings_up_both_models(two):
     rep = two["report"]
     assert rep["summary"]["failed"] == 0
@@ -75,44 +60,28 @@ def test_one_deploy_brings_up_both_models(two):
     assert "upstream vfleet_model_1" in conf and "upstream vfleet_model_2" in conf
 
 
-def _gauge_while(url: str, streaming: threading.Event, done: threading.Event) -> list[float]:
-    """lab2's running-requests gauge, read again and again from the moment the client holds the
-    stream's first event until the stream ends: the engine may finish before one reading comes
-    back (vLLM's API server answers /metrics between the events it sends)."""
-    streaming.wait(300)
-    readings = []
-    while not done.is_set() or not readings:
-        readings.append(_gauge(url))
-    return readings
-
-
 def test_routes_by_model_field_and_streams_through_the_gateway(two):
+    """Routing by the body's model field, and a long stream from tiny-b that arrives event by
+    event and whole. That nginx passes each event on at once (no buffering) is asserted by
+    tests/unit/test_gateway_models.py against a backend that holds its second event until the
+    client has the first: a real vLLM cannot be held, and on the loaded lab its engine often
+    finishes before its API server has sent the first events, so its metrics cannot say."""
     with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
         for model in ("tiny-a", "tiny-b"):
             r = c.post("/v1/chat/completions", json={"model": model, "max_tokens": 4,
                                                      "messages": [{"role": "user", "content": "hi"}]})
             assert r.status_code == 200 and r.json()["model"] == model, r.text
-        # a long stream from tiny-b: the first event is in the client's hands while lab2's
-        # engine still runs the request (a buffering gateway would hold it until the end)
-        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 2000, "ignore_eos": True,
+        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True,
                 "stream": True}
-        streaming, done = threading.Event(), threading.Event()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            readings = pool.submit(_gauge_while, _running_url(two["inv"], "lab2"), streaming, done)
-            try:
-                with c.stream("POST", "/v1/completions", json=body) as r:
-                    assert r.status_code == 200
-                    lines = r.iter_lines()
-                    first = next(ln for ln in lines if ln.startswith("data: "))
-                    streaming.set()
-                    assert json.loads(first[6:])["model"] == "tiny-b"
-                    events = 1 + sum(1 for ln in lines if ln.startswith("data: "))
-            finally:
-                streaming.set()
-                done.set()
-            running = readings.result()
-        assert max(running) >= 1, running
-        assert events > 10
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = [ln[6:] for ln in r.iter_lines() if ln.startswith("data: ")]
+    assert events[-1] == "[DONE]", events[-3:]
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert {ch["model"] for ch in chunks} == {"tiny-b"}
+    assert len(chunks) > 10
+    assert [c["finish_reason"] for ch in chunks for c in ch["choices"] if c.get("finish_reason")] == ["length"]
 
 
 def test_models_list_unknown_model_and_ceiling(two):
