@@ -6,6 +6,7 @@ benchmarks/rolling_restart.py). Throughput and latency sweeps are `vfleet bench`
 (roles/bench/). Loops are bounded in time and count, and stop by themselves."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import statistics
@@ -26,6 +27,29 @@ class RequestResult:
     outcome: str  # ok | failed | truncated
     detail: str = ""
     ttft_s: float | None = None
+    resent: int = 0
+
+
+# A request whose connection closed before any response came back is sent again, once, as the
+# OpenAI SDK does (it retries connection errors twice). Why: nginx closes the keep-alive
+# connections of its old workers when it reloads (each drain and undrain), and a request a
+# client wrote into one at that instant was read by no one; without this, a client that sends
+# back to back counts nginx's reload as a failed request (2 of 9,143 in one CI run). A timeout
+# is never resent (the request may be running), nor anything after a response began.
+RESENDS = 1
+
+
+class _NoResponse(Exception):
+    """The connection failed before a response (status line) arrived."""
+
+
+def _response(send):
+    try:
+        return send()
+    except httpx.TimeoutException:
+        raise
+    except httpx.TransportError as exc:
+        raise _NoResponse() from exc
 
 
 @dataclass
@@ -57,10 +81,22 @@ class LoadGenerator:
 
     def one(self, client: httpx.Client, stream: bool) -> RequestResult:
         t0 = time.monotonic()
+        for resent in range(RESENDS + 1):
+            try:
+                res = self._attempt(client, stream, t0)
+            except _NoResponse as exc:
+                failure = exc.__cause__
+                continue
+            res.resent = resent
+            return res
+        return RequestResult(t0, time.monotonic() - t0, stream, "failed",
+                             f"{type(failure).__name__}: {failure}"[:200], resent=RESENDS)
+
+    def _attempt(self, client: httpx.Client, stream: bool, t0: float) -> RequestResult:
         url = f"{self.base_url}/v1/chat/completions"
         try:
             if not stream:
-                r = client.post(url, json=self._body(False), headers=self._headers())
+                r = _response(lambda: client.post(url, json=self._body(False), headers=self._headers()))
                 if r.status_code != 200:
                     return RequestResult(t0, time.monotonic() - t0, False, "failed", _http_failure(r))
                 choice = (r.json().get("choices") or [{}])[0]
@@ -70,7 +106,9 @@ class LoadGenerator:
             ttft = None
             done = False
             finished = False
-            with connect_sse(client, "POST", url, json=self._body(True), headers=self._headers()) as es:
+            with contextlib.ExitStack() as stack:
+                es = _response(lambda: stack.enter_context(
+                    connect_sse(client, "POST", url, json=self._body(True), headers=self._headers())))
                 if es.response.status_code != 200:
                     return RequestResult(t0, time.monotonic() - t0, True, "failed", _http_failure(es.response))
                 for sse in es.iter_sse():
@@ -134,6 +172,7 @@ class LoadGenerator:
             return {"p50": round(q[49], 4), "p90": round(q[89], 4), "p99": round(q[98], 4)}
 
         return {"requests": len(res), **counts, "streamed": sum(r.streamed for r in res),
+                "resent": sum(r.resent for r in res),
                 "latency_s": pct(lat), "ttft_s": pct(ttft),
                 "errors": sorted({r.detail for r in res if r.outcome != "ok"})[:10]}
 
