@@ -154,7 +154,7 @@ def firing(api: str, alert: str) -> set[str]:
 
 
 def stop_until_it_fires(monitored: dict, host: str, unit: str, alert: str, figure: str, health_url: str,
-                        ready_s: float) -> None:
+                        ready_s: float, resolve_s: float) -> None:
     """Stop `unit` on `host` and wait until `alert` fires for that host alone (how long it took
     goes to `figure` in the work folder: the README's measurements); then start it again and
     wait until health_url answers and the alert resolves."""
@@ -172,13 +172,13 @@ def stop_until_it_fires(monitored: dict, host: str, unit: str, alert: str, figur
         vfleet("run", "--inventory", str(inv), "--limit", host, "--command", f"systemctl start {unit}", timeout=180)
         wait_for(f"{host} answering again", lambda: httpx.get(health_url, timeout=5).status_code == 200,
                  timeout=ready_s, every=5)
-    wait_for(f"{alert} resolved", lambda: firing(api, alert) == set(), timeout=90)
+    wait_for(f"{alert} resolved", lambda: firing(api, alert) == set(), timeout=resolve_s)
 
 
 def test_stopping_a_host_fires_host_down(monitored):
     cfg = monitored["hosts"][STOPPED]
     stop_until_it_fires(monitored, STOPPED, cfg.unit, "VllmHostDown", "host-down.json", f"{cfg.base_url}/health",
-                        cfg.ready_timeout)
+                        cfg.ready_timeout, resolve_s=60)
 
 
 def query(api: str, promql: str) -> dict[str, float]:
@@ -210,4 +210,4 @@ def test_stopping_nginx_or_its_exporter_fires_gateway_down(monitored, unit):
     wait_for("the gateway up before", lambda: query(api, 'nginx_up{job="gateway"}') == {MONITOR_HOST: 1.0},
              timeout=90)
     stop_until_it_fires(monitored, MONITOR_HOST, unit, "GatewayDown", f"gateway-down-{unit}.json",
-                        f"{gw.gateway_url}/health", 60)
+                        f"{gw.gateway_url}/health", 60, resolve_s=90)
