@@ -29,7 +29,7 @@ $(BIN)/vfleet: pyproject.toml requirements-lab.txt
 	touch $@
 
 demo: setup
-	$(BIN)/python -m lab.demo
+	$(BIN)/python -m vfleet.lab.demo
 
 test: setup
 	$(BIN)/python -m pytest -q -ra --durations=15 tests

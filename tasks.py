@@ -1,2 +1,2 @@
 """Invoke entry point: `invoke --list` in the repo shows the same menu as the `vfleet` command."""
-from vfleet.tasks import namespace  # noqa: F401  (Invoke looks for `namespace` here)
+from vfleet.cli import namespace  # noqa: F401  (Invoke looks for `namespace` here)

@@ -12,7 +12,7 @@ service's environment file, never put on a command line.
 
 With `--capture IFACE` (on the lab: `vfv-lab1`, the server's veth), tcpdump records every
 level and each tool's numbers are set beside the wire's own for the same requests
-(roles/bench/wire.py): the ground truth that says which tool is right when they differ.
+(vfleet/clients/bench/wire.py): the ground truth that says which tool is right when they differ.
 
 `--realtime` runs both clients under `chrt -f 10` (SCHED_FIFO): on the 2-core lab the vLLM
 CPU build keeps both cores busy while it generates, and a client at normal priority then waits
@@ -37,10 +37,10 @@ sys.path.insert(0, str(REPO))
 
 from common import emit  # noqa: E402  benchmarks/common.py
 
-from fleet.runner import Play, RunOptions  # noqa: E402
-from roles.bench import wire as wire_timing  # noqa: E402
-from roles.hostconfig import HostConfig  # noqa: E402
-from vfleet.tasks.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
+from vfleet.engine.runner import Play, RunOptions  # noqa: E402
+from vfleet.clients.bench import wire as wire_timing  # noqa: E402
+from vfleet.config.hostconfig import HostConfig  # noqa: E402
+from vfleet.cli.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
 
 
 # `vllm bench serve ARGS` without vLLM's CLI front end (argv: bench serve ARGS)

@@ -34,7 +34,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    from lab import api
+    from vfleet.lab import api
 
     inv = api.up(args.hosts, gateways=0, echo=lambda _l: None).inventory
     vfleet = [sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(inv), "--command", "uname -a", "--quiet"]

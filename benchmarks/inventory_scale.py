@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import emit  # noqa: E402
-from fleet.inventory import MAX_HOSTS, load_inventory, parse_set_args  # noqa: E402
-from roles.variables import SCHEMA  # noqa: E402
+from vfleet.engine.inventory import MAX_HOSTS, load_inventory, parse_set_args  # noqa: E402
+from vfleet.config.variables import SCHEMA  # noqa: E402
 
 
 def write_inventory(folder: Path, hosts: int) -> Path:

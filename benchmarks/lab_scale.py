@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lab import api, hosts, network  # noqa: E402
-from lab.state import LabState  # noqa: E402
+from vfleet.lab import api, hosts, network  # noqa: E402
+from vfleet.lab.state import LabState  # noqa: E402
 
 
 def meminfo() -> dict[str, int]:

@@ -30,9 +30,9 @@ from common import emit  # noqa: E402  benchmarks/common.py
 
 import httpx  # noqa: E402
 
-from roles.bench.client import Endpoint  # noqa: E402
-from roles.bench.prompts import SyntheticPrompts  # noqa: E402
-from roles.bench.sweep import Level, Sweep, SweepSettings  # noqa: E402
+from vfleet.clients.bench.client import Endpoint  # noqa: E402
+from vfleet.clients.bench.prompts import SyntheticPrompts  # noqa: E402
+from vfleet.clients.bench.sweep import Level, Sweep, SweepSettings  # noqa: E402
 
 
 def sse_body(tokens: int) -> str:

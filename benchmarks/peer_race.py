@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
 import peer_inventories as pinv  # noqa: E402
-from roles.preflight.parsers.query_gpu_csv import FIELDS  # noqa: E402
+from vfleet.roles.preflight.parsers.query_gpu_csv import FIELDS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = [f"nvidia-smi --query-gpu={','.join(FIELDS)} --format=csv", "nvidia-smi topo -m",
@@ -137,7 +137,7 @@ def byte_compile() -> None:
     """vfleet's own modules compiled once before the race, as pip compiles the peers' at install.
     Why: vfleet runs from an editable checkout, and where PYTHONDONTWRITEBYTECODE is set (it is
     on this machine) every start compiled each module it imports from source (~0.1 s)."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(REPO / p) for p in ("fleet", "roles", "vfleet"))],
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(REPO / p) for p in ("vfleet",))],
                    check=True)
 
 
@@ -217,7 +217,7 @@ def main() -> int:
     if missing:
         raise SystemExit(f"{', '.join(missing)} not in {peer_bin}; install: python3 -m venv {args.peer_venv} "
                          f"&& {peer_bin}/pip install ansible-core pyinfra (or pass --peer-venv)")
-    from lab import api
+    from vfleet.lab import api
 
     before = mem_available()
     t0 = time.monotonic()

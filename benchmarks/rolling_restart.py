@@ -24,9 +24,9 @@ from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or
 
 import httpx
 
-from lab import api
-from lab.demo import write_deploy_inventory
-from roles.loadgen import LoadGenerator
+from vfleet.lab import api
+from vfleet.lab.demo import write_deploy_inventory
+from vfleet.clients.loadgen import LoadGenerator
 
 KEY = "sk-bench-rolling"
 

@@ -1,8 +1,8 @@
 """Ground truth for streamed-token timing: when did each chunk of a streamed chat completion
 really reach this machine? A plain blocking socket (no event loop, no HTTP library) reads the
-response and stamps every recv(); vfleet's own client (roles/bench/client.send) sends the same
+response and stamps every recv(); vfleet's own client (vfleet/clients/bench/client.send) sends the same
 requests, alternating with it, so both are measured against the same server in the same
-minute. With --capture IFACE, tcpdump records the run (roles/bench/wire.py) and every
+minute. With --capture IFACE, tcpdump records the run (vfleet/clients/bench/wire.py) and every
 request's own numbers are set beside the wire's for the same connection: how late each client
 saw what the server had already sent.
 
@@ -32,11 +32,11 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 
 from common import emit  # noqa: E402  benchmarks/common.py
-from roles.bench import wire  # noqa: E402
-from roles.bench.client import Endpoint, request_body, send  # noqa: E402
-from roles.bench.prompts import SyntheticPrompts  # noqa: E402
-from roles.bench.run import tokenizer_counter  # noqa: E402
-from roles.bench.sweep import cpu_and_wait  # noqa: E402
+from vfleet.clients.bench import wire  # noqa: E402
+from vfleet.clients.bench.client import Endpoint, request_body, send  # noqa: E402
+from vfleet.clients.bench.prompts import SyntheticPrompts  # noqa: E402
+from vfleet.clients.bench.run import tokenizer_counter  # noqa: E402
+from vfleet.clients.bench.sweep import cpu_and_wait  # noqa: E402
 
 
 def raw_request(url: str, api_key: str | None, body: dict) -> dict:
@@ -87,7 +87,7 @@ def raw_request(url: str, api_key: str | None, body: dict) -> dict:
 
 
 async def vfleet_request(client: httpx.AsyncClient, ports: list[int], ep: Endpoint, body: dict, index: int) -> dict:
-    """One request through roles/bench/client.send on a client kept open across requests, as
+    """One request through vfleet/clients/bench/client.send on a client kept open across requests, as
     a sweep does (keep-alive: connection setup is in the first request only)."""
     r = await send(client, ep, body, index)
     return {"port": ports[-1] if ports else None, "ttft": r.ttft, "e2e": r.e2e, "n": r.completion_tokens, "content_chunks": len(r.chunk_times),

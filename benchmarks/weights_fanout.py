@@ -56,7 +56,7 @@ def main() -> int:
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    from lab import api
+    from vfleet.lab import api
 
     lab_inv = api.up(args.hosts, gateways=0, echo=lambda _l: None).inventory
     names = [f"lab{i}" for i in range(1, args.hosts + 1)]

@@ -31,7 +31,7 @@ def lab_available() -> str | None:
         return "the lab needs root"
     for tool in ("systemd-nspawn", "ip", "ssh", "ssh-keygen"):
         if not shutil.which(tool):
-            return f"{tool} missing (see lab/README.md for the packages)"
+            return f"{tool} missing (see vfleet/lab/README.md for the packages)"
     return None
 
 
@@ -39,7 +39,7 @@ class LabFleet:
     """Session handle on the lab: `ensure()` shapes it, `down()` removes it."""
 
     def __init__(self) -> None:
-        from lab import api
+        from vfleet.lab import api
         self.api = api
         self.started_here = not any(s.pid for s in api.status())
         self.last: dict = {}

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.demo import ensure_model, write_deploy_inventory as _write
+from vfleet.lab.demo import ensure_model, write_deploy_inventory as _write
 
 API_KEY = "sk-lab-test-0123456789"
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from roles.loadgen import LoadGenerator
+from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet
 from tests.integration.faults_env import GATEWAY, lock_on
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import hosts as lab_hosts
-from lab.state import LabState
+from vfleet.lab import hosts as lab_hosts
+from vfleet.lab.state import LabState
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from roles.loadgen import LoadGenerator
+from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
 from tests.integration.fourth_host import lab_inventory_with_lab4, retire
 from tests.integration.test_rollout import gateway_url

@@ -18,11 +18,11 @@ import httpx
 import pytest
 import yaml
 
-from fleet.inventory import load_inventory
-from roles.hostconfig import HostConfig
-from roles.monitoring.metrics import metric_names_for
-from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
-from roles.variables import SCHEMA
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.monitoring.metrics import metric_names_for
+from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
+from vfleet.config.variables import SCHEMA
 from tests.integration.deploy_env import changed_targets, run_report, vfleet
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from roles.loadgen import LoadGenerator
+from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,7 @@ def test_host_that_does_not_come_back_is_rolled_back(deployed, tmp_path):
     before = current()
     # an upgrade to a venv that imports (the install verifies `import vllm`) but cannot serve:
     # uvicorn, which only the API server needs, is removed after the install
-    from lab.demo import DEPLOY_VARS
+    from vfleet.lab.demo import DEPLOY_VARS
 
     inv = write_deploy_inventory(deployed["lab"], tmp_path,
                                  extra={"vllm_venv_name": "vllm-cpu-0.32.0-broken", "ready_timeout": 120,

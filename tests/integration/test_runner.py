@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.inventory import load_inventory
-from roles.variables import SCHEMA
-from fleet.operations import ensure_directory, ensure_symlink, put_file, run_command
-from fleet.results import Status
-from fleet.runner import HostContext, Play, RunOptions
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.variables import SCHEMA
+from vfleet.engine.operations import ensure_directory, ensure_symlink, put_file, run_command
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, Play, RunOptions
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from fleet.inventory import load_inventory
-from roles.hostconfig import HostConfig
-from roles.variables import SCHEMA
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.variables import SCHEMA
 
 LAB_VARS: dict[str, Any] = {"vllm_version": "0.32.0", "model_name": "tiny", "model_source": "/srv/src/tiny"}
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from roles.preflight import checks as C
-from roles.preflight.facts import assemble
-from roles.preflight.snapshot import read_values
+from vfleet.roles.preflight import checks as C
+from vfleet.roles.preflight.facts import assemble
+from vfleet.roles.preflight.snapshot import read_values
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"
 QWEN = json.loads((FIX / "qwen2.5-7b-instruct.config.json").read_text())
@@ -55,7 +55,7 @@ def a100_profile(tmp_path: Path) -> Path:
 
 
 def _no_gpu(state: str) -> dict[str, Any]:
-    from roles.preflight.parsers import nvidia_smi_table
+    from vfleet.roles.preflight.parsers import nvidia_smi_table
     text = {"no-driver": "", "broken-driver": "NVIDIA-SMI has failed because it couldn't communicate with the "
             "NVIDIA driver."}[state]
     values = {"nvidia_smi": nvidia_smi_table.parse(text, rc=127 if state == "no-driver" else 9),

@@ -7,12 +7,12 @@ defaults are the schema's and invalid values are refused where an operator's wou
 import re
 from pathlib import Path
 
-from roles.hostconfig import HostConfig
-from roles.vllm_argv import vllm_argv
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.service.argv import vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.test_quoting import systemd_read_words
 
-HELP = Path(__file__).resolve().parents[2] / "roles" / "data" / "vllm-0.32.0-help.txt"
+HELP = Path(__file__).resolve().parents[2] / "vfleet" / "config" / "data" / "vllm-0.32.0-help.txt"
 SECRET = "sk-lab 'very' \"secret\" $HOME %n;"
 HF_SECRET = "hf_lab 'gated' $PATH %i"
 

@@ -260,9 +260,9 @@ def test_timings_match_what_the_server_did(fake, tmp_path):
 def test_failures_are_classified_and_bounded(fake):
     """A 200 that is not an event stream, and a server that stalls past the request's total
     timeout: each request ends, classified, and the level stops by itself."""
-    from roles.bench.client import Endpoint
-    from roles.bench.prompts import SyntheticPrompts
-    from roles.bench.sweep import Level, Sweep, SweepSettings
+    from vfleet.clients.bench.client import Endpoint
+    from vfleet.clients.bench.prompts import SyntheticPrompts
+    from vfleet.clients.bench.sweep import Level, Sweep, SweepSettings
 
     url = f"http://127.0.0.1:{fake.port}"
     settings = SweepSettings(requests=2, warmup=0, output_len=4, timeout_s=0.5)
@@ -279,9 +279,9 @@ def test_failures_are_classified_and_bounded(fake):
 def test_warm_up_ends_before_the_first_measured_request(fake, mode, value):
     """`vllm bench serve` finishes its warm-ups before its clock starts; so must vfleet, or
     the measured window holds work it does not count (H200: throughput 14% low at 16)."""
-    from roles.bench.client import Endpoint
-    from roles.bench.prompts import SyntheticPrompts
-    from roles.bench.sweep import Level, Sweep, SweepSettings
+    from vfleet.clients.bench.client import Endpoint
+    from vfleet.clients.bench.prompts import SyntheticPrompts
+    from vfleet.clients.bench.sweep import Level, Sweep, SweepSettings
 
     settings = SweepSettings(requests=8, warmup=3, output_len=4)
     sweep = Sweep(Endpoint(f"http://127.0.0.1:{fake.port}", "tiny", KEY), SyntheticPrompts(8), [], settings)

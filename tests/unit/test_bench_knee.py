@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import VfleetError
-from roles.bench.knee import analyse, find_knee, highest_meeting, parse_duration
+from vfleet.engine.errors import VfleetError
+from vfleet.clients.bench.knee import analyse, find_knee, highest_meeting, parse_duration
 
 DATA = Path(__file__).parent / "data" / "bench"
 

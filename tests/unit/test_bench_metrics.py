@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from roles.bench.client import RequestRecord
-from roles.bench.server_metrics import MetricsSampler, parse
-from roles.bench.stats import distribution, summarize
+from vfleet.clients.bench.client import RequestRecord
+from vfleet.clients.bench.server_metrics import MetricsSampler, parse
+from vfleet.clients.bench.stats import distribution, summarize
 
 DATA = Path(__file__).parent / "data" / "bench"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from roles.bench import compare as cmp
-from roles.bench.knee import analyse
-from roles.bench.output import csv_columns, level_table, print_analysis, write_csv, write_json, write_png
+from vfleet.clients.bench import compare as cmp
+from vfleet.clients.bench.knee import analyse
+from vfleet.clients.bench.output import csv_columns, level_table, print_analysis, write_csv, write_json, write_png
 
 DATA = Path(__file__).parent / "data" / "bench"
 
@@ -76,7 +76,7 @@ def test_compare_prints_change():
 def test_compare_rejects_other_json(tmp_path):
     import pytest
 
-    from fleet.errors import VfleetError
+    from vfleet.engine.errors import VfleetError
 
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"task": "deploy", "hosts": {}}))

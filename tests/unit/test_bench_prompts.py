@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from fleet.errors import VfleetError
-from roles.bench.client import request_body
-from roles.bench.prompts import SyntheticPrompts, load_file
+from vfleet.engine.errors import VfleetError
+from vfleet.clients.bench.client import request_body
+from vfleet.clients.bench.prompts import SyntheticPrompts, load_file
 
 
 def test_synthetic_prompts_are_distinct_from_the_first_block():

@@ -1,4 +1,4 @@
-"""The wire's view of streamed completions (roles/bench/wire.py), read from a recorded
+"""The wire's view of streamed completions (vfleet/clients/bench/wire.py), read from a recorded
 `tcpdump -nn -tt -x` text: on one keep-alive connection to a small SSE server on
 127.0.0.5:18080, a GET (as vllm bench's first /v1/models) then two streamed requests (8 and 4
 tokens, 20 ms before the first, 5 ms apart)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.bench import wire
+from vfleet.clients.bench import wire
 
 DATA = Path(__file__).parent / "data" / "bench" / "wire_two_streams.txt"
 

@@ -1,4 +1,4 @@
-"""lab/model/build_tiny_model.py: needs torch/transformers/tokenizers (requirements-lab.txt);
+"""vfleet/lab/model/build_tiny_model.py: needs torch/transformers/tokenizers (requirements-lab.txt);
 skipped where they are not installed."""
 import json
 
@@ -8,8 +8,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from lab.model.build_tiny_model import build_tiny_model  # noqa: E402
-from roles.weights_manifest import make_manifest  # noqa: E402
+from vfleet.lab.model.build_tiny_model import build_tiny_model  # noqa: E402
+from vfleet.roles.weights.manifest import make_manifest  # noqa: E402
 
 
 def test_build_is_deterministic_and_complete(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roles import capacity as cap
+from vfleet.roles.preflight import capacity as cap
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"
 QWEN = json.loads((FIX / "qwen2.5-7b-instruct.config.json").read_text())

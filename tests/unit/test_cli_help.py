@@ -1,12 +1,12 @@
 """`vfleet TASK --help` shows the task's help for every task, those with required arguments
-too (vfleet/cli.py help_first): before, Invoke took `--help` as run's command, drain's host or
+too (vfleet/cli/main.py help_first): before, Invoke took `--help` as run's command, drain's host or
 bench.compare's first file, and the task ran with it."""
 import subprocess
 import sys
 
 import pytest
 
-from vfleet.cli import help_first
+from vfleet.cli.main import help_first
 
 
 @pytest.mark.parametrize("task", ["run", "drain", "undrain", "preflight.capture", "bench.compare", "deploy",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from vfleet.tasks.deploy_steps import _batch_budget
+from vfleet.cli.deploy_steps import _batch_budget
 
 
 def host(name, value=100, source="default"):

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from fleet.inventory import load_inventory
-from roles.variables import SCHEMA
-from fleet.operations import ensure_directory, ensure_symlink, put_file, run_command
-from fleet.report import report_dict, write_json_atomic
-from fleet.results import Status
-from fleet.runner import HostFailed, Play, RunOptions
-from roles.rollout import batch_sizes
-from fleet.errors import VfleetError
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.variables import SCHEMA
+from vfleet.engine.operations import ensure_directory, ensure_symlink, put_file, run_command
+from vfleet.engine.report import report_dict, write_json_atomic
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostFailed, Play, RunOptions
+from vfleet.roles.rollout.rolling import batch_sizes
+from vfleet.engine.errors import VfleetError
 
 
 @pytest.fixture

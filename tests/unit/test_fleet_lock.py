@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fleet import lock
+from vfleet.engine import lock
 
 
 @pytest.fixture

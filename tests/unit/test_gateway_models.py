@@ -1,4 +1,4 @@
-"""Several models behind one gateway (roles/gateway_models.py, roles/gateway_render.py): the
+"""Several models behind one gateway (vfleet/roles/gateway/models.py, vfleet/roles/gateway/render.py): the
 max_tokens ceiling regex against every integer around it, the per-model rendering (one
 upstream per served name, weight/backup/max_conns, route prefixes, what is refused), and a
 real nginx on loopback in front of fake backends: routing on the body's model field and on
@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from roles import gateway_render as gr
-from roles.gateway_models import MODEL_NAME, int_at_most
-from roles.gateway_render import Backend
+from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.models import MODEL_NAME, int_at_most
+from vfleet.roles.gateway.render import Backend
 from tests.unit.configs import host_config
 from tests.unit.gateway_cases import GW, gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix, _nginx_t
@@ -266,10 +266,10 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
     """Child groups of vllm with group_vars/ (precedence: vllm < the model group < host)."""
     from pathlib import Path
 
-    from fleet.inventory import load_inventory
-    from roles.gateway_models import group_models
-    from roles.variables import SCHEMA
-    from vfleet.tasks.common import backends
+    from vfleet.engine.inventory import load_inventory
+    from vfleet.roles.gateway.models import group_models
+    from vfleet.config.variables import SCHEMA
+    from vfleet.cli.common import backends
 
     inv = load_inventory(Path(__file__).parent / "data/inventories/models/inventory.yaml", schema=SCHEMA)
     bs = backends(inv, {"h100-01": 40.5})
@@ -287,7 +287,7 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
 def test_a_run_without_a_plan_keeps_the_caps_the_gateway_has():
     """deploy with preflight capped a1 at 3 (the planner); a later run without preflight
     (gateway, restart, --skip-preflight) renders the same config, not max_num_seqs."""
-    from roles.gateway import kept_max_conns
+    from vfleet.roles.gateway.nginx import kept_max_conns
 
     cfg = host_config({"max_num_seqs": 8, "served_model_name": "tiny-a"}, name="a1", address="10.0.0.1")
     planned = Backend.of(cfg, max_concurrency=3.7)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-import fleet.runner
-from vfleet.cli import program
+import vfleet.engine.runner
+from vfleet.cli.main import program
 
 CASES = yaml.safe_load((Path(__file__).parent / "data" / "hostile" / "cases.yaml").read_text())
 BASE_VARS = {"ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny",
@@ -44,7 +44,7 @@ def run_case(case: dict[str, Any], tmp: Path, monkeypatch, capsys) -> tuple[int,
     os.mkfifo(tmp / "fifo")
     inventory = _inventory(case, tmp)
     connections: list = []
-    monkeypatch.setattr(fleet.runner, "open_connection", lambda *a, **k: connections.append(a) or 1 / 0)
+    monkeypatch.setattr(vfleet.engine.runner, "open_connection", lambda *a, **k: connections.append(a) or 1 / 0)
     monkeypatch.delenv("VFLEET_TEST_UNSET_KEY", raising=False)
     args = [a.replace("{dir}", str(tmp)) for a in case.get("args", ["deploy", "--check"])]
     argv = ["vfleet", args[0], "--inventory", str(inventory), *args[1:]]

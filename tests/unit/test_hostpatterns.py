@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.errors import VfleetError
-from fleet.hostpatterns import expand_host_range, host_range_size, match_limit, split_limit
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.hostpatterns import expand_host_range, host_range_size, match_limit, split_limit
 
 
 @pytest.mark.parametrize("pattern, expected", [

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import InventoryError, VfleetError
-from fleet.inventory import Inventory, load_inventory, masked_vars, parse_set_args
-from roles.variables import SCHEMA
+from vfleet.engine.errors import InventoryError, VfleetError
+from vfleet.engine.inventory import Inventory, load_inventory, masked_vars, parse_set_args
+from vfleet.config.variables import SCHEMA
 
 DATA = Path(__file__).parent / "data" / "inventories"
 REPO = Path(__file__).resolve().parents[2]

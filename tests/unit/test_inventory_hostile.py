@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import InventoryError, VfleetError
-from fleet.inventory import MAX_HOSTS, load_inventory, masked_vars, parse_set_args
-from fleet.varschema import VarSchema
-from roles.variables import SCHEMA, VARIABLES
+from vfleet.engine.errors import InventoryError, VfleetError
+from vfleet.engine.inventory import MAX_HOSTS, load_inventory, masked_vars, parse_set_args
+from vfleet.engine.varschema import VarSchema
+from vfleet.config.variables import SCHEMA, VARIABLES
 
 
 def write(tmp_path: Path, text: str, name: str = "hosts.yml") -> Path:

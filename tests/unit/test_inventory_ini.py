@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import InventoryError
-from fleet.inventory import load_inventory
-from fleet.inventory.ini import ini_value
-from roles.variables import SCHEMA
+from vfleet.engine.errors import InventoryError
+from vfleet.engine.inventory import load_inventory
+from vfleet.engine.inventory.ini import ini_value
+from vfleet.config.variables import SCHEMA
 
 DATA = Path(__file__).parent / "data" / "inventories"
 

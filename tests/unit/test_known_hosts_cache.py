@@ -8,7 +8,7 @@ import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fleet import connection
+from vfleet.engine import connection
 
 
 def _pub() -> str:

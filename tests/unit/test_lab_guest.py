@@ -1,4 +1,4 @@
-"""lab/guest.py's masking, on a scratch image root: a unit enabled on the machine image is masked
+"""vfleet/lab/guest.py's masking, on a scratch image root: a unit enabled on the machine image is masked
 in a lab host, except those a deploy enables itself (DISABLE_ONLY: nginx, Prometheus, the nginx
 exporter), which are only unlinked, because `systemctl enable` refuses a masked unit."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lab.guest import DISABLE_ONLY, mask_services
+from vfleet.lab.guest import DISABLE_ONLY, mask_services
 
 WANTS = "etc/systemd/system/multi-user.target.wants"
 

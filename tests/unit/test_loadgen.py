@@ -1,10 +1,10 @@
-"""The load generator (roles/loadgen.py) as a client: a failed request is named by its status
+"""The load generator (vfleet/clients/loadgen.py) as a client: a failed request is named by its status
 and, when the body is an OpenAI-style error, its code (the gateway's own 503 vs vLLM's vs a bare
 nginx page); a request whose connection closed before any response is sent once more, as the
 OpenAI SDK does, and nothing else is."""
 import httpx
 
-from roles.loadgen import LoadGenerator, _http_failure
+from vfleet.clients.loadgen import LoadGenerator, _http_failure
 
 
 def test_a_failure_names_the_error_code_of_the_body():

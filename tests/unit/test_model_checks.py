@@ -1,4 +1,4 @@
-"""Model-folder checks (roles/preflight/model_checks.py) over the small folders in
+"""Model-folder checks (vfleet/roles/preflight/model_checks.py) over the small folders in
 tests/unit/data/models/, read the way the controller reads model_source."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from roles.preflight import host_checks
-from roles.preflight import model_checks as mc
-from roles.preflight.model_facts import custom_code_files, model_facts_from_folder, with_model_source
+from vfleet.roles.preflight import host_checks
+from vfleet.roles.preflight import model_checks as mc
+from vfleet.roles.preflight.model_facts import custom_code_files, model_facts_from_folder, with_model_source
 
 MODELS = Path(__file__).parent / "data" / "models"
 V100 = [{"index": 0, "name": "Tesla V100-PCIE-32GB", "compute_capability": "7.0", "memory_total_mib": 32768,

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.inventory import load_inventory
-from roles.hostconfig import HostConfig
-from roles.monitoring import files as files_mod
-from roles.monitoring.dashboard import panel_queries
-from roles.monitoring.files import MonitoringFile, monitoring_files, write_tree
-from roles.monitoring.metrics import fleet_metric_names
-from roles.variables import SCHEMA
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.monitoring import files as files_mod
+from vfleet.roles.monitoring.dashboard import panel_queries
+from vfleet.roles.monitoring.files import MonitoringFile, monitoring_files, write_tree
+from vfleet.roles.monitoring.metrics import fleet_metric_names
+from vfleet.config.variables import SCHEMA
 from tests.unit.test_monitor_rules import promtool
 
 DATA = Path(__file__).parent / "data" / "monitor"

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
+from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """\

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles.monitoring.settings import MonitoringSettings
-from roles.monitoring.metrics import fleet_metric_names, metric_names_for
-from roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
+from vfleet.config.monitoring import MonitoringSettings
+from vfleet.roles.monitoring.metrics import fleet_metric_names, metric_names_for
+from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

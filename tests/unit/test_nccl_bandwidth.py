@@ -1,7 +1,7 @@
 """The nccl_bandwidth check's rules: expected figures by link, thresholds, the 1-GPU case."""
 import pytest
 
-from roles.preflight import nccl_bandwidth as nb
+from vfleet.roles.preflight import nccl_bandwidth as nb
 
 
 def result(world, busbw, correct=True):
@@ -59,8 +59,8 @@ def test_probe_command_keeps_every_environment_value_one_shell_word(tmp_path):
     """A value with shell syntax reaches the probe as that literal value (run by a real sh)."""
     import subprocess
 
-    from roles.preflight import nccl_bandwidth as nb
-    from roles.quoting import QuotingError
+    from vfleet.roles.preflight import nccl_bandwidth as nb
+    from vfleet.config.quoting import QuotingError
 
     marker = tmp_path / "pwned"
     cmd = nb.probe_command([0], "/nonexistent/python", {"NCCL_DEBUG": f"INFO; touch {marker}"})

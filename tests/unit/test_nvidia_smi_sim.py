@@ -1,6 +1,6 @@
 """The nvidia-smi simulator answers as the real tool does, byte for byte, and refuses loudly.
 
-Ground truth: lab/profiles/h200-1/ and its extra/ (outputs of the real tool on an H200,
+Ground truth: vfleet/lab/profiles/h200-1/ and its extra/ (outputs of the real tool on an H200,
 driver 580.159.04). Behaviours not in extra/ were observed on the same machine and are
 quoted in the tests (exit codes, messages). The simulator is run as a script, the way a
 lab host runs it, so exit codes and the stdout/stderr split are what is tested."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[2] / "lab"
+LAB = Path(__file__).resolve().parents[2] / "vfleet" / "lab"
 SIM = LAB / "nvidia_smi.py"
 PROFILES = LAB / "profiles"
 H200 = PROFILES / "h200-1"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from roles import capacity as cap
+from vfleet.roles.preflight import capacity as cap
 
 DATA = Path(__file__).parent / "data" / "planner"
 TABLE = json.loads((DATA / "validation.json").read_text())

@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-import roles.preflight as preflight
-from roles.preflight import facts as F
-from roles.preflight.facts import BY_NAME, Section
-from roles.preflight.parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
+import vfleet.roles.preflight as preflight
+from vfleet.roles.preflight import facts as F
+from vfleet.roles.preflight.facts import BY_NAME, Section
+from vfleet.roles.preflight.parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
 
 DATA = Path(__file__).parent / "data" / "facts"
 FIXTURES = DATA / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
-LAB_PROFILES = REPO / "lab" / "profiles"
+LAB_PROFILES = REPO / "vfleet" / "lab" / "profiles"
 CASES = sorted(DATA.glob("*.yaml"))
 
 
@@ -52,7 +52,7 @@ def test_fact_data_file(path: Path) -> None:
         got = fact.process_section(Section(out, case.get("stderr", ""), case.get("rc", 0)))
     else:
         mod, fn = case["parser"].split(":")
-        got = getattr(importlib.import_module(f"roles.preflight.parsers.{mod}"), fn)(out, *(case.get("args") or []))
+        got = getattr(importlib.import_module(f"vfleet.roles.preflight.parsers.{mod}"), fn)(out, *(case.get("args") or []))
     assert got == case["expected"]
 
 

@@ -1,10 +1,10 @@
-"""Preflight checks of the pinned vLLM version (roles/preflight/version_checks.py): its wheels vs
+"""Preflight checks of the pinned vLLM version (vfleet/roles/preflight/version_checks.py): its wheels vs
 the GPU and the driver, the flags the inventory renders, the metric names dashboards read, and
 the pre-upgrade audit (`upgrade_checks` with a NEW version in vars)."""
 from __future__ import annotations
 
-from roles import vllm_facts
-from roles.preflight import host_checks, upgrade_checks
+from vfleet.config import vllm_facts
+from vfleet.roles.preflight import host_checks, upgrade_checks
 from tests.unit.preflight_cases import V100, by_id, facts
 
 

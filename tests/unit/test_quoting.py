@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from roles.quoting import (QuotingError, env_name, nginx_quote, shell_quote,
+from vfleet.config.quoting import (QuotingError, env_name, nginx_quote, shell_quote,
                            systemd_env_quote, systemd_quote, systemd_unit_value)
 
 HOSTILE = [

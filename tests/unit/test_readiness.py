@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleet.runner import HostFailed
-from roles import readiness
+from vfleet.engine.runner import HostFailed
+from vfleet.roles.service import readiness
 from tests.unit.configs import host_config
 from tests.unit.json_handler import JsonHandler
 

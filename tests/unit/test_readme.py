@@ -2,7 +2,7 @@
 import difflib
 from pathlib import Path
 
-from roles.variables import VARIABLES, markdown_table
+from vfleet.config.variables import VARIABLES, markdown_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -1,4 +1,4 @@
-"""Multi-host replicas: the inventory checks (roles/replica.py) from data, no host."""
+"""Multi-host replicas: the inventory checks (vfleet/config/replicas.py) from data, no host."""
 from __future__ import annotations
 
 import shutil
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import VfleetError
-from fleet.inventory import load_inventory
-from roles.replica import check_inventory, find_replicas, member_config, replica_of, serving_hosts
-from roles.variables import SCHEMA
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.inventory import load_inventory
+from vfleet.config.replicas import check_inventory, find_replicas, member_config, replica_of, serving_hosts
+from vfleet.config.variables import SCHEMA
 
 INV = Path(__file__).parent / "data" / "replica" / "inventory.yaml"
 
@@ -85,14 +85,14 @@ def test_ray_is_pinned_into_the_vllm_venv_of_ray_members_only():
 
 
 def test_schema_rejects_a_bad_replica_value():
-    from fleet.errors import InventoryError
+    from vfleet.engine.errors import InventoryError
     with pytest.raises(InventoryError) as e:
         _load(replica_nic="eth0; reboot")
     assert "replica_nic" in str(e.value)
 
 
 def test_vfleet_load_checks_replicas_before_anything_runs(tmp_path):
-    from vfleet.tasks.common import load
+    from vfleet.cli.common import load
     p = tmp_path / "inventory.yaml"
     shutil.copy(INV, p)
     with pytest.raises(VfleetError, match="replica_gpus_per_host 3"):
@@ -100,7 +100,7 @@ def test_vfleet_load_checks_replicas_before_anything_runs(tmp_path):
 
 
 def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
-    from roles.replica_deploy import _units, members_in, workers_in
+    from vfleet.roles.replica.deploy import _units, members_in, workers_in
     inv = _load()
     r = find_replicas(inv)["r1"]
     assert members_in(inv) == {"gpu01", "gpu02"} and workers_in(inv) == {"gpu02"}
@@ -112,14 +112,14 @@ def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
 
 
 def test_host_gpu_count_check_leaves_a_member_to_the_replica_check():
-    from roles.preflight.checks import check_tp_count
+    from vfleet.roles.preflight.checks import check_tp_count
     v = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
     assert check_tp_count(v, {"gpu_count": 8}).status == "fail"
     assert check_tp_count({**v, "replica": "r1"}, {"gpu_count": 8}).status == "pass"
 
 
 def test_every_multinode_fact_names_a_source():
-    from roles import vllm_facts
+    from vfleet.config import vllm_facts
     tables = {k: v for k, v in vllm_facts.data()["multinode"].items() if isinstance(v, list)}
     assert {"backends", "cpu_no_ray", "headless_launchers", "env", "ray"} <= set(tables)
     assert all(str(row.get("source") or "").strip() for rows in tables.values() for row in rows)

@@ -1,4 +1,4 @@
-"""The cross-member all-reduce of `preflight --replica-allreduce` (roles/replica_allreduce.py):
+"""The cross-member all-reduce of `preflight --replica-allreduce` (vfleet/roles/replica/allreduce.py):
 the jobs it plans from the route facts, the checks it makes of results, and its probe run for
 real as two local ranks over loopback with gloo (torch is in the dev environment)."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from roles.replica import Replica
-from roles.replica_allreduce import PROBE, plan, to_check
-from roles.replica_facts import parse_route
+from vfleet.config.replicas import Replica
+from vfleet.roles.replica.allreduce import PROBE, plan, to_check
+from vfleet.roles.replica.facts import parse_route
 
 R = Replica("r1", ("gpu01", "gpu02", "gpu03"), 8, 3, 8, "ray", "inv.yaml: line 10: group 'r1'")
 ADDRESS = {"gpu01": "gpu01.example", "gpu02": "gpu02.example", "gpu03": "gpu03.example"}

@@ -1,11 +1,11 @@
-"""Cross-member preflight of a multi-host replica, from fake facts (roles/replica_preflight.py)."""
+"""Cross-member preflight of a multi-host replica, from fake facts (vfleet/roles/replica/preflight.py)."""
 from __future__ import annotations
 
 import copy
 
-from roles.replica import Replica
-from roles.replica_facts import ClockFact, ReachFact, VersionsFact, parse_route
-from roles.replica_preflight import member_checks, peer_of
+from vfleet.config.replicas import Replica
+from vfleet.roles.replica.facts import ClockFact, ReachFact, VersionsFact, parse_route
+from vfleet.roles.replica.preflight import member_checks, peer_of
 
 R = Replica("r1", ("gpu01", "gpu02"), 8, 2, 8, "ray", "inv.yaml: line 10: group 'r1'")
 GPU = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8, "driver_version": "570.86.15"}
@@ -112,11 +112,11 @@ class _Ctx:
     def run(self, cmd, stdin=None, **kw):
         import time
         from types import SimpleNamespace
-        from fleet.facts import _MARK
+        from vfleet.engine.facts import _MARK
         return SimpleNamespace(ok=True, exited=0, stdout=f"{_MARK}0\n{int(time.time() * 1000) + 5000}\nyes\n")
 
 
 def test_read_clock_measures_the_offset_from_the_controller():
-    from roles.replica_preflight import read_clock
+    from vfleet.roles.replica.preflight import read_clock
     clock = read_clock(_Ctx(), ClockFact())
     assert 4_900 <= clock["offset_ms"] <= 5_100 and clock["uncertainty_ms"] >= 1 and clock["ntp_synchronized"] is True

@@ -1,4 +1,4 @@
-"""Ray units, the head's vLLM unit and the mp variant, rendered from data (roles/ray_render.py)."""
+"""Ray units, the head's vLLM unit and the mp variant, rendered from data (vfleet/roles/replica/ray_render.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.inventory import load_inventory
-from roles.ray_render import render_member
-from roles.render import render_host
-from roles.replica import find_replicas, member_config
-from roles.replica_facts import RouteFact, parse_route
-from roles.variables import SCHEMA
-from roles.vllm_facts import flag_available
+from vfleet.engine.inventory import load_inventory
+from vfleet.roles.replica.ray_render import render_member
+from vfleet.cli.render_files import render_host
+from vfleet.config.replicas import find_replicas, member_config
+from vfleet.roles.replica.facts import RouteFact, parse_route
+from vfleet.config.variables import SCHEMA
+from vfleet.config.vllm_facts import flag_available
 
 DATA = Path(__file__).parent / "data" / "replica"
 ROUTE_TO_HEAD = parse_route("10.0.0.1", ["10.0.0.1 dev ens1f0 src 10.0.0.2 uid 0 \\    cache"])

@@ -13,13 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.changes import Change
-from fleet.facts import FileState, UnitState
-from roles import gateway, service, vllm_install, weights
-from roles.gateway_render import Backend, render_gateway
-from roles.rollout import plan_batches
-from roles.service_render import render_service
-from roles.vllm_facts import flag_available
+from vfleet.engine.changes import Change
+from vfleet.engine.facts import FileState, UnitState
+from vfleet.roles.gateway import nginx as gateway
+from vfleet.roles.service import unit as service
+from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.weights import sync as weights
+from vfleet.roles.gateway.render import Backend, render_gateway
+from vfleet.roles.rollout.rolling import plan_batches
+from vfleet.roles.service.render import render_service
+from vfleet.config.vllm_facts import flag_available
 from tests.unit.configs import host_config
 
 DATA = Path(__file__).resolve().parent / "data" / "plans"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from fleet.results import HostResult
-from roles.rollout_lines import failed, host_line, host_lines, waiting
+from vfleet.engine.results import HostResult
+from vfleet.roles.rollout.lines import failed, host_line, host_lines, waiting
 
 DONE = {"from": "/opt/vllm/a", "drain_s": 0.02, "inflight_wait_s": 3.41, "stop_s": 6.0, "ready_s": 41.27,
         "restart_s": 47.3, "undrain_s": 0.3, "serving": "/opt/vllm/a"}
@@ -74,8 +74,8 @@ def test_failed_records_the_phase_the_host_was_in_and_how_long():
 
 def _loading_host(monkeypatch, probe_state: str):
     """A host whose first readiness wait times out; the second one returns 12 s."""
-    from fleet.runner import HostFailed
-    from roles import rollout
+    from vfleet.engine.runner import HostFailed
+    from vfleet.roles.rollout import rolling as rollout
 
     waits = iter([HostFailed("vLLM on lab1: not ready after 600s (last: loading)"), 12.0])
 
@@ -102,7 +102,7 @@ def test_a_plain_restart_still_loading_at_the_deadline_gets_one_more_instead_of_
 def test_an_upgrade_or_a_dead_unit_fails_at_the_deadline(monkeypatch):
     import pytest
 
-    from fleet.runner import HostFailed
+    from vfleet.engine.runner import HostFailed
 
     for plain, state in ((False, "loading"), (True, "dead (failed)")):
         wait_loaded, ctx, records = _loading_host(monkeypatch, state)

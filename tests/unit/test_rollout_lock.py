@@ -11,10 +11,10 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
-from fleet import lock
-from roles import rollout as rollout_role
-from roles import vllm_install
-from vfleet.tasks import rollout
+from vfleet.engine import lock
+from vfleet.roles.rollout import rolling as rollout_role
+from vfleet.roles.install import venv as vllm_install
+from vfleet.cli import rollout
 
 
 @pytest.fixture

@@ -16,22 +16,22 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from roles.variables import VARIABLES
-from vfleet.tasks import namespace
+from vfleet.config.variables import VARIABLES
+from vfleet.cli import namespace
 
 REPO = Path(__file__).resolve().parents[2]
 
 # Not needed to run one command on hosts: the HTTP client, the template engine, the roles and
 # the task steps of other commands.
-NOT_FOR_RUN = ("httpx", "jinja2", "roles.smoke", "roles.templating", "roles.gateway_render", "roles.audit",
-               "roles.preflight", "roles.capacity", "roles.rollout", "roles.weights", "roles.vllm_install",
-               "roles.service", "roles.gateway", "roles.monitoring.deploy", "vfleet.tasks.deploy_steps",
-               "vfleet.tasks.preflight_steps")
+NOT_FOR_RUN = ("httpx", "jinja2", "vfleet.clients.smoke", "vfleet.templates.environment", "vfleet.roles.gateway.render", "vfleet.roles.preflight.audit",
+               "vfleet.roles.preflight", "vfleet.roles.preflight.capacity", "vfleet.roles.rollout.rolling", "vfleet.roles.weights.sync", "vfleet.roles.install.venv",
+               "vfleet.roles.service.unit", "vfleet.roles.gateway.nginx", "vfleet.roles.monitoring.deploy", "vfleet.cli.deploy_steps",
+               "vfleet.cli.preflight_steps")
 
 # After the CLI ran: which of NOT_FOR_RUN are loaded, and what the report says.
 PROBE = """
 import json, sys
-from vfleet.cli import program
+from vfleet.cli.main import program
 program.run(["vfleet", *sys.argv[1:]], exit=False)
 print(json.dumps(sorted(m for m in sys.modules if m in {names!r})))
 """
@@ -78,7 +78,7 @@ def test_deploy_still_gets_its_steps(local_inventory):
     """The other side: a task's roles do load when it runs (deploy --check over a host of no
     vllm or gateways group: every step runs, on no host)."""
     loaded = _cli_then_modules("deploy", "--inventory", str(local_inventory), "--check")
-    assert "vfleet.tasks.deploy_steps" in loaded and "roles.audit" in loaded
+    assert "vfleet.cli.deploy_steps" in loaded and "vfleet.roles.preflight.audit" in loaded
 
 
 def test_menu_lists_every_task():

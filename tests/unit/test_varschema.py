@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.varschema import ENV_NAME_PATTERN, VariableSpec, VarSchema, describe, looks_secret
-from roles.variables import SCHEMA, VARIABLES, markdown_table
+from vfleet.engine.varschema import ENV_NAME_PATTERN, VariableSpec, VarSchema, describe, looks_secret
+from vfleet.config.variables import SCHEMA, VARIABLES, markdown_table
 
 
 @pytest.mark.parametrize("schema, words", [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import VfleetError
-from fleet.inventory import Host
-from roles.verify import ssh_config
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.inventory import Host
+from vfleet.roles.verify import ssh_config
 
 
 def host(name: str = "gpu01", address: str = "10.0.0.7", **vars) -> Host:

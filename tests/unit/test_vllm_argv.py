@@ -1,14 +1,14 @@
-"""vLLM command line (roles/vllm_argv.py): the flags each inventory variable renders, the ones a
+"""vLLM command line (vfleet/roles/service/argv.py): the flags each inventory variable renders, the ones a
 pinned version lacks (dropped and reported), and vllm_extra_args checked like argparse would.
 
 Every config is a real HostConfig (tests/unit/configs.py: inventory loader + schema); the flag
 ground truth is vLLM 0.32.0's --help (tests/unit/service_cases.py)."""
 import pytest
 
-from fleet.errors import InventoryError
-from roles import service_render as sr
-from roles.variables import SCHEMA
-from roles.vllm_argv import ArgvError, vllm_argv
+from vfleet.engine.errors import InventoryError
+from vfleet.roles.service import render as sr
+from vfleet.config.variables import SCHEMA
+from vfleet.roles.service.argv import ArgvError, vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.service_cases import (ENGINE, FLAGS_0_32, HELP, LAB, _choices_from_help, argv_of,
                                       exec_words, lab, stub_flag_available, value_of)
@@ -141,7 +141,7 @@ def test_derived_values_and_defaults():
 
 
 def test_swap_space_only_where_the_version_has_it():
-    facts = pytest.importorskip("roles.vllm_facts")
+    facts = pytest.importorskip("vfleet.config.vllm_facts")
     old = vllm_argv(lab(vllm_version="0.5.4", swap_space=4), facts.flag_available)
     assert value_of(old.argv, "--swap-space") == "4"
     new = vllm_argv(lab(swap_space=4), facts.flag_available)
@@ -236,7 +236,7 @@ def test_api_key_in_extra_args_refused_in_any_spelling(words):
 
 
 def test_real_vllm_facts_agrees_with_the_help_ground_truth():
-    facts = pytest.importorskip("roles.vllm_facts")
+    facts = pytest.importorskip("vfleet.config.vllm_facts")
     for cfg in (lab(tensor_parallel_size=2, gpu_memory_utilization=0.9, max_num_seqs=4),
                 lab(**ENGINE, swap_space=4)):
         assert vllm_argv(cfg, facts.flag_available) == vllm_argv(cfg, stub_flag_available)

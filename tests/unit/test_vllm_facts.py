@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roles import vllm_facts as vf
-from roles.preflight import checks
+from vfleet.config import vllm_facts as vf
+from vfleet.roles.preflight import checks
 
 HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}
 

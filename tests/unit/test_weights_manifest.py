@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from roles import weights_manifest as wm
+from vfleet.roles.weights import manifest as wm
 
 
 def _model(tmp_path, sharded=False):

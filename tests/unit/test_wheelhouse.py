@@ -1,4 +1,4 @@
-"""lab/wheelhouse.py: idempotent, atomic, explicit pip download (pip faked here)."""
+"""vfleet/lab/wheelhouse.py: idempotent, atomic, explicit pip download (pip faked here)."""
 import json
 import os
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import wheelhouse as wh
+from vfleet.lab import wheelhouse as wh
 
 FAKE_PIP = r'''#!{python}
 # stands in for "python -m pip download ...": records argv and env, writes wheels to --dest

@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
-from roles import capacity as cap  # noqa: E402
+from vfleet.roles.preflight import capacity as cap  # noqa: E402
 
 HERE = Path(__file__).parent
 GPU_MIB = 143771  # nvidia-smi memory.total on the device (gpu.csv)

@@ -11,7 +11,7 @@ w<id> words that map back one to one. With this vocabulary both tools' prompts a
 import json, sys
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
-from roles.bench.prompts import WORDS
+from vfleet.clients.bench.prompts import WORDS
 
 dest = sys.argv[1]
 cfg = json.load(open(f"{dest}/config.json"))

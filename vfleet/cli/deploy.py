@@ -1,0 +1,140 @@
+"""deploy and its steps as tasks of their own: weights, install, service, gateway, smoke,
+verify. Each is idempotent: a second run reports zero changes and restarts nothing. The steps
+themselves are in vfleet/cli/deploy_steps.py, loaded when one of these tasks runs."""
+from __future__ import annotations
+
+from invoke import task
+
+from vfleet.engine.lock import locked
+from vfleet.cli.common import cli_errors, finish, gateway_names, helptext, load, select, vllm_names
+
+CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
+            "connect_timeout", "command_timeout", "verbose")
+READING = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
+BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
+              "25%, or 1,25%,100%), dropping no request; default: restart changed hosts at once")
+
+
+@task(name="weights", help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Copy the model to every vLLM host's local disk: rsync into staging, verify sha256
+    manifest and shard index, switch atomically; hosts with a copy feed the next (fan-out)."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                                connect_timeout, command_timeout, verbose)
+    with locked(play):
+        steps.step_weights(play)
+    finish(play, report)
+
+
+@task(help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+            no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Install the pinned vLLM into /opt/vllm/<package>-<version> (online or from the
+    wheelhouse), verify it imports with that version, point `current` at it."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                                connect_timeout, command_timeout, verbose)
+    with locked(play):
+        steps.step_install(play)
+    finish(play, report)
+
+
+@task(name="service", help=helptext(*CHANGING, batch=BATCH_HELP), iterable=["set_"])
+@cli_errors
+def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False, batch=None):
+    """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                                connect_timeout, command_timeout, verbose, batch=batch)
+    steps.require_serving(play)
+    with locked(play):
+        steps.step_rollback_point(play, batch)
+        steps.step_service(play, rolling=bool(batch), inv=inv)
+        steps.step_restart_changed(play, inv, batch)
+    finish(play, report)
+
+
+@task(name="gateway", help=helptext(*CHANGING), iterable=["set_"])
+@cli_errors
+def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
+    """Configure nginx on the gateways group: upstream of every vLLM host, `nginx -t`, graceful reload."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                                connect_timeout, command_timeout, verbose)
+    with locked(play):
+        steps.step_gateway(play, inv)
+    finish(play, report)
+
+
+@task(name="smoke", help=helptext(*READING), iterable=["set_"])
+@cli_errors
+def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
+               connect_timeout=None):
+    """Smoke-check every vLLM host and every gateway: health, models, completion, stream, metrics, auth."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("smoke", inventory, limit, set_, forks, no_host_key_checking=no_host_key_checking,
+                                connect_timeout=connect_timeout)
+    steps.step_smoke(play, inv)
+    finish(play, report)
+
+
+@task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
+                    force="Go on with hosts whose preflight checks failed", strict="Preflight warnings fail too",
+                    batch=BATCH_HELP),
+      iterable=["set_"])
+@cli_errors
+def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
+           no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False,
+           skip_preflight=False, force=False, strict=False, batch=None):
+    """Bare hosts -> a load-balanced, smoke-checked vLLM service: preflight, weights, install,
+    service, gateway, smoke. Prints a curl command that works against the gateway."""
+    from vfleet.cli import deploy_steps as steps
+
+    inv, play = steps.open_play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
+                                connect_timeout, command_timeout, verbose, batch=batch)
+    steps.require_serving(play)
+    with locked(play):
+        if not skip_preflight:
+            steps.step_preflight(play, inv, strict=strict, force=force)
+        steps.step_rollback_point(play, batch)
+        steps.step_weights(play)
+        steps.step_install(play)
+        steps.step_service(play, rolling=bool(batch), inv=inv)
+        steps.step_gateway(play, inv)
+        steps.step_restart_changed(play, inv, batch)
+        steps.step_smoke(play, inv)
+    gws = [n for n in gateway_names(play.hosts) if n in play.active]
+    if gws and not check:
+        first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
+        play.data["curl"] = steps.curl_line(play.contexts[gws[0]].config, first.served_model_name if first else None)
+    finish(play, report)
+    if play.data.get("curl"):
+        print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command
+
+
+@task(help=helptext("inventory", "limit", "set", "no_host_key_checking",
+                    junitxml="Also write a JUnit XML report here"),
+      iterable=["set_"])
+@cli_errors
+def verify(c, inventory=None, limit=None, set_=None, no_host_key_checking=False, junitxml=None):
+    """testinfra suite over the deployed fleet: unit enabled and active, port listening, venv
+    version, weights manifest, env file private, nginx config valid."""
+    from invoke.exceptions import Exit
+
+    from vfleet.roles.verify import run_verify
+
+    inv = load(inventory, set_)
+    rc = run_verify(select(inv, limit), junitxml=junitxml, no_host_key_checking=no_host_key_checking)
+    if rc:
+        raise Exit(code=rc)

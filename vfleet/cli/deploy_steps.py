@@ -1,0 +1,229 @@
+"""What deploy and its step tasks (weights, install, service, gateway, smoke) run: the play over
+the selection, the fleet lock, each step, the rolling restart of changed hosts, the smoke
+checks. Apart from vfleet/cli/deploy.py so that the roles load only when one of those tasks
+runs, not for every command's task menu (vfleet/cli/__init__.py)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+
+from vfleet.engine.inventory import Inventory
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostFailed, Play
+from vfleet.engine.systemd import journal_tail
+from vfleet.roles.preflight import audit
+from vfleet.roles.gateway import nginx as gateway
+from vfleet.roles.replica import deploy as replica_deploy
+from vfleet.roles.rollout import rollback_point
+from vfleet.roles.service import unit as service
+from vfleet.clients import smoke
+from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.weights import sync as weights
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.rollout.rolling import Rollout, batch_sizes
+from vfleet.roles.service.unit import ServiceOutcome
+from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
+from vfleet.cli.preflight_steps import replica_checks
+
+
+def open_play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
+          connect_timeout=None, command_timeout=None, verbose=False,
+          batch: str | None = None) -> tuple[Inventory, Play]:
+    """The play over the --limit selection. With a --batch (checked here, before anything
+    runs) it also holds every gateway, for draining only: steps that configure gateways still
+    run on the selected ones."""
+    inv = load(inventory, set_)
+    hosts = select(inv, limit)
+    selected = [h.name for h in hosts]
+    if batch:
+        batch_sizes(str(batch), 1)
+        hosts += [inv.hosts[n] for n in gateway_names(list(inv.hosts.values())) if n not in selected]
+    play = make_play(name, hosts, forks=forks, check=check, diff=diff,
+                     no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
+                     command_timeout=command_timeout, verbose=verbose)
+    play.selected = selected
+    return inv, play
+
+
+def _selected_gateways(play: Play) -> list[str]:
+    chosen = set(play.selected)
+    return [n for n in gateway_names(play.hosts) if n in chosen]
+
+
+def step_rollback_point(play: Play, batch: str | None) -> None:
+    """With --batch, before anything changes: save what each serving host runs (unit, env
+    file, venv, weights), so a host whose new unit fails goes back to exactly that."""
+    if batch and not play.options.check:
+        play.run_step("rollback point", rollback_point.save, hosts=vllm_names(play.hosts))
+
+
+def step_weights(play: Play) -> None:
+    """One weights run per model_source (several models: each group gets its own weights)."""
+    groups: dict[str, list[str]] = {}
+    for n in vllm_names(play.hosts):
+        groups.setdefault(str(play.contexts[n].config.model_source), []).append(n)
+    totals = {src: weights.run(play, names) for src, names in groups.items()}
+    if len(groups) > 1:
+        play.data["weights"] = {"per_model_source": totals}
+
+
+def step_install(play: Play) -> None:
+    play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=vllm_names(play.hosts))
+
+
+def step_service(play: Play, rolling: bool = False, inv: Inventory | None = None) -> None:
+    """Single-host vLLM services; then the multi-host replicas, which start as one
+    (vfleet/roles/replica/deploy.py)."""
+    members = replica_deploy.members_in(inv) if inv is not None else set()
+    play.run_step("service", service.configure, hosts=[n for n in vllm_names(play.hosts) if n not in members],
+                  handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
+    if inv is not None:
+        replica_deploy.run(play, inv)
+
+
+def step_gateway(play: Play, inv: Inventory) -> None:
+    """Preflight's capacity plans (when it ran) give each host's max_conns unless the
+    inventory sets gateway_max_conns."""
+    bs = backends(inv, _planned(play))
+    play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
+
+
+def _planned(play: Play) -> dict[str, float | None]:
+    """Each host's planned max concurrency, where preflight ran in this play."""
+    return {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
+
+
+def _outcome(play: Play, name: str) -> ServiceOutcome:
+    return play.results[name].get(ServiceOutcome) or ServiceOutcome(was_active=False)
+
+
+def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
+    """With --batch: restart the hosts whose service changed while they served, batch by
+    batch through the gateways, like `vfleet restart --batch` (the failure budget is the
+    inventory's max_fail_percentage, else 0: the first failed batch stops the rest); a host
+    that fails goes back to its rollback point. Without: they were restarted at once by the
+    service step; say so when that hit a serving fleet. Either way a healthy host that an
+    earlier, killed run left drained goes back into the gateways."""
+    if not batch:
+        _warn_serving_restarted(play)
+    if play.options.check:
+        return
+    deferred = [n for n in vllm_names(play.hosts)
+                if batch and n in play.active and _outcome(play, n).restart_deferred]
+    gws = [g for g in gateway_names(play.hosts) if g in play.active]
+    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gws, restore=rollback_point.restore)
+    if not deferred:
+        healed = rollout.converge() if gws else []
+        if healed:
+            play.data["converged"] = healed
+        return
+    play.data["rollout"] = rollout.run(str(batch), _batch_budget(play, deferred))
+    if play.data["rollout"]["stopped"]:
+        _restore_untried(play, deferred)
+
+
+def _batch_budget(play: Play, among: list[str]) -> float:
+    """--max-fail-percentage, else what the inventory itself sets (not the schema's default of
+    100, which would restart every batch on a unit that just failed), else 0."""
+    if play.options.max_fail_percentage is not None:
+        return float(play.options.max_fail_percentage)
+    set_ = [h.vars["max_fail_percentage"] for h in play.hosts
+            if h.name in among and h.sources.get("max_fail_percentage", "default") != "default"]
+    return float(min(set_)) if set_ else 0.0
+
+
+def _restore_untried(play: Play, deferred: list[str]) -> None:
+    """The batches stopped: hosts never restarted still serve from their saved point; put
+    their files back too, so none is left with a new unit on disk that its process never ran
+    (the next crash or reboot would start it)."""
+    def put_back(ctx) -> None:
+        what = rollback_point.restore(ctx)
+        ctx.result.data["restored_untried"] = True
+        ctx.record("rollout", ctx.name, Status.SKIPPED,
+                   f"not restarted: the batches stopped; {what} put back (what it serves)")
+
+    untried = [n for n in deferred if n in play.active and "rollout" not in play.results[n].data]
+    play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
+
+
+def step_smoke(play: Play, inv: Inventory | None = None) -> None:
+    if play.options.check:
+        return
+    workers = replica_deploy.workers_in(inv) if inv is not None else set()  # no HTTP on a replica's workers
+    play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])
+    play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
+    for name in play.hosts:
+        s = play.results[name.name].data.get("smoke") or {}
+        for kind, res in s.items():
+            st = res.get("streamed completion") or {}
+            if st.get("ttft_s") is not None:
+                play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
+                           f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
+
+
+def _smoke_gateway(play: Play):
+    """Smoke every model through each gateway with the gateway's checks, asking for it by
+    name the way its clients do (results under "gateway", or "gateway <model>" when there
+    are several)."""
+    models: dict[str, bool] = {}
+    for n in vllm_names(play.hosts):
+        cfg = play.contexts[n].config
+        models.setdefault(str(cfg.served_model_name), not cfg.serve_completions_only)
+
+    def step(ctx) -> None:
+        if len(models) <= 1:
+            smoke.run_smoke(ctx, smoke.gateway_target(ctx.config))
+            return
+        for model, chat in models.items():
+            t = smoke.gateway_target(ctx.config)
+            try:
+                smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat))
+            finally:   # kind stays "gateway" (the gateway's checks); the results are kept per model
+                done = ctx.result.data.get("smoke", {})
+                if "gateway" in done:
+                    done[f"gateway {model}"] = done.pop("gateway")
+    return step
+
+
+def _smoke_host(ctx) -> None:
+    """Smoke one vLLM host; when it fails, say what systemd saw (a vLLM that exited while
+    serving shows its restarts and its last journal lines in the report, not only 'refused')."""
+    try:
+        smoke.run_smoke(ctx, smoke.host_target(ctx.config))
+    except HostFailed as exc:
+        unit = ctx.config.unit
+        props = ctx.run(f"systemctl show -p ActiveState,NRestarts,ExecMainStatus -- {shlex.quote(unit)}").stdout
+        state = ", ".join(ln.strip() for ln in props.splitlines() if ln.strip())
+        lines = journal_tail(ctx, unit, 40)
+        raise HostFailed(f"{exc}; {unit}: {state}; journal: {journal_tail(ctx, unit)}",
+                         {**(exc.data or {}), "journal": lines, "systemd": state}) from None
+
+
+def step_preflight(play: Play, inv: Inventory, *, strict: bool, force: bool) -> None:
+    """The preflight audit of the vLLM hosts; a host that fails it leaves the run unless --force."""
+    facts = audit.gather(play, hosts=vllm_names(play.hosts))
+    audit.audit(play, inv, facts, strict=strict, fail_hosts=not force, extra_checks=replica_checks(play, inv, facts))
+
+
+def _warn_serving_restarted(play: Play) -> None:
+    hit = [n for n in vllm_names(play.hosts) if _outcome(play, n).was_active and _outcome(play, n).restarts]
+    if len(hit) > 1:
+        play.print(f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
+                   f"on a live fleet use `deploy --batch 1` to roll them through the gateways", markup=False)
+
+
+def require_serving(play: Play) -> None:
+    """Every vLLM host's config has what serving needs, before anything connects."""
+    for name in vllm_names(play.hosts):
+        play.contexts[name].config.require_serving()
+
+
+def curl_line(cfg: HostConfig, model: str | None = None) -> str:
+    """A command that works against the gateway, every inventory value quoted for the shell
+    (the key stays in $VLLM_API_KEY: never printed); `model`: a served name behind it."""
+    body = json.dumps({"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
+                       "max_tokens": 16})
+    key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
+    return (f"curl -s {key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}")

@@ -1,0 +1,39 @@
+"""The `vfleet` console command: Invoke's Program over the same task namespace as tasks.py,
+so `vfleet deploy ...` works from any directory with the tasks and flags of `invoke deploy ...`."""
+import os
+import sys
+
+from invoke import Program
+
+from vfleet import __version__
+from vfleet.cli import namespace
+
+program = Program(namespace=namespace, version=__version__, name="vfleet", binary="vfleet")
+HELP_FLAGS = ("--help", "-h")
+
+
+def help_first(argv: list[str]) -> list[str]:
+    """`vfleet drain --help` as `vfleet --help drain`. Why: Invoke fills a task's required
+    arguments (run's command, drain's host, bench.compare's a and b) positionally, so a
+    `--help` after such a task became its value and the task ran (`drain` with host
+    "--help"). Only a bare --help/-h word before any `--` counts, not one inside a quoted value."""
+    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    tasks = [w for w in words if namespace.task_names.get(w) is not None or w in namespace.collections]
+    if not tasks or not any(w in HELP_FLAGS for w in words):
+        return argv
+    return [argv[0], "--help", tasks[0]]
+
+
+def main() -> None:
+    try:
+        program.run(help_first(sys.argv))
+    except BrokenPipeError:
+        # `vfleet plan --help | head`: the reader went away; end quietly as Unix tools do
+        # (Python's documented recipe; SIGPIPE stays ignored so a dropped SSH socket is an
+        # exception, never a silent death).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""`vfleet monitor`: Prometheus scrape config, file_sd targets, alert rules and a Grafana
+dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group plus
+prometheus-nginx-exporter on each gateway (`--deploy`), kept in step with the inventory. The
+monitoring role is imported when it runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from vfleet.engine.errors import VfleetError
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.monitoring import MonitoringSettings
+from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
+from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+
+CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
+            "connect_timeout", "command_timeout", "verbose")
+
+
+@task(help=helptext(*CHANGING, dest="Write prometheus.yml, targets/, rules/ and grafana/ into this folder",
+                    deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group and "
+                           f"prometheus-nginx-exporter on the '{GATEWAY_GROUP}' group "
+                           "(--limit picks among those hosts)"),
+      iterable=["set_"])
+@cli_errors
+def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, forks=10, report=None,
+            check=False, diff=False, no_host_key_checking=False, connect_timeout=None, command_timeout=None,
+            verbose=False):
+    """Monitoring of every vLLM host of the inventory: scrape config with file_sd targets, alert
+    rules with the metric names of each host's vLLM version, a Grafana dashboard; --deploy runs
+    Prometheus on the monitoring group (promtool-checked, reloaded only on change) and the
+    nginx exporter on each gateway."""
+    from vfleet.roles.monitoring import deploy as monitoring_deploy
+    from vfleet.roles.monitoring import exporter
+    from vfleet.roles.monitoring.files import monitoring_files, write_tree
+
+    if not dest and not deploy:
+        raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
+                          f"(Prometheus on the '{MONITORING_GROUP}' group)")
+    inv = load(inventory, set_)
+    vllm = [HostConfig.from_host(h) for h in inv.hosts.values() if VLLM_GROUP in h.groups]
+    if not vllm:
+        raise VfleetError(f"{inv.path}: no host in group '{VLLM_GROUP}': nothing to monitor")
+    gateways = [HostConfig.from_host(h) for h in inv.hosts.values() if GATEWAY_GROUP in h.groups]
+    if dest:
+        monitors = [inv.hosts[n] for n in inv.group_hosts(MONITORING_GROUP)]
+        settings = HostConfig.from_host(monitors[0]).monitoring if monitors else MonitoringSettings.defaults()
+        for path in write_tree(Path(dest), monitoring_files(vllm, settings, gateways)):
+            print(path)
+    if deploy:
+        monitors = [h.name for h in select(inv, limit, MONITORING_GROUP)]
+        if not monitors:
+            raise VfleetError(f"--deploy: no host of group '{MONITORING_GROUP}' in {inv.path}"
+                              + (f" matches --limit {limit}" if limit else ""))
+        exporters = [h.name for h in select(inv, limit, GATEWAY_GROUP)]
+        hosts = [h for h in inv.select(limit) if h.name in monitors or h.name in exporters]
+        play = make_play("monitor", hosts, forks=forks, check=check, diff=diff,
+                         no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
+                         command_timeout=command_timeout, verbose=verbose)
+        # exporters first: a new gateway target is answered by the time Prometheus reads it
+        play.run_step("gateway exporter", exporter.configure, hosts=exporters)
+        play.run_step("monitoring", lambda ctx: monitoring_deploy.configure(ctx, vllm, gateways), hosts=monitors)
+        finish(play, report)

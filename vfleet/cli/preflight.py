@@ -1,0 +1,110 @@
+"""preflight (audit), preflight.capture (snapshots) and plan (capacity) tasks. What they run
+beyond their flags is in vfleet/cli/preflight_steps.py, loaded when one of them runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Collection, task
+from rich.console import Console
+
+from vfleet.engine.errors import VfleetError
+from vfleet.config.variables import VLLM_GROUP
+from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+
+COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
+
+
+@task(name="preflight", default=True,
+      help=helptext(*COMMON, snapshot="Audit from DIR/<host>/ snapshots (preflight.capture) instead of SSH",
+                    strict="Warnings fail too",
+                    nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)",
+                    replica_allreduce="Also run one all-reduce across each multi-host replica's members "
+                                      "(torch.distributed: nccl on GPUs, gloo without)"),
+      iterable=["set_"])
+@cli_errors
+def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
+                   connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False, replica_allreduce=False):
+    """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
+    capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
+    from vfleet.roles.preflight import audit
+    from vfleet.cli.preflight_steps import replica_checks
+
+    if nccl_bandwidth and snapshot:
+        raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
+    if replica_allreduce and snapshot:
+        raise VfleetError("--replica-allreduce needs the hosts themselves, not --snapshot")
+    inv = load(inventory, set_)
+    hosts = select(inv, limit)
+    play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
+                     connect_timeout=connect_timeout)
+    facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
+    extra = {}
+    if nccl_bandwidth:
+        extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
+    for h, checks in ({} if snapshot else replica_checks(play, inv, facts, replica_allreduce)).items():
+        extra.setdefault(h, []).extend(checks)
+    audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
+    play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
+    finish(play, report)
+
+
+@task(help=helptext(*COMMON, dest="Folder to write DIR/<host>/ snapshots into (GPU profile layout + facts.json)"),
+      iterable=["set_"])
+@cli_errors
+def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
+            connect_timeout=None):
+    """Write each host's facts to DEST/<host>/ for offline audits (`preflight --snapshot DEST`)."""
+    from vfleet.roles.preflight import audit
+
+    inv = load(inventory, set_)
+    play = make_play("preflight.capture", select(inv, limit), forks=forks,
+                     no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout)
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    audit.gather(play, capture_dir=dest)
+    finish(play, report)
+
+
+@task(help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking",
+                    snapshot="Read GPU facts from DIR/<host>/ snapshots instead of SSH",
+                    config="Plan without an inventory: a model folder or its config.json",
+                    gpu_memory_mib="With --config: memory of one GPU in MiB",
+                    tp="With --config: tensor-parallel size", utilization="With --config: gpu_memory_utilization",
+                    max_model_len="With --config: max_model_len", max_num_seqs="With --config: max_num_seqs",
+                    dtype="With --config: dtype (auto: the model's)",
+                    kv_cache_dtype="With --config: kv_cache_dtype (fp8 halves the KV bytes per token)",
+                    max_num_batched_tokens="With --config: max_num_batched_tokens (the profiling pass)",
+                    enforce_eager="With --config: no CUDA graphs (their memory is not reserved)",
+                    cpu_kvcache_space_gib="With --config: plan the CPU build's KV cache instead (GiB)",
+                    gpus_per_host="With --config: find the smallest TP x PP on hosts of this many GPUs",
+                    hosts="With --gpus-per-host: hosts available (default 1)"),
+      iterable=["set_"])
+@cli_errors
+def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False, snapshot=None,
+         config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
+         dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
+         cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None):
+    """Capacity plan: weight bytes, KV bytes per token, KV capacity, max concurrency, suggested
+    max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
+    from vfleet.roles.preflight import audit
+    from vfleet.cli import preflight_steps as steps
+
+    console = Console(highlight=False)
+    if config:
+        steps.plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host, hosts, tp=int(tp),
+                           gpu_memory_utilization=float(utilization),
+                           max_model_len=int(max_model_len) if max_model_len else None,
+                           max_num_seqs=int(max_num_seqs) if max_num_seqs else None, dtype=dtype,
+                           kv_cache_dtype=kv_cache_dtype, enforce_eager=bool(enforce_eager),
+                           max_num_batched_tokens=int(max_num_batched_tokens) if max_num_batched_tokens else None)
+        return
+    inv = load(inventory, set_)
+    hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups] or select(inv, limit)
+    play = make_play("plan", hosts, forks=forks, no_host_key_checking=no_host_key_checking)
+    facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
+    steps.plan_hosts(play, facts, console)
+    finish(play, report)
+
+
+preflight = Collection("preflight")
+preflight.add_task(preflight_task, default=True)
+preflight.add_task(capture)

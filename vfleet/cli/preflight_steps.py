@@ -1,0 +1,136 @@
+"""What preflight and plan do beyond their flags: the replicas' cross-member checks, the capacity
+plan of each audited host and of a model folder, and how a plan is printed. Apart from
+vfleet/cli/preflight.py so that the audit's roles load only when one of those tasks runs
+(vfleet/cli/__init__.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.runner import Play
+from vfleet.roles.preflight import capacity
+from vfleet.config import replicas as replica
+from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
+from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
+from vfleet.roles.preflight.checks import check_tp_heads
+from vfleet.roles.preflight.model_facts import with_model_source
+
+
+def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
+    """Cross-member checks of multi-host replicas (vfleet/roles/replica/preflight.py), with the
+    optional all-reduce across members (vfleet/roles/replica/allreduce.py); live only."""
+    replicas = replica.find_replicas(inv)
+    if not replicas or not facts:
+        return {}
+    member_facts = replica_preflight.gather(play, replicas)
+    vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
+    out = replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    if allreduce:
+        results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
+        for r in replicas.values():
+            port = replica_allreduce.rendezvous_port(r, vars_by_host)
+            for h in (m for m in r.members if m in out):
+                out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
+    return out
+
+
+def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
+    """One line for the smallest TP x PP layout (vfleet/roles/preflight/capacity/parallel.py), then its stage plan."""
+    if not lay.fits:
+        console.print(f"[{title}] [red]no layout fits[/]: " + "; ".join(lay.tried), markup=True)
+        return
+    where = f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (README 'Multi-node replicas')" \
+        if lay.multi_host else "one host"
+    console.print(f"[{title}] smallest layout: tensor_parallel_size {lay.tensor_parallel_size} x "
+                  f"pipeline_parallel_size {lay.pipeline_parallel_size} = {lay.gpus} GPUs on {where}", markup=False)
+    if lay.stage:
+        print_plan(console, f"{title}: busiest pipeline stage" if lay.pipeline_parallel_size > 1 else title, lay.stage)
+
+
+def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None,
+                  hosts=None, **engine) -> None:
+    """`plan --config`: the same planner and the same heads check as a preflight, no host."""
+    console = Console(highlight=False)
+    try:
+        cfg = capacity.load_config(config)
+    except (OSError, ValueError) as exc:
+        raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
+    if cpu_kvcache_space_gib:
+        tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
+        print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
+        return
+    if not gpu_memory_mib:
+        raise VfleetError("--config needs --gpu-memory-mib (memory of one GPU, e.g. 32768 for a V100 32GB)")
+    heads = check_tp_heads({"tensor_parallel_size": engine["tp"]}, {"model_config": cfg, "gpu_count": engine["tp"]})
+    if heads.status == "fail":
+        raise VfleetError(f"{heads.message}; {heads.fix}")
+    weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
+    if gpus_per_host:
+        engine.pop("tp")
+        lay = plan_parallel(cfg, int(gpu_memory_mib), gpus_per_host=int(gpus_per_host), hosts=int(hosts or 1),
+                            weights_bytes=weights, **engine)
+        print_layout(console, "layout", lay)
+        if report:
+            from vfleet.engine.report import write_json_atomic
+            write_json_atomic(report, lay.to_dict())
+        return
+    p = capacity.plan(cfg, int(gpu_memory_mib), weights_bytes=weights, **engine)
+    print_plan(console, "plan", p.to_dict())
+    if report:
+        from vfleet.engine.report import write_json_atomic
+        write_json_atomic(report, p.to_dict())
+
+
+def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
+    """Each audited host's capacity plan (and smallest layout) into its result, printed."""
+    for name, f in facts.items():
+        ctx = play.contexts[name]
+        cfg = ctx.config
+        f = with_model_source(f, cfg.as_vars())  # the controller's copy of the model, if any
+        if cfg.cpu_kvcache_space_gib and f.get("model_config"):
+            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
+            ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
+            print_plan(console, name, ctx.result.data["capacity"])
+            continue
+        p = capacity.plan_for_host(cfg.as_vars(), f)
+        if p is None:
+            ctx.result.data["capacity"] = None
+            console.print(f"[{name}] no plan: needs GPUs and the model's config.json", markup=False)
+            continue
+        ctx.result.data["capacity"] = p.to_dict()
+        print_plan(console, name, p.to_dict())
+        layout = _fleet_layout(cfg, f, facts)
+        if layout is not None:
+            ctx.result.data["layout"] = layout.to_dict()
+            print_layout(console, name, layout)
+
+
+def _fleet_layout(cfg, f: dict, facts: dict[str, dict]) -> ParallelPlan | None:
+    """Smallest TP x PP for this host's model over the audited hosts with its GPU model."""
+    gpus = f.get("gpus") or []
+    if not gpus or not f.get("model_config") or not gpus[0].get("memory_total_mib"):
+        return None
+    same = [h for h, g in facts.items() if (g.get("gpus") or [{}])[0].get("name") == gpus[0].get("name")]
+    v = cfg.as_vars()
+    return plan_parallel(f["model_config"], int(gpus[0]["memory_total_mib"]), gpus_per_host=len(gpus),
+                         hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or v.get("model_size_bytes"),
+                         dtype=v["dtype"], gpu_memory_utilization=float(v["gpu_memory_utilization"]),
+                         max_model_len=v.get("max_model_len"), max_num_seqs=v.get("max_num_seqs"),
+                         kv_cache_dtype=v["kv_cache_dtype"], enforce_eager=bool(v["enforce_eager"]))
+
+
+def print_plan(console: Console, title: str, d: dict) -> None:
+    t = Table(title=f"capacity [{title}]", title_justify="left", show_header=False, show_edge=False)
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    for k, v in d.items():
+        if k == "warnings":
+            continue
+        t.add_row(k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
+    console.print(t)
+    for w in d.get("warnings") or []:
+        console.print(f"[yellow]warning[/]: {w}")

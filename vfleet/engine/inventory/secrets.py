@@ -1,0 +1,135 @@
+"""Secrets given as NAME_file or NAME_env, read at load time, never echoed.
+
+A secret file is opened without blocking and read only if it is a regular file of at most
+MAX_SECRET_BYTES: a FIFO or a device named by mistake (or malice) must not hang or flood
+the loader. A secret is one line; a file with more is refused without quoting it (the
+second line may be the secret). Files readable by group or others are a warning: the key
+is only as secret as the file. No message here contains a secret value.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vfleet.engine.inventory.common import Entry
+from vfleet.engine.varschema import VarSchema
+
+__all__ = ["SecretReader", "MAX_SECRET_BYTES"]
+
+MAX_SECRET_BYTES = 64 * 1024
+
+# merged variables of one host: name -> (entry, precedence rank)
+Merged = dict[str, tuple[Entry, int]]
+
+
+@dataclass
+class _Read:
+    secret: str | None
+    why: str | None = None        # why it cannot be used
+    warning: str | None = None    # usable, but the operator should know
+
+
+def _read_secret_file(path: Path) -> _Read:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return _Read(None, "no such file")
+    except OSError as exc:
+        return _Read(None, exc.strerror or type(exc).__name__)
+    except ValueError:
+        return _Read(None, "the path holds a NUL character")
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return _Read(None, "not a regular file")
+        if st.st_size > MAX_SECRET_BYTES:
+            return _Read(None, f"larger than {MAX_SECRET_BYTES // 1024} KiB; a secret is one line")
+        data = fh.read(MAX_SECRET_BYTES + 1)
+    if len(data) > MAX_SECRET_BYTES:
+        return _Read(None, f"larger than {MAX_SECRET_BYTES // 1024} KiB; a secret is one line")
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return _Read(None, "not UTF-8 text")
+    if not text:
+        return _Read(None, "the file is empty")
+    if "\n" in text or "\r" in text:
+        return _Read(None, "it holds more than one line; a secret is one line")
+    warning = None
+    if st.st_mode & 0o077:
+        warning = (f"readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+                   "chmod 600 it")
+    return _Read(text, warning=warning)
+
+
+@dataclass
+class SecretReader:
+    """Resolves secrets for hosts; caches each file, so a group's key is read once."""
+
+    schema: VarSchema
+    base: Path
+    errors: list[str]
+    warnings: list[str]
+    _files: dict[Path, _Read] = field(default_factory=dict)
+    _seen: set[str] = field(default_factory=set)
+
+    def resolve(self, host: str, merged: Merged) -> None:
+        """Replace NAME_file / NAME_env by the secret's value (as variable NAME)."""
+        for name in self.schema.secret_names:
+            f_key, e_key = self.schema.secret_sources(name)
+            given = [(merged[k][1], k) for k in (name, f_key, e_key)
+                     if k in merged and merged[k][0].value is not None
+                     and merged[k][0].source.scope != "default"]
+            if not given:
+                continue
+            top = max(r for r, _ in given)
+            winners = [k for r, k in given if r == top]
+            if len(winners) > 1:
+                self._error(f"{merged[winners[0]][0].where}: set only one of "
+                            f"{', '.join(winners)}")
+                continue
+            key = winners[0]
+            entry, rank = merged[key]
+            if key == name or not isinstance(entry.value, str) or not entry.value:
+                continue   # inline, or a bad NAME_file/NAME_env the schema check reports
+            secret = (self._from_env(host, name, key, entry) if key == e_key
+                      else self._from_file(host, name, key, entry))
+            if secret is not None:
+                resolved = Entry(secret, entry.source)
+                resolved.checked = False
+                merged[name] = (resolved, rank)
+
+    def _from_env(self, host: str, name: str, key: str, entry: Entry) -> str | None:
+        secret = os.environ.get(entry.value)
+        if not secret:
+            self._error(f"{entry.where}: vars.{key}: environment variable '{entry.value}' is "
+                        f"not set or empty (needed for {name} of host '{host}')")
+            return None
+        if "\n" in secret.strip() or "\r" in secret.strip():
+            self._error(f"{entry.where}: vars.{key}: environment variable '{entry.value}' "
+                        f"holds more than one line (needed for {name} of host '{host}'); "
+                        "a secret is one line")
+            return None
+        return secret
+
+    def _from_file(self, host: str, name: str, key: str, entry: Entry) -> str | None:
+        path = Path(entry.value).expanduser()
+        if not path.is_absolute():
+            path = self.base / path
+        if path not in self._files:
+            self._files[path] = read = _read_secret_file(path)
+            if read.warning:
+                self.warnings.append(f"{entry.where}: vars.{key}: secret file '{path}' is "
+                                     f"{read.warning}")
+        read = self._files[path]
+        if read.secret is None:
+            self._error(f"{entry.where}: vars.{key}: cannot read secret file '{path}' for "
+                        f"{name} of host '{host}': {read.why}")
+        return read.secret
+
+    def _error(self, message: str) -> None:
+        if message not in self._seen:
+            self._seen.add(message)
+            self.errors.append(message)

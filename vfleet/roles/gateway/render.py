@@ -1,0 +1,264 @@
+"""Render the nginx gateway in front of the vLLM hosts (pure function, no SSH).
+
+    text = render_gateway([Backend.of(c) for c in vllm_configs], gateway_cfg, drained={"gpu02"})
+
+One file, installed as /etc/nginx/conf.d/vfleet-gateway.conf (GATEWAY_CONF_PATH): Debian's
+stock nginx.conf includes conf.d/*.conf inside its http{} block, so the file holds
+http-context directives only (limit_req_zone, upstream, server). The gateway role must also
+remove /etc/nginx/sites-enabled/default when the gateway listens on port 80 as the
+default_server (two default servers on one port fail `nginx -t`).
+
+backends: the vLLM hosts (Backend: inventory name, address, vLLM port, served model, weight,
+backup, max_conns, the model's max_tokens ceiling and route prefix), in the order they should
+appear; one upstream per served model (vfleet/roles/gateway/models.py groups them).
+drained: names whose server line gets `down` (the rolling restart drains a host by
+re-rendering with its name here and reloading nginx). Unknown names are an error.
+
+Routing (see docs/lab-vllm-notes.md):
+- /health is answered by nginx itself (200 while nginx is up); backend readiness is checked
+  on each host, not through the gateway.
+- /metrics (and everything under it) -> 404: scraped per host, never exposed.
+- only /v1/ is proxied; everything else -> 404. vLLM's --api-key/VLLM_API_KEY only guards
+  /v1, /v2 and /inference; its /invocations and other endpoints answer without a key, so
+  the gateway must not pass them.
+- /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
+  body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
+  model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
+- GET /v1/models is the inventory's model list (static), after a backend accepted the key.
+- nginx's stub_status is served by a second server on 127.0.0.1:monitoring_gateway_status_port
+  (STATUS_PATH), for prometheus-nginx-exporter on the same host (vfleet/roles/monitoring/exporter.py).
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Collection, Sequence
+
+from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.quoting import QuotingError, nginx_quote
+from vfleet.templates.environment import environment
+
+GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
+
+# Fixed parts of the gateway (not inventory variables: nothing an operator has needed to vary).
+SERVER_NAME = "_"
+RATE_ZONE_NAME = "vfleet_vllm_per_client"
+UPSTREAM_ZONE_SIZE = "64k"
+BODY_BUFFER_UNLIMITED = "16m"
+KEEPALIVE = 32
+# vLLM's HTTP server (uvicorn) closes a connection idle this long: uvicorn's default, which
+# vLLM keeps (VLLM_HTTP_TIMEOUT_KEEP_ALIVE in vllm/envs.py, 5 in 0.32). nginx must drop an idle upstream
+# connection first (keepalive_timeout, one second earlier): with nginx's stock 60 s, a POST
+# written into a connection vLLM is closing at that instant fails with 502, and nginx never
+# replays a POST (proxy_next_upstream): 1 request in ~11,000 in the lab's rolling restart.
+VLLM_KEEP_ALIVE_S = 5
+KEEP_ALIVE_ENV = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
+RATE_ZONE_SIZE = "10m"
+PROXY_CONNECT_TIMEOUT = "5s"
+NEXT_UPSTREAM_TRIES = 2
+STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_INV_NAME = re.compile(r"[A-Za-z0-9_.@:+-]+")
+_SIZE = re.compile(r"[0-9]+[kKmMgG]?")
+_RATE = re.compile(r"[0-9]+r/[sm]")
+
+
+class GatewayRenderError(ValueError):
+    pass
+
+
+def _check(name: str, value, pattern: re.Pattern) -> str:
+    s = str(value)
+    if not pattern.fullmatch(s):
+        raise GatewayRenderError(f"{name}: {s!r} is not valid here")
+    return s
+
+
+def _server_address(address: str, port) -> str:
+    address = str(address)
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+        host = f"[{ip}]" if ip.version == 6 else str(ip)
+    except ValueError:
+        if not _HOSTNAME.fullmatch(address):
+            raise GatewayRenderError(f"backend address {address!r} is neither an IP "
+                                     "address nor a host name")
+        host = address
+    port = int(port)
+    if not 0 < port < 65536:
+        raise GatewayRenderError(f"backend port {port} out of range")
+    return f"{host}:{port}"
+
+
+def _seconds(value) -> str:
+    return f"{value}s" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _listen(cfg: HostConfig) -> str:
+    port = cfg.gateway_port
+    if not 0 < port < 65536:
+        raise GatewayRenderError(f"gateway_port {port} out of range")
+    addr = cfg.gateway_listen_address
+    if not addr:
+        return str(port)
+    try:
+        ip = ipaddress.ip_address(str(addr).strip("[]"))
+    except ValueError as e:
+        raise GatewayRenderError(f"gateway_listen_address {addr!r}: not an IP address") from e
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def status_listen(cfg: HostConfig) -> str:
+    """The stub_status listener: loopback, and never the public port (on 127.0.0.1 it would
+    take the gateway's own loopback traffic)."""
+    port = cfg.monitoring.gateway_status_port
+    if port == cfg.gateway_port:
+        raise GatewayRenderError(f"{cfg.name}: monitoring_gateway_status_port {port} is gateway_port too; "
+                                 "give it a port of its own")
+    return f"127.0.0.1:{port}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One vLLM host behind the gateway, as its HostConfig names, reaches and weights it."""
+
+    name: str
+    address: str
+    port: int
+    model: str
+    weight: int = 1
+    backup: bool = False
+    max_conns: int | None = None
+    max_conns_settled: bool = field(default=True, compare=False)  # from the inventory or this run's plan; False: a stand-in
+    max_tokens: int | None = None
+    route_prefix: str | None = None
+    max_model_len: int | None = None
+    keep_alive_s: int = VLLM_KEEP_ALIVE_S     # how long the host's vLLM keeps an idle connection
+
+    @classmethod
+    def of(cls, cfg: HostConfig, max_concurrency: float | None = None) -> "Backend":
+        """`max_concurrency`: the planner's (vfleet/roles/capacity Plan.max_concurrency) for this
+        host, when preflight ran; it caps the host's connections unless the inventory sets
+        gateway_max_conns, and max_num_seqs stands in without a plan."""
+        planned = int(max_concurrency) if max_concurrency and max_concurrency >= 1 else None
+        return cls(cfg.name, cfg.address, cfg.vllm_port, str(cfg.served_model_name or ""),
+                   weight=cfg.gateway_weight, backup=cfg.gateway_backup,
+                   max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
+                   max_conns_settled=bool(cfg.gateway_max_conns or planned),
+                   max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
+                   max_model_len=cfg.max_model_len, keep_alive_s=_vllm_keep_alive(cfg))
+
+
+def _vllm_keep_alive(cfg: HostConfig) -> int:
+    """The host's vLLM keep-alive: its vllm_env may set KEEP_ALIVE_ENV (vLLM reads it as int)."""
+    value = str(cfg.vllm_env.get(KEEP_ALIVE_ENV, "")).strip()
+    return int(value) if value.isdigit() and int(value) > 0 else VLLM_KEEP_ALIVE_S
+
+
+def upstream_keepalive_timeout(servers: Sequence[dict]) -> str:
+    """nginx's keepalive_timeout for one model's upstream: a second under the shortest
+    keep-alive of its hosts' vLLM, so nginx, not vLLM, closes an idle connection."""
+    return f"{max(1, min(b['keep_alive_s'] for b in servers) - 1)}s"
+
+
+def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
+    out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port),
+            "model": b.model, "weight": int(b.weight), "backup": bool(b.backup),
+            "max_conns": None if b.max_conns is None else int(b.max_conns),
+            "keep_alive_s": int(b.keep_alive_s)} for b in backends]
+    names = [b["name"] for b in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise GatewayRenderError(f"duplicate backend names: {', '.join(dup)}")
+    return out
+
+
+def _verdicts(models: Sequence[Model]) -> list[tuple[str, str]]:
+    """The rows of the map from "model|max_tokens|twice" to a verdict, in nginx's order
+    (regexes are tried top to bottom): ok_<i> routes to model i's upstream, anything else
+    goes to vfleet_reject, whose 502 error_page answers the OpenAI-style error."""
+    rows = [(r"\|1$", "max_tokens_twice")]
+    for m in models:
+        name = re.escape(m.name)
+        if m.max_tokens is None:
+            rows.append((f"^{name}\\|", f"ok_{m.index}"))
+        else:
+            rows.append((f"^{name}\\|(?:|null|{int_at_most(m.max_tokens)})\\|0$", f"ok_{m.index}"))
+            rows.append((f"^{name}\\|", f"max_tokens_{m.index}"))
+    return [(nginx_regex(p), v) for p, v in rows]
+
+
+def _messages(models: Sequence[Model]) -> dict[str, str]:
+    out = {"model_not_found": error_json(
+        "The model named in the request body is not served here (GET /v1/models lists the models).",
+        "model_not_found", "model"),
+        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens) is given more than once: give one, once.",
+                                     "invalid_value", "max_tokens")}
+    for m in models:
+        if m.max_tokens is not None:
+            out[f"max_tokens_{m.index}"] = error_json(
+                f"max_tokens (or max_completion_tokens) for model {m.name} must be an integer of at most "
+                f"{m.max_tokens} (the ceiling the gateway enforces for this model).", "max_tokens_too_large", "max_tokens")
+    return out
+
+
+def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = ()) -> str:
+    """The text of the gateway's conf.d file, for the gateway host `cfg`."""
+    bs = normalize_backends(backends)
+    if not bs:
+        raise GatewayRenderError("no backends: an upstream needs at least one server")
+    names = {b["name"] for b in bs}
+    unknown = sorted(set(drained) - names)
+    if unknown:
+        raise GatewayRenderError(f"drained hosts not among the backends: {', '.join(unknown)}")
+    for b in bs:
+        b["down"] = b["name"] in drained
+    try:
+        models = group_models(backends)
+    except ModelError as e:
+        raise GatewayRenderError(str(e)) from None
+    body_size = _check("gateway_client_max_body_size", cfg.gateway_client_max_body_size, _SIZE)
+    # client_body_buffer_size takes k and m only; 0 (no body limit) gets a fixed buffer, and
+    # a larger body is spooled to a file, where the maps cannot read it (404 model_not_found)
+    buffer = (f"{int(body_size[:-1]) * 1024}m" if body_size[-1] in "gG" else
+              BODY_BUFFER_UNLIMITED if body_size.rstrip("kKmM") == "0" else body_size)
+    ctx = {
+        "backends": bs,
+        "models": [{"m": m, "servers": servers, "name_word": nginx_quote(m.name),
+                    "keepalive_timeout": upstream_keepalive_timeout(servers)}
+                   for m in models for servers in [[b for b in bs if b["model"] == m.name]]],
+        "verdicts": _verdicts(models),
+        "messages": _messages(models),
+        "models_json": models_json(models),
+        "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
+                                       "drained): retry later.", "model_unavailable", "model", "server_error"),
+        "unauthorized_json": error_json("Invalid or missing API key.", "invalid_api_key", None,
+                                        "authentication_error"),
+        "drained_names": sorted(drained),
+        "listen": _listen(cfg),
+        "status_listen": status_listen(cfg),
+        "status_path": STATUS_PATH,
+        "default_server": True,
+        "server_name": SERVER_NAME,
+        "zone_name": RATE_ZONE_NAME,
+        "max_fails": cfg.gateway_max_fails,
+        "fail_timeout": _seconds(cfg.gateway_fail_timeout),
+        "keepalive": KEEPALIVE,
+        "client_max_body_size": body_size,
+        "client_body_buffer_size": buffer,
+        "rate_per_client": _check("gateway_rate_limit", cfg.gateway_rate_limit, _RATE),
+        "rate_burst": cfg.gateway_rate_burst,
+        "rate_zone_size": RATE_ZONE_SIZE,
+        "upstream_zone_size": UPSTREAM_ZONE_SIZE,
+        "proxy_connect_timeout": PROXY_CONNECT_TIMEOUT,
+        "proxy_read_timeout": _seconds(cfg.gateway_read_timeout),
+        "next_upstream_tries": NEXT_UPSTREAM_TRIES,
+    }
+    try:
+        return environment().get_template("nginx-gateway.conf.j2").render(**ctx)
+    except QuotingError as e:
+        raise GatewayRenderError(str(e)) from None

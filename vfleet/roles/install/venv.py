@@ -1,0 +1,197 @@
+"""Install a pinned vLLM into a versioned venv per host, online or from a wheelhouse.
+
+    <vllm_root>/<package>-<version>/   one venv per version (plus an optional suffix)
+    <vllm_root>/current  -> the venv the service runs
+    <vllm_root>/previous -> the venv it ran before (kept for rollback)
+A venv is trusted only once its marker file says it was installed from the same spec AND
+`import vllm` in it printed the pinned version; a half-finished install has no marker and is
+rebuilt. Offline (air-gapped hosts): the controller pushes the wheelhouse it downloaded once
+with rsync, and pip installs with --no-index from it, ignoring any pip config on the host."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import posixpath
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from vfleet.engine.changes import Change, apply, directory_change, symlink_change
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.facts import Fact, FileFact, LinkFact, gather
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext
+from vfleet.engine.transfer import rsync_push
+from vfleet.config.hostconfig import HostConfig, InstallSpec
+from vfleet.roles.service.unit import RESTART
+
+__all__ = ["MARKER", "arch_covers", "spec_id", "facts_for", "plan", "install_venv", "link_current"]
+
+q = shlex.quote
+MARKER = ".vfleet-install.json"
+
+
+def arch_covers(arch_list: list[str], compute_capability: str) -> bool:
+    """Does torch's arch list run on a GPU of this compute capability? sm_XY binaries run on
+    the same major with minor >= Y; compute_XY (PTX) is JIT-compiled for anything newer."""
+    major, minor = (int(x) for x in compute_capability.split("."))
+    for arch in arch_list:
+        kind, _, num = arch.partition("_")
+        num = num.rstrip("a")
+        if not num.isdigit():
+            continue
+        a_major, a_minor = int(num[:-1]), int(num[-1])
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+# Runs in the new venv on the host: imports vllm and torch, checks the version and that
+# torch's kernels cover the host's GPUs (arch_covers, the same function as above), and only
+# then writes the marker that makes the venv trusted.
+VERIFY_SCRIPT = inspect.getsource(arch_covers) + r"""
+import json, subprocess, sys
+p = json.loads(PARAMS)
+out = {}
+try:
+    import vllm
+    out["version"] = getattr(vllm, "__version__", None)
+except Exception as exc:
+    sys.exit("import vllm failed: %s: %s" % (type(exc).__name__, exc))
+try:
+    import torch
+    out.update(torch=torch.__version__, cuda=torch.version.cuda,
+               arch_list=torch.cuda.get_arch_list() if torch.version.cuda else [])
+except Exception as exc:
+    sys.exit("import torch failed: %s" % exc)
+if not str(out["version"] or "").startswith(p["version"]):
+    sys.exit("vllm reports version %s, pinned %s" % (out["version"], p["version"]))
+try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+except (OSError, subprocess.SubprocessError):
+    smi = []
+for cc in [c for c in smi if c[:1].isdigit()]:
+    if out["cuda"] and not arch_covers(out["arch_list"], cc):
+        sys.exit("torch %s is built for %s, which does not cover this host's GPUs (compute "
+                 "capability %s); pin a vLLM built for it" % (out["torch"], out["arch_list"], cc))
+with open(p["marker"], "w") as f:
+    json.dump({"spec_id": p["spec_id"], "spec": p["spec"], "verified": out}, f)
+print("VFLEET_VERIFY " + json.dumps(out))
+"""
+
+
+def spec_id(spec: InstallSpec) -> str:
+    return hashlib.sha256(json.dumps(spec.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def facts_for(cfg: HostConfig) -> dict[str, Fact]:
+    return {"root": FileFact(cfg.vllm_root),
+            "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
+            "current": LinkFact(cfg.current_link)}
+
+
+def installed(spec: InstallSpec, marker: Any) -> bool:
+    """A venv is trusted only when its marker says it was verified from this same spec."""
+    try:
+        return marker.kind == "file" and json.loads(marker.content or "").get("spec_id") == spec_id(spec)
+    except json.JSONDecodeError:
+        return False
+
+
+def install_change(cfg: HostConfig, venv: str) -> Change:
+    """One script: fresh venv, pip install (offline from the pushed wheelhouse), removals,
+    then VERIFY_SCRIPT on stdin; a half-finished install has no marker and is rebuilt."""
+    spec = cfg.install_spec
+    req = [f"{spec.package}=={spec.version}", *spec.pins]
+    pip_env, source = "", ""
+    if spec.offline:
+        pip_env, source = "PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {q(cfg.wheelhouse_dir)}"
+    # A venv that sees an image's packages uses the image's pip too (through the .pth): such
+    # images often lack ensurepip (Debian and Ubuntu ship it apart, as python3-venv).
+    pip, without_pip = (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages \
+        else (f"{q(venv)}/bin/pip", "")
+    remove = f" && {pip} uninstall -y {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
+    no_deps = " --no-deps" if spec.no_deps else ""
+    params = json.dumps({"version": spec.version, "spec_id": spec_id(spec), "spec": spec.as_dict(),
+                         "marker": posixpath.join(venv, MARKER)})
+    script = (f"set -e; rm -rf -- {q(venv)}; {q(spec.python)} -m venv{without_pip} -- {q(venv)}; "
+              f"{_site_pth(spec, venv)}"
+              f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
+              f"{' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
+    return Change("venv", venv, f"install {' '.join(req)}", script,
+                  stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
+
+
+def _site_pth(spec: InstallSpec, venv: str) -> str:
+    """Shell that writes the venv's .pth for vllm_site_packages (a venv made from a venv does
+    not see its parent's packages, even with --system-site-packages)."""
+    if not spec.site_packages:
+        return ""
+    purelib = f"$({q(venv)}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+    lines = q("\n".join(spec.site_packages) + "\n")
+    return f'printf %s {lines} > "{purelib}/vfleet-site-packages.pth"; '
+
+
+def link_changes(cfg: HostConfig, venv: str, current: str | None) -> list[Change]:
+    """Point `current` at venv, keeping the old target as `previous` (for rollback)."""
+    if current == venv:
+        return []
+    keep = symlink_change(cfg.previous_link, current, None) if current and current != "OTHER" else []
+    return keep + symlink_change(cfg.current_link, venv, current, notify=RESTART)
+
+
+def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
+    """Changes that put the pinned, verified venv in place (and `current` on it)."""
+    spec, venv = cfg.install_spec, cfg.venv_path
+    changes = directory_change(cfg.vllm_root, facts["root"], mode="0755")
+    if not installed(spec, facts["marker"]):
+        changes.append(install_change(cfg, venv))
+    if switch:
+        changes += link_changes(cfg, venv, facts["current"])
+    return changes
+
+
+def push_wheelhouse(ctx: HostContext, cfg: HostConfig) -> None:
+    """rsync the controller's wheelhouse to the host (an offline install reads it there)."""
+    src = Path(str(cfg.vllm_wheelhouse)).expanduser()
+    if not src.is_dir() or not any(src.glob("*.whl")):
+        raise VfleetError(f"vllm_wheelhouse {cfg.vllm_wheelhouse}: no wheels there; build it first or unset it")
+    if ctx.host.connection == "local" and src.resolve() == Path(cfg.wheelhouse_dir).resolve():
+        # The controller is the host and its wheelhouse already sits where pip reads it (the
+        # device: no rsync there, nothing to copy).
+        ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.OK, "in place (local host)")
+        return
+    t0 = time.monotonic()
+    ctx.run(f"mkdir -p -- {q(cfg.wheelhouse_dir)}")
+    stats = rsync_push(ctx, str(src), cfg.wheelhouse_dir, delete=False,
+                       on_progress=lambda done, pct: ctx.progress(pct, 100, "wheelhouse %"))
+    ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.CHANGED if stats.literal_bytes else Status.OK,
+               f"{stats.bytes_sent} bytes sent", elapsed_s=time.monotonic() - t0,
+               data={"bytes_sent": stats.bytes_sent})
+
+
+def install_venv(ctx: HostContext, *, switch: bool = True) -> str:
+    """Step body: the pinned venv exists and is verified; with switch, `current` points at
+    it (a change notifies the service restart). Returns the venv path."""
+    cfg: HostConfig = ctx.config
+    changes = plan(cfg, gather(ctx, facts_for(cfg)), switch=switch)
+    installing = any(c.action == "venv" for c in changes)
+    if not installing:
+        ctx.record("venv", cfg.venv_path, Status.OK, f"{cfg.vllm_package}=={cfg.vllm_version} verified")
+    if installing and cfg.vllm_wheelhouse and not ctx.check:
+        push_wheelhouse(ctx, cfg)
+    if installing:
+        ctx.progress(0, None, "pip install")
+    apply(ctx, changes)
+    return cfg.venv_path
+
+
+def link_current(ctx: HostContext, cfg: HostConfig, venv: str) -> None:
+    """Switch `current` to venv (a rollout's upgrade or rollback)."""
+    current = gather(ctx, {"current": LinkFact(cfg.current_link)})["current"]
+    apply(ctx, link_changes(cfg, venv, current))

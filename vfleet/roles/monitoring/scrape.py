@@ -1,0 +1,75 @@
+"""prometheus.yml and the file_sd targets of the vLLM hosts and of the gateways.
+
+Why file_sd: Prometheus re-reads a targets file on change without a reload, so keeping the
+targets in step with the inventory is one atomic file write; the scrape config itself only
+changes with the monitoring settings. Paths are relative to prometheus.yml (Prometheus and
+promtool resolve them against the config's folder), so the layout `--dest` writes is the
+one deployed under /etc/prometheus and what the tests validate is what runs.
+
+The gateways are scraped through prometheus-nginx-exporter on each gateway host (job
+`gateway`), which reads nginx's stub_status on that host's loopback (vfleet/roles/gateway/render.py):
+nginx itself exposes no Prometheus text, and its public listener answers /metrics with 404."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import yaml
+
+from vfleet.config.hostconfig import HostConfig, hostport
+from vfleet.config.monitoring import MonitoringSettings
+
+__all__ = ["VLLM_JOB", "GATEWAY_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE", "RULES_FILE", "CONFIG_FILE",
+           "target_groups", "gateway_target_groups", "targets_json", "prometheus_config", "config_yaml"]
+
+VLLM_JOB = "vllm"
+GATEWAY_JOB = "gateway"
+CONFIG_FILE = "prometheus.yml"
+TARGETS_FILE = "targets/vllm.json"
+GATEWAY_TARGETS_FILE = "targets/gateway.json"
+RULES_FILE = "rules/vllm-alerts.yml"
+
+
+def target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per vLLM host, labelled with what an alert should name."""
+    groups = []
+    for cfg in sorted(hosts, key=lambda c: c.name):
+        labels = {"host": cfg.name, "service": cfg.service_name}
+        if cfg.served_model_name:
+            labels["model"] = cfg.served_model_name
+        if cfg.vllm_version:
+            labels["vllm_version"] = cfg.vllm_version
+        groups.append({"targets": [hostport(cfg.address, cfg.vllm_port)], "labels": labels})
+    return groups
+
+
+def gateway_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per gateway host: its exporter, labelled with the host's name."""
+    return [{"targets": [hostport(cfg.address, cfg.monitoring.gateway_exporter_port)], "labels": {"host": cfg.name}}
+            for cfg in sorted(gateways, key=lambda c: c.name)]
+
+
+def targets_json(groups: list[dict[str, Any]]) -> str:
+    """Stable text (sorted keys, fixed indent): an unchanged fleet is an unchanged file."""
+    return json.dumps(groups, indent=2, sort_keys=True) + "\n"
+
+
+def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
+    return {
+        "global": {"scrape_interval": settings.scrape_interval,
+                   "evaluation_interval": settings.scrape_interval},
+        "rule_files": [RULES_FILE],
+        "scrape_configs": [
+            {"job_name": VLLM_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": GATEWAY_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": "prometheus",
+             "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
+        ],
+    }
+
+
+def config_yaml(settings: MonitoringSettings) -> str:
+    head = "# Managed by vfleet (vfleet/roles/monitoring/scrape.py): local edits are overwritten.\n"
+    return head + yaml.safe_dump(prometheus_config(settings), sort_keys=False)

@@ -1,0 +1,169 @@
+"""Checks that depend on the pinned vLLM version: driver and GPU support of its wheels, the flags
+the inventory renders, and the metric names dashboards read. `upgrade_checks` runs them with a NEW
+version in vars before an upgrade; host_checks includes them for the version pinned now."""
+from __future__ import annotations
+
+from typing import Any
+
+from vfleet.config import vllm_facts
+
+from .check_base import FAIL, PASS, WARN, Check, is_cpu_build, min_cc_gpu
+
+# --- pinned vLLM vs GPU and driver ------------------------------------------------------------
+
+def check_vllm_gpu(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    cid = "vllm.gpu_support"
+    if not version:
+        return Check(cid, WARN, f"no {version_key} pinned: GPU support unchecked", f"pin `{version_key}` in the inventory")
+    rel = vllm_facts.release_info(version)
+    if rel is None:
+        return Check(cid, WARN, f"vLLM {version} is not in the release table: GPU support unchecked",
+                     "add the release to vfleet/config/data/vllm_facts.yaml (vllm_releases:)")
+    gpu = min_cc_gpu(facts)
+    if gpu is None:
+        return Check(cid, WARN, "compute capability unknown: GPU support unchecked")
+    cc, name = gpu["compute_capability"], gpu.get("name")
+    approx = " (approximate: version between table rows)" if rel.approximate else ""
+    if vllm_facts.cc_tuple(cc) < vllm_facts.cc_tuple(rel.min_cc):
+        last = _last_release_for_cc(cc)
+        return Check(cid, FAIL, f"vLLM {version} wheels are built with CUDA {rel.cuda} ({rel.note}): "
+                     f"{name} (CC {cc}) is not supported{approx}",
+                     f"pin `vllm_version` to {last} or older on this host, or move to GPUs with CC >= {rel.min_cc}")
+    if rel.cc70 == "v0-only" and vllm_facts.cc_tuple(cc) < (8, 0):
+        return Check(cid, WARN, f"vLLM {version} runs {name} (CC {cc}) only on the V0 engine{approx}",
+                     "set VLLM_USE_V1=0 in the service environment, or pin 0.10.2 or newer")
+    return Check(cid, PASS, f"vLLM {version} (CUDA {rel.cuda}, torch {rel.torch}) supports {name} (CC {cc}){approx}")
+
+
+def _last_release_for_cc(cc: str) -> str:
+    rows = [r for r in vllm_facts.data()["vllm_releases"]
+            if vllm_facts.cc_tuple(cc) >= vllm_facts.cc_tuple(r["min_cc"])]
+    return f"{rows[-1]['last'] or rows[-1]['first']}".replace(".999", ".x") if rows else "none"
+
+
+def _newest_release_for_driver(driver: str, native: bool) -> str | None:
+    """Newest release table row the driver runs natively, or at all (minor-version compatibility)."""
+    rels = [(r, vllm_facts.release_info(r["first"])) for r in vllm_facts.data()["vllm_releases"]]
+    rows = [r for r, rel in rels
+            if vllm_facts.version_ge(driver, rel.min_driver if native else (rel.compat_driver or rel.min_driver))]
+    return (rows[-1]["last"] or rows[-1]["first"]).replace(".999", ".x") if rows else None
+
+
+def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    cid = "vllm.driver"
+    if not version:
+        return Check(cid, WARN, f"no {version_key} pinned: driver requirement unchecked",
+                     f"pin `{version_key}` in the inventory")
+    rel = vllm_facts.release_info(version)
+    driver = facts.get("driver_version")
+    if rel is None:
+        return Check(cid, WARN, f"vLLM {version} is not in the release table: driver requirement unchecked",
+                     "add the release to vfleet/config/data/vllm_facts.yaml (vllm_releases:)")
+    if not driver:
+        return Check(cid, WARN, "driver version unknown: requirement unchecked")
+    builds = f"CUDA {rel.cuda} kernels" + (f", torch {rel.torch} on CUDA {rel.torch_cuda}"
+                                            if rel.torch_cuda and rel.torch_cuda != rel.cuda else "")
+    have = f"{driver} (CUDA {facts.get('cuda_version') or vllm_facts.max_cuda_for_driver(driver) or 'unknown'})"
+    if vllm_facts.version_ge(driver, rel.min_driver):
+        return Check(cid, PASS, f"driver {driver} meets vLLM {version}'s CUDA {rel.runtime_cuda} "
+                     f"({builds}: >= {rel.min_driver})")
+    if rel.compat_driver and vllm_facts.version_ge(driver, rel.compat_driver):
+        return Check(cid, WARN, f"vLLM {version} ({builds}) needs driver >= {rel.min_driver} natively; this "
+                     f"host has {have}, so it runs only through CUDA minor-version compatibility "
+                     f"(CUDA {rel.runtime_cuda.split('.')[0]}.x on >= {rel.compat_driver}): prebuilt kernels "
+                     "work, anything that needs PTX JIT or a newer driver API fails at run time",
+                     f"upgrade the NVIDIA driver to >= {rel.min_driver}")
+    older, native = _newest_release_for_driver(driver, False), _newest_release_for_driver(driver, True)
+    alt = f", or pin `vllm_version` to {older} or older" if older else ""
+    alt += f" ({native} or older natively)" if native and native != older else ""
+    fwd = vllm_facts.forward_compat()
+    cross = (f"; CUDA {rel.runtime_cuda.split('.')[0]} does not run on this driver's major even through "
+             f"minor-version compatibility: only CUDA forward compatibility ({fwd['gpus']} GPUs, the "
+             f"cuda-compat package) would, which vLLM enables with {fwd['env']}=1") if rel.compat_driver else ""
+    return Check(cid, FAIL, f"vLLM {version} ({builds}) needs driver >= {rel.min_driver} "
+                 f"(>= {rel.compat_driver or rel.min_driver} with minor-version compatibility); this host has "
+                 f"{have}{cross}", f"upgrade the NVIDIA driver to >= {rel.min_driver}{alt}")
+
+
+# --- vLLM version: flags and metrics (also the pre-upgrade audit) -----------------------------
+
+def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
+    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (a dict of
+    flag -> value, or a list of '--flag value' strings) and variables that render to flags."""
+    out: dict[str, str] = {}
+    extra = vars.get("vllm_extra_args") or {}
+    items = extra.keys() if isinstance(extra, dict) else [str(a).split()[0] for a in extra if str(a).startswith("-")]
+    for k in items:
+        out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
+    for var, flag in vllm_facts.var_flags().items():
+        if var in vars and vars[var] not in (None, False, "") and flag not in out:
+            out[flag] = var
+    return out
+
+
+def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    version = vars.get(version_key)
+    if not version:
+        return Check("vllm.flags", PASS, f"no {version_key} pinned: flags not checked")
+    fails, warns, fixes = [], [], []
+    for flag, origin in sorted(inventory_flags(vars).items()):
+        st = vllm_facts.flag_status(flag, version)
+        row = vllm_facts.flag_row(flag) or {}
+        verbatim = origin.startswith("vllm_extra_args")
+        if st == "removed":
+            repl = f"; use {row['replaced_by']}" if row.get("replaced_by") else ""
+            msg = f"{flag} ({origin}) was removed in vLLM {row['removed']}"
+            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
+            fixes.append(f"remove `{origin}` from the inventory{repl}")
+        elif st == "not-yet":
+            msg = f"{flag} ({origin}) needs vLLM >= {row['added']}"
+            (fails if verbatim else warns).append(msg + ("" if verbatim else ": the unit will omit it"))
+            fixes.append(f"remove `{origin}` or pin vllm_version >= {row['added']}")
+        elif st == "deprecated":
+            warns.append(f"{flag} ({origin}) is deprecated since {row['deprecated']} (removed in {row['removed']})")
+            fixes.append(f"replace `{origin}`" + (f" with {row['replaced_by']}" if row.get("replaced_by") else ""))
+    if fails or warns:
+        return Check("vllm.flags", FAIL if fails else WARN, f"vLLM {version}: " + "; ".join(fails + warns),
+                     "; ".join(fixes))
+    return Check("vllm.flags", PASS, f"every inventory flag is accepted by vLLM {version}")
+
+
+def _engine_on_host(version: str | None, facts: dict[str, Any]) -> str | None:
+    """Engine the version runs on this host: V0 where the release runs CC < 8.0 only on V0."""
+    rel, gpu = vllm_facts.release_info(version), min_cc_gpu(facts)
+    if rel and gpu and rel.cc70 == "v0-only" and vllm_facts.cc_tuple(gpu["compute_capability"]) < (8, 0):
+        return "V0"
+    return vllm_facts.engine_for(version)
+
+
+def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+    """Metric names that change between the installed and the pinned version (per engine: a V100
+    on 0.9.x still runs V0 and exports V0 names)."""
+    installed = (facts.get("vllm_installed") or {}).get("version")
+    new = vars.get(version_key)
+    if not new:
+        return Check("vllm.metrics", PASS, f"no {version_key} pinned: metric names not compared")
+    e_new = _engine_on_host(new, facts)
+    if not installed:
+        return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} ({e_new}) exports "
+                     + ", ".join(sorted(vllm_facts.metrics_exported(new, e_new))))
+    e_old = _engine_on_host(installed, facts)
+    renames = vllm_facts.metric_renames(installed, new, e_old, e_new)
+    if renames:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in renames)
+        return Check("vllm.metrics", WARN, f"metric names change from installed {installed} ({e_old}) to "
+                     f"{new} ({e_new}): {pairs}",
+                     "make dashboards, alerts and drain gates accept both names before upgrading")
+    return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
+
+
+def upgrade_checks(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> list[Check]:
+    """What `vars[version_key]` breaks on this host: driver, GPU support, flags, metric names.
+    Run it with the NEW version in vars before an upgrade (host_checks includes it too)."""
+    out: list[Check] = []
+    if not is_cpu_build(vars) and facts.get("gpu_state") == "ok":
+        out += [check_vllm_driver(vars, facts, version_key), check_vllm_gpu(vars, facts, version_key)]
+    out += [check_flags(vars, facts, version_key), check_metrics(vars, facts, version_key)]
+    return out

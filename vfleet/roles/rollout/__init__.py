@@ -1,0 +1,1 @@
+"""Rolling restarts and upgrades: batches, drain and undrain, rollback points, per-host lines."""

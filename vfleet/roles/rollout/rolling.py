@@ -1,0 +1,374 @@
+"""Rolling restarts and upgrades that drop no request (Ansible's serial + pre/post tasks).
+
+Per host, in batches: take it out of every gateway (`down` + nginx -t + graceful reload),
+wait until its in-flight requests finish (vllm:num_requests_running reaches 0), stop it
+(SIGTERM; vLLM drains for --shutdown-timeout where it has it), switch the venv for an
+upgrade (installed beforehand, while the host still served), start it, wait until it serves
+(port refused = loading, then /health, the model listed, a real completion), and put it
+back. Never more hosts out than the batch allows, never the last healthy one. A host that
+does not come back is rolled back (previous venv and unit) and left out if still broken; a
+batch whose failures pass the budget stops the run.
+
+A controller that died mid-run leaves at most a drained host behind; the next run starts by
+undraining every drained host that is healthy, so re-running converges."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import posixpath
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import httpx
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.facts import FileFact, LinkFact, gather
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed, Play
+from vfleet.engine.systemd import start
+from vfleet.roles.gateway import nginx as gateway
+from vfleet.roles.service import readiness, unit as service
+from vfleet.clients import smoke
+from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.gateway.render import Backend
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.rollout.lines import failed, host_lines, waiting
+
+q = shlex.quote
+
+INFLIGHT_PROBE = r"""
+import json, sys, urllib.request
+p = json.loads(sys.stdin.read())
+try:
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % p["port"], timeout=5) as r:
+        text = r.read().decode()
+except Exception as e:
+    print("unavailable %s" % type(e).__name__); sys.exit(0)
+total = 0.0
+seen = False
+for line in text.splitlines():
+    if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
+        seen = True
+        total += float(line.rsplit(" ", 1)[1])
+print("inflight %d" % total if seen else "unavailable no-gauge")
+"""
+
+
+def plan_batches(spec: str, hosts: list[str], models: Mapping[str, str] | None = None,
+                 group_sizes: Mapping[str, int] | None = None) -> list[list[str]]:
+    """The hosts in batches of batch_sizes(spec), in inventory order.
+
+    With `models` (host -> the model it serves) the spec applies to each model's hosts on
+    their own, and batch n is every model's n-th batch together: models restart side by
+    side, a percentage is of a model's hosts, and a batch never holds every host of a model
+    that has more than one (`group_sizes`: each model's host count behind the gateways, when
+    more hosts serve it than are restarted). A model with a single host still gets its
+    batch; the drain refuses to take a model's last healthy host."""
+    if models is None:
+        return _batches(spec, hosts, None)
+    groups: dict[str, list[str]] = {}
+    for h in hosts:
+        groups.setdefault(models[h], []).append(h)
+    per_model = [_batches(spec, hs, (group_sizes or {}).get(m, len(hs))) for m, hs in groups.items()]
+    out = []
+    for n in range(max((len(b) for b in per_model), default=0)):
+        out.append([h for b in per_model if n < len(b) for h in b[n]])
+    return out
+
+
+def _batches(spec: str, hosts: list[str], serving: int | None) -> list[list[str]]:
+    """`serving`: how many hosts serve this model; a batch leaves at least one of them."""
+    cap = serving - 1 if serving and serving > 1 else None
+    batches, i = [], 0
+    for size in batch_sizes(spec, len(hosts)):
+        for part in range(0, size, cap or size):
+            batches.append(hosts[i + part:i + min(size, part + (cap or size))])
+        i += size
+    return batches
+
+
+def batch_sizes(spec: str, total: int) -> list[int]:
+    """Ansible's serial: '1', '25%', or a list '1,25%,100%' whose last size repeats until every
+    host is covered. A percentage is of all hosts, rounded down, at least 1."""
+    if total <= 0:
+        return []
+    parts = [p.strip() for p in str(spec).split(",") if p.strip()]
+    if not parts:
+        raise VfleetError(f"--batch {spec!r}: give a count, a percentage or a list like 1,25%,100%")
+    sizes: list[int] = []
+    for p in parts:
+        try:
+            n = max(1, math.floor(total * float(p[:-1]) / 100)) if p.endswith("%") else int(p)
+        except ValueError:
+            raise VfleetError(f"--batch {spec!r}: {p!r} is not a count or a percentage") from None
+        if n < 1:
+            raise VfleetError(f"--batch {spec!r}: sizes must be at least 1")
+        sizes.append(n)
+    out: list[int] = []
+    i = 0
+    while sum(out) < total:
+        size = sizes[min(i, len(sizes) - 1)]
+        out.append(min(size, total - sum(out)))
+        i += 1
+    return out
+
+
+@dataclass
+class Rollout:
+    """`backends` are every vLLM host behind the gateways, selected by --limit or not: "the
+    last healthy host" is judged against all of them."""
+
+    play: Play
+    backends: list[Backend]
+    vllm_hosts: list[str]
+    gateways: list[str]
+    upgrade: bool = False
+    drain_timeout: float = 180.0
+    drained: set[str] = field(default_factory=set)
+    # deploy --batch: puts a host's saved unit, env, venv and weights back (vfleet.roles.rollout.rollback_point)
+    restore: Callable[[HostContext], str] | None = None
+
+    def __post_init__(self) -> None:
+        self._gw_lock = threading.Lock()
+        self._cond = threading.Condition(self._gw_lock)
+        self.backend_names: set[str] = {b.name for b in self.backends}
+        self.model_of: dict[str, str] = {b.name: b.model for b in self.backends}
+        self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
+
+    # -- gateway ---------------------------------------------------------------------------
+    def _apply_drained(self) -> None:
+        for gw in self.gateways:
+            if gw in self.play.active:
+                gateway.set_drained(self.play.contexts[gw], self.backends, set(self.drained))
+
+    def read_state(self) -> None:
+        """Union of the drained sets on every gateway (what an earlier run may have left)."""
+        for gw in self.gateways:
+            self.drained |= gateway.read_drained(self.play.contexts[gw])
+        self.drained &= self.backend_names
+
+    def peers(self, name: str) -> set[str]:
+        """The hosts serving the same model as `name` (itself included)."""
+        model = self.model_of.get(name)
+        return {n for n, m in self.model_of.items() if m == model}
+
+    def drain(self, ctx: HostContext) -> float:
+        t0 = time.monotonic()
+        with self._cond:
+            deadline = time.monotonic() + self.drain_timeout
+            while not (self.peers(ctx.name) - self.out_of_service - {ctx.name}):
+                if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
+                    raise HostFailed(f"{ctx.name} is the last healthy host of model "
+                                     f"{self.model_of.get(ctx.name)!r} behind the gateways: waited "
+                                     f"{time.monotonic() - t0:.0f}s for another to serve, not taking it out")
+            self.out_of_service.add(ctx.name)
+            self.drained.add(ctx.name)
+            self._apply_drained()
+        return time.monotonic() - t0
+
+    def undrain(self, ctx: HostContext) -> float:
+        t0 = time.monotonic()
+        with self._cond:
+            self.drained.discard(ctx.name)
+            self._apply_drained()
+            self.out_of_service.discard(ctx.name)
+            self._cond.notify_all()
+        return time.monotonic() - t0
+
+    # -- host --------------------------------------------------------------------------------
+    def wait_inflight(self, ctx: HostContext) -> float:
+        """Until vllm:num_requests_running + waiting is 0 (requests nginx already sent finish)."""
+        t0 = time.monotonic()
+        cfg: HostConfig = ctx.config
+
+        def probe() -> str:
+            r = ctx.run(f"{q(cfg.vllm_python)} -c {q(INFLIGHT_PROBE)}", stdin=json.dumps({"port": cfg.vllm_port}),
+                        timeout=30)
+            return r.stdout.strip()
+
+        state = Retrying(stop=stop_after_delay(self.drain_timeout), wait=wait_fixed(0.5),
+                         retry=retry_if_result(lambda s: s.startswith("inflight") and s != "inflight 0"),
+                         retry_error_callback=lambda rs: rs.outcome.result())(probe)
+        if state.startswith("inflight") and state != "inflight 0":
+            ctx.record("drain", "in-flight", Status.OK, f"still {state.split()[1]} after {self.drain_timeout:g}s: "
+                       f"stopping anyway (vLLM's --shutdown-timeout lets them finish)")
+        return time.monotonic() - t0
+
+    @staticmethod
+    def _render_unit(ctx: HostContext, version: str) -> None:
+        service.write_files(ctx, dataclasses.replace(ctx.config, vllm_version=version))
+
+    def restart_host(self, ctx: HostContext, new_venv: str | None) -> dict[str, float]:
+        cfg: HostConfig = ctx.config
+        t: dict[str, float] = {}
+        t0 = time.monotonic()
+        waiting(ctx, "vLLM to stop")
+        t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
+        if new_venv:
+            vllm_install.link_current(ctx, cfg, new_venv)
+            self._render_unit(ctx, str(cfg.vllm_version))
+        t1 = time.monotonic()
+        waiting(ctx, "vLLM to be ready")
+        start(ctx, cfg.unit, no_block=True)
+        waited = self.wait_loaded(ctx, plain=not new_venv and self.restore is None)
+        waiting(ctx, "a real completion from vLLM")
+        try:  # the first answer of a host that loaded slowly is slow too: what is left of ready_timeout
+            with httpx.Client(timeout=max(120.0, float(cfg.ready_timeout) - waited)) as client:
+                chat = smoke.chat(client, smoke.host_target(cfg), max_tokens=4)
+        except httpx.HTTPError as exc:  # a failure like any other: rolled back, not left drained
+            raise HostFailed(f"ready but a real completion failed: {type(exc).__name__}: {exc}") from None
+        if not smoke.reply_text(chat):
+            raise HostFailed("ready but a real completion returned no text")
+        t["ready_s"] = time.monotonic() - t1
+        t["restart_s"] = time.monotonic() - t0
+        return t
+
+    @staticmethod
+    def wait_loaded(ctx: HostContext, *, plain: bool) -> float:
+        """wait_ready; on a plain restart (nothing to roll back to: same unit, same venv) a
+        vLLM still loading at ready_timeout gets one more ready_timeout instead of a restart
+        that would start its loading over: a host starved of CPU by the load the others
+        serve (a small shared machine) loads slowly, not wrongly. A dead unit fails at once."""
+        try:
+            return readiness.wait_ready(ctx)
+        except HostFailed:
+            if not plain or readiness.probe(ctx).startswith("dead"):
+                raise
+        limit = float(ctx.config.ready_timeout)
+        ctx.record("ready", ctx.config.unit, Status.OK, f"still loading after {limit:g}s, alive, nothing to roll back "
+                   f"to (a plain restart): waiting up to {limit:g}s more instead of restarting it")
+        return limit + readiness.wait_ready(ctx)
+
+    def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
+        """Previous venv and unit, restart; True when the host serves again."""
+        cfg: HostConfig = ctx.config
+        unit = cfg.unit
+        ctx.step_name = "rollback"
+        try:
+            ctx.run(f"systemctl stop -- {q(unit)}", timeout=float(cfg.shutdown_timeout) + 120)
+            back = old_venv or "the same venv"
+            if self.restore is not None:
+                back = self.restore(ctx)
+            elif old_venv:
+                vllm_install.link_current(ctx, cfg, old_venv)
+                self._render_unit(ctx, old_version or str(cfg.vllm_version))
+            start(ctx, unit, no_block=True)
+            readiness.wait_ready(ctx)
+            ctx.record("rollback", unit, Status.CHANGED, f"back on {back}: serving")
+            return True
+        except HostFailed as exc:
+            ctx.record("rollback", unit, Status.FAILED, f"still not serving after rollback: {exc}")
+            return False
+
+    def one_host(self, ctx: HostContext) -> None:
+        info: dict[str, Any] = {}
+        ctx.result.data["rollout"] = info
+        cfg: HostConfig = ctx.config
+        old_venv = _current_venv(ctx)
+        old_version = _venv_version(ctx, old_venv)
+        new_venv = cfg.venv_path if self.upgrade else None
+        if new_venv == old_venv:
+            new_venv = None
+        info["from"] = old_venv
+        waiting(ctx, "another host of its model to serve")
+        try:
+            info["drain_s"] = round(self.drain(ctx), 2)
+        except HostFailed as exc:
+            failed(ctx, info, exc)
+            raise
+        try:
+            waiting(ctx, "its in-flight requests to finish")
+            info["inflight_wait_s"] = round(self.wait_inflight(ctx), 2)
+            info.update({k: round(v, 2) for k, v in self.restart_host(ctx, new_venv).items()})
+        except HostFailed as exc:
+            failed(ctx, info, exc)
+            ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
+            info["rolled_back"] = True
+            info["serving"] = old_venv if ok else None
+            if ok:
+                self.undrain(ctx)
+            else:
+                with self._cond:  # stays drained and out of service
+                    self._cond.notify_all()
+            raise HostFailed(f"did not come back ready: {exc}; "
+                             + ("rolled back and serving again" if ok else "rolled back but still failing: left out of the gateways"))
+        info["undrain_s"] = round(self.undrain(ctx), 2)
+        info["serving"] = new_venv or old_venv
+        ctx.record("rollout", ctx.name, Status.CHANGED,
+                   f"drain {info['drain_s']:.1f}s, in-flight wait {info['inflight_wait_s']:.1f}s, "
+                   f"restart {info['restart_s']:.1f}s (ready {info['ready_s']:.1f}s)")
+
+    # -- the run ---------------------------------------------------------------------------
+    def converge(self) -> list[str]:
+        """Undrain drained hosts that are healthy (left behind by a crashed run or a forgotten
+        `vfleet drain`); the others stay out and count as out of service."""
+        self.read_state()
+        healed: list[str] = []
+        for name in sorted(self.drained):
+            ctx = self.play.contexts.get(name)
+            try:
+                healthy = ctx is not None and readiness.probe(ctx) == "ready"
+            except VfleetError:
+                healthy = False
+            if healthy:
+                ctx.step_name = "converge"
+                self.undrain(ctx)
+                healed.append(name)
+                ctx.record("undrain", name, Status.CHANGED, "was left drained and is healthy: back in the gateways")
+            else:
+                self.out_of_service.add(name)
+        return healed
+
+    def run(self, batch_spec: str, max_fail_percentage: float) -> dict[str, Any]:
+        healed = self.converge()
+        hosts = [h for h in self.vllm_hosts if h in self.play.active]
+        sizes: dict[str, int] = {}
+        for m in self.model_of.values():
+            sizes[m] = sizes.get(m, 0) + 1
+        batches = plan_batches(batch_spec, hosts, {h: self.model_of.get(h, "") for h in hosts}, sizes)
+        stopped = None
+        for n, batch in enumerate(batches, 1):
+            self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
+                               hosts=batch, forks=len(batch))
+            failed = [h for h in batch if self.play.results[h].failed]
+            if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
+                stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
+                           f"(> {max_fail_percentage:g}%): not starting the next batch")
+                self.play.print(f"[bold red]STOP[/]: {stopped}")
+                break
+        serving = {h: (self.play.results[h].data.get("rollout") or {}).get("serving")
+                   or _current_venv(self.play.contexts[h])
+                   for h in self.vllm_hosts if h in self.play.contexts}
+        return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
+                "drained": sorted(self.drained), "lines": self.last_lines(stopped)}
+
+    def last_lines(self, stopped: str | None) -> list[str]:
+        """One line per host to restart: what it waited for and how long (printed last)."""
+        def of(name: str) -> dict[str, Any]:
+            r = self.play.results[name]
+            last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
+            return {"status": r.status.value, "message": last.message if last else "",
+                    "rollout": r.data.get("rollout")}
+        hosts = [h for h in self.vllm_hosts if h in self.play.results]
+        return host_lines(hosts, {h: of(h) for h in hosts}, stopped)
+
+
+def _current_venv(ctx: HostContext) -> str | None:
+    link = gather(ctx, {"current": LinkFact(ctx.config.current_link)})["current"]
+    return None if link in (None, "OTHER") else link
+
+
+def _venv_version(ctx: HostContext, venv: str | None) -> str | None:
+    """The version a venv's install marker records (None: no venv, or no marker)."""
+    if not venv:
+        return None
+    marker = gather(ctx, {"m": FileFact(posixpath.join(venv, vllm_install.MARKER), with_content=True)})["m"]
+    try:
+        return json.loads(marker.content or "")["spec"]["version"]
+    except (ValueError, KeyError, TypeError):
+        return None

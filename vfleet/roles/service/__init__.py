@@ -1,0 +1,1 @@
+"""The vLLM systemd service: its argv, the unit and environment file, restart and readiness."""

@@ -1,0 +1,284 @@
+"""Weights: put a verified copy of the model on every host's local disk.
+
+Layout on a host (model_dir defaults to /srv/models):
+    <model_dir>/<model_name>                       symlink the service reads (--model)
+    <model_dir>/.versions/<model_name>-<id>/       verified copies, id = sha256 of the manifest
+    <model_dir>/.staging/<model_name>-<id>/        where rsync writes; never read by the service
+A copy is rsynced into staging (resumable: a killed transfer keeps what it had), verified with
+`sha256sum -c MANIFEST.sha256` and the safetensors index, moved into .versions and only then
+the symlink is switched (atomic rename), so the service never sees a half-copied model.
+
+Fan-out: hosts that already hold a verified copy become sources for the next ones (each
+source feeds one new host per wave, the controller feeds one), so the controller sends each
+file O(1) times however large the fleet is."""
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vfleet.engine.changes import apply, directory_change, symlink_change
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.facts import FileFact, LinkFact, gather
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed, Play
+from vfleet.engine.transfer import TransferStats, rsync_push
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.service.unit import RESTART
+from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
+
+q = shlex.quote
+VERIFIED_MARK = ".vfleet-verified"
+
+
+@dataclass
+class ModelSource:
+    """Where the weights come from: a folder on the controller, or host:path on a host."""
+
+    spec: str
+    controller_dir: Path | None
+    host: str | None
+    host_path: str | None
+    manifest_id: str
+
+
+def _paths(cfg: HostConfig, manifest_id: str) -> tuple[str, str, str]:
+    """(live link the service reads, verified copy, staging folder) of one copy."""
+    name = f"{cfg.model_name}-{manifest_id[:12]}"
+    return (str(cfg.model_path), posixpath.join(cfg.model_dir, ".versions", name),
+            posixpath.join(cfg.model_dir, ".staging", name))
+
+
+def resolve_source(cfg: HostConfig) -> ModelSource:
+    spec = cfg.model_source
+    if not cfg.model_name:
+        raise VfleetError("model_name is not set in the inventory; set it to the served model name")
+    if not spec:
+        raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller "
+                          "or to HOST:/path on a host that has it")
+    if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
+        host, path = spec.split(":", 1)
+        return ModelSource(spec, None, host, path, manifest_id="")
+    folder = Path(spec).expanduser()
+    if not (folder / "config.json").is_file():
+        raise VfleetError(f"model_source {spec}: no config.json there; point it at a model folder "
+                          f"(the one with config.json and *.safetensors)")
+    manifest_file = folder / MANIFEST_NAME
+    if not manifest_file.is_file():
+        write_manifest(folder)  # made once on the source, kept beside the weights
+    manifest_id = hashlib.sha256(manifest_file.read_bytes()).hexdigest()
+    return ModelSource(spec, folder, None, None, manifest_id)
+
+
+def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
+    """For host:path sources, read (or make) the manifest on that host to get the copy's id."""
+    if src.host not in play.contexts:
+        raise VfleetError(f"model_source {src.spec}: host '{src.host}' is not among the selected hosts; "
+                          f"add it to --limit or use a controller path")
+    ctx = play.contexts[src.host]
+    p = q(src.host_path or "")
+    r = ctx.run(f"cd {p} && {{ [ -f {MANIFEST_NAME} ] || find . -type f ! -name {MANIFEST_NAME} ! -name '.vfleet-*' "
+                f"| sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum > {MANIFEST_NAME}; }} && sha256sum < {MANIFEST_NAME}")
+    if not r.ok:
+        raise VfleetError(f"model_source {src.spec}: cannot read or make the manifest there: {r.tail()}")
+    src.manifest_id = r.stdout.split()[0]
+    return src
+
+
+def copy_state(version: str, marker: Any, link: str | None) -> str:
+    """'live' (linked and verified), 'verified' (copy present, not linked), or 'missing'."""
+    if marker.kind != "file":
+        return "missing"
+    return "live" if link == version else "verified"
+
+
+def host_facts(ctx: HostContext, manifest_id: str) -> dict[str, Any]:
+    cfg: HostConfig = ctx.config
+    live, version, _ = _paths(cfg, manifest_id)
+    return gather(ctx, {"model_dir": FileFact(cfg.model_dir),
+                        "marker": FileFact(posixpath.join(version, VERIFIED_MARK)),
+                        "link": LinkFact(live)})
+
+
+def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
+    """Verify the staged copy, hand it to the service user, move it into place, switch link."""
+    cfg: HostConfig = ctx.config
+    live, version, staging = _paths(cfg, manifest_id)
+    user = cfg.vllm_user
+    t0 = time.monotonic()
+    r = ctx.run(verify_command(staging), timeout=3600)
+    if not r.ok:
+        raise HostFailed(f"weights in {staging} failed verification: {r.tail()}; re-run to resume the copy")
+    ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
+    owner = f"chown -R {q(user)}: {q(staging)} 2>/dev/null || true; " if user else ""
+    ctx.must(f"set -e; {owner}chmod -R u=rwX,go=rX {q(staging)}; touch {q(staging)}/{VERIFIED_MARK}; "
+             f"mkdir -p {q(posixpath.dirname(version))}; rm -rf {q(version)}; mv {q(staging)} {q(version)}",
+             what="move verified weights into place")
+    current = gather(ctx, {"link": LinkFact(live)})["link"]
+    apply(ctx, symlink_change(live, version, current, notify=RESTART))
+
+
+def space_command(staging: str) -> str:
+    """Bytes free on the filesystem that holds staging, then bytes already staged (a resume)."""
+    return (f"mkdir -p {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
+            f"du -sb -- {q(staging)} | cut -f1")
+
+
+def space_shortfall(total: int, output: str) -> tuple[int, int, int] | None:
+    """(bytes still to copy, bytes free, bytes staged) when they do not fit, else None."""
+    nums = [int(x) for x in output.split() if x.isdigit()]
+    if len(nums) < 2:
+        return None
+    free, staged = nums[0], nums[1]
+    need = max(0, total - staged)
+    return (need, free, staged) if need > free else None
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
+
+
+def check_space(ctx: HostContext, staging: str, total: int) -> None:
+    """Before any byte is sent: fail the host (its live copy untouched) when the copy cannot
+    fit, saying how much it needs, rather than an rsync dying on ENOSPC half way."""
+    short = space_shortfall(total, ctx.must(space_command(staging), what="free space for the weights").stdout)
+    if short:
+        need, free, staged = short
+        raise HostFailed(f"not enough disk for the weights in {staging}: needs {_mib(need)} more "
+                         f"({_mib(total)} in all, {_mib(staged)} already staged), {_mib(free)} free; "
+                         f"free space there or set model_dir to a larger disk (the live copy is untouched)",
+                         {"needed_bytes": need, "free_bytes": free, "total_bytes": total})
+
+
+def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
+    """Run rsync on the new host, pulling from a host that holds a verified copy."""
+    cfg: HostConfig = ctx.config
+    _, version, staging = _paths(cfg, manifest_id)
+    src_path = peer_path or _paths(peer.config, manifest_id)[1]
+    key = cfg.weights_peer_ssh_key
+    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
+    user = peer.host.user
+    remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
+    t0 = time.monotonic()
+    bw = f"--bwlimit={cfg.weights_bwlimit} " if cfg.weights_bwlimit else ""
+    r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
+                f"-e {q(ssh + ' -p ' + str(peer.host.port))} {q(remote)} {q(staging)}/", timeout=24 * 3600)
+    if not r.ok:
+        raise HostFailed(f"rsync from {peer.name} failed: {r.tail()}; a re-run resumes the copy")
+    stats = TransferStats.parse(r.stdout)
+    ctx.record("copy", staging, Status.CHANGED, f"from {peer.name}: {stats.bytes_received} bytes",
+               elapsed_s=time.monotonic() - t0, data={"source": peer.name, "bytes_received": stats.bytes_received})
+
+
+def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, int]) -> None:
+    cfg: HostConfig = ctx.config
+    _, _, staging = _paths(cfg, src.manifest_id)
+    assert src.controller_dir is not None
+    total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
+    ctx.run(f"mkdir -p {q(staging)}")
+    t0 = time.monotonic()
+    extra = ["--exclude", VERIFIED_MARK]
+    if cfg.weights_bwlimit:
+        extra.append(f"--bwlimit={cfg.weights_bwlimit}")
+    stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
+                       on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
+    totals["controller_bytes_sent"] += stats.bytes_sent
+    ctx.record("copy", staging, Status.CHANGED, f"from controller: {stats.bytes_sent} bytes sent",
+               elapsed_s=time.monotonic() - t0, data={"source": "controller", "bytes_sent": stats.bytes_sent})
+
+
+def assign_wave(missing: list[str], have: list[str], *, fanout: bool, controller: bool,
+                source_host: str | None, raw_source: str | None) -> dict[str, str | None]:
+    """One wave of copies: new host -> the host it pulls from (None: the controller pushes).
+    With fan-out every host holding a copy feeds one new host per wave and the controller
+    feeds one only while no host holds a copy, so it sends each file once; without, the
+    controller (or the host:path source) feeds them all at once."""
+    assignments: dict[str, str | None] = {}
+    peers = list(have) if fanout else []
+    if raw_source:
+        peers.append(raw_source)
+    controller_slots = (0 if peers else 1) if fanout else len(missing)
+    for n in missing:
+        if peers:
+            assignments[n] = peers.pop(0)
+        elif controller and controller_slots > 0:
+            assignments[n] = None
+            controller_slots -= 1
+        elif source_host and not fanout:
+            assignments[n] = source_host
+    return assignments
+
+
+def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
+    """The weights step on every active host (or `hosts`): returns accounting for the report."""
+    names = [n for n in (hosts or play.active) if n in play.active]
+    if not names:
+        return {}
+    first: HostConfig = play.contexts[names[0]].config
+    src = resolve_source(first)
+    if src.host:
+        src = _resolve_host_source(play, src)
+    totals = {"controller_bytes_sent": 0, "waves": 0, "copies": 0}
+    play.data["weights"] = totals  # in the report even when nothing needed copying
+    state: dict[str, str] = {}
+
+    def probe(ctx: HostContext) -> None:
+        cfg: HostConfig = ctx.config
+        if cfg.model_source != src.spec:
+            raise HostFailed(f"model_source differs between hosts ({src.spec} vs {cfg.model_source}); "
+                             f"deploy one model at a time")
+        facts = host_facts(ctx, src.manifest_id)
+        live, version, _ = _paths(cfg, src.manifest_id)
+        apply(ctx, directory_change(cfg.model_dir, facts["model_dir"], mode="0755"))
+        state[ctx.name] = copy_state(version, facts["marker"], facts["link"])
+        if state[ctx.name] == "live":
+            ctx.record("weights", live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
+        elif state[ctx.name] == "verified":
+            apply(ctx, symlink_change(live, version, facts["link"], notify=RESTART))
+
+    play.run_step("weights: check", probe, hosts=names)
+
+    missing = [n for n in names if state.get(n) == "missing" and n in play.active]
+    if not missing:
+        return totals
+    if play.options.check:
+        def would(ctx: HostContext) -> None:
+            ctx.record("copy", str(ctx.config.model_path), Status.CHANGED,
+                       f"would copy {src.spec} ({src.manifest_id[:12]})")
+        play.run_step("weights: copy", would, hosts=missing)
+        return totals
+
+    fanout = first.weights_fanout
+    total_bytes = (sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
+                   if src.controller_dir else None)  # a host:path source: its size is not known here
+    have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
+    # host:path source: that host feeds others from its own path (it holds no verified copy here)
+    raw_source = src.host if src.host and src.host not in have else None
+    while missing:
+        totals["waves"] += 1
+        assignments = assign_wave(missing, have, fanout=fanout, controller=src.controller_dir is not None,
+                                  source_host=src.host, raw_source=raw_source)
+        if not assignments:
+            raise VfleetError("weights: no source available for the remaining hosts")
+        for n in assignments:
+            missing.remove(n)
+
+        def copy(ctx: HostContext) -> None:
+            source = assignments[ctx.name]
+            if total_bytes is not None:
+                check_space(ctx, _paths(ctx.config, src.manifest_id)[2], total_bytes)
+            if source is None:
+                _push_from_controller(ctx, src, totals)
+            elif source == src.host and source not in have:
+                _pull_from_peer(ctx, play.contexts[source], src.manifest_id, peer_path=src.host_path)
+            else:
+                _pull_from_peer(ctx, play.contexts[source], src.manifest_id)
+            _finish_copy(ctx, src.manifest_id)
+            totals["copies"] += 1
+
+        have.extend(play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments)))
+    return totals
