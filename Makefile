@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh Debian 12 machine (as root):
 #   make demo   builds the lab fleet, deploys vLLM behind nginx, smoke-checks, prints the recap
 #   make test   unit + integration tests against the lab (what .ci/run calls)
+#   make soak   the long runs under load (rolling restarts under back-to-back clients): before
+#               resolving anything that touches rollouts
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -11,7 +13,7 @@ APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iprou
 APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
-.PHONY: setup apt venv demo test unit integration lab-down clean
+.PHONY: setup apt venv demo test soak unit integration lab-down clean
 
 setup: apt venv
 
@@ -32,13 +34,16 @@ demo: setup
 	$(BIN)/python -m vfleet.lab.demo
 
 test: setup
-	$(BIN)/python -m pytest -q -ra --durations=15 tests
+	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak" tests
+
+soak: setup
+	$(BIN)/python -m pytest -q -ra --durations=15 -m soak tests/integration
 
 unit: venv
 	$(BIN)/python -m pytest -q -ra tests/unit
 
 integration: setup
-	$(BIN)/python -m pytest -q -ra tests/integration
+	$(BIN)/python -m pytest -q -ra -m "not soak" tests/integration
 
 lab-down: venv
 	$(BIN)/vfleet lab.down

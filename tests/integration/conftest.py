@@ -52,6 +52,15 @@ class LabFleet:
         return self.api.up(hosts, gpu_profile=gpu_profile, profiles_by_host=profiles,
                            gateways=gateways, backing=BACKING, echo=lambda _line: None).inventory
 
+    def pristine(self, hosts: int = DEFAULT_HOSTS) -> Path:
+        """Hosts as `up` makes them, nothing deployed: a lab this session did not boot (left
+        by `make demo`, say, with nginx enabled on its gateway) goes down and comes up anew
+        first. Only the lab's own tests need this; every other test deploys what it needs."""
+        if not self.started_here:
+            self.down()
+            self.started_here = True  # what comes up now is this session's, and goes down at its end
+        return self.ensure(hosts)
+
     def restore(self, shape: dict | None = None) -> Path:
         """Re-apply `shape` (a saved `lab.last`), e.g. after a test took the lab down."""
         return self.ensure(**shape) if shape else self.ensure()

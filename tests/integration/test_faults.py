@@ -244,7 +244,12 @@ def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deploy
         code, report, out = run_report("deploy", new, tmp_path / "next.json", "--skip-preflight")
         assert code == 0, out[-3000:]
         msgs = step_messages(report, "lab1")
-        assert "took over the lock of deploy" in msgs and "restart owed" in msgs, msgs
+        assert "took over the lock of deploy" in msgs, msgs
+        # Where the kill landed decides who asks for lab1's restart: once every file of lab1 was
+        # as wanted (the usual case), only its process being older than its model link says the
+        # restart is owed; if the kill came before the run had finished lab1's files, the next
+        # run changes one of them and that change asks for the restart.
+        assert "restart owed" in msgs or changed_targets(report, "lab1"), msgs
         assert restarts(report) == {"lab1": 1, "lab2": 1, "lab3": 0}, restarts(report)
         for h in ("lab1", "lab2"):  # each process started after its model link last changed
             assert on_host(inv, h, "s=$(systemctl show -p ExecMainStartTimestamp --value vllm.service); "

@@ -31,6 +31,13 @@ def inventory_hosts(path: Path) -> dict[str, dict]:
             for name, hv in (group.get("hosts") or {}).items()}
 
 
+@pytest.fixture(scope="module")
+def lab_inventory(lab):
+    """These tests check what a fresh lab host is (nginx installed but disabled, ...): a lab
+    left deployed by an earlier run is made anew first."""
+    return lab.pristine()
+
+
 def pids() -> dict[str, int]:
     return {r.name: r.pid for r in LabState().hosts()}
 
@@ -117,7 +124,7 @@ def test_up_again_keeps_running_hosts(lab, lab_inventory):
 
 
 def test_status_task_lists_hosts(lab_inventory):
-    code = ("from invoke import Collection, Program; from vfleet.tasks.lab import lab; "
+    code = ("from invoke import Collection, Program; from vfleet.cli.lab import lab; "
             "ns = Collection(); ns.add_collection(lab); "
             "Program(namespace=ns).run(['x', 'lab.status'])")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

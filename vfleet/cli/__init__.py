@@ -3,7 +3,7 @@ A task is listed only when it works: no stubs in the menu.
 
 Every command loads this whole menu (Invoke parses the command line against all tasks'
 flags), so a task module imports at its top only what the menu and the common path need
-(invoke, vfleet/engine/, vfleet.tasks.common); a task's roles are imported when that task runs, in
+(invoke, vfleet/engine/, vfleet.cli.common); a task's roles are imported when that task runs, in
 its body or through its *_steps module. Why: importing every role for every command cost
 `vfleet run` ~0.2 s of its start (httpx, jinja2, the audit), more than pyinfra's whole lead
 at 5 and 20 hosts (README "Speed against Ansible and pyinfra"; tests/unit/test_startup.py)."""
