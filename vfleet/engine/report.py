@@ -1,4 +1,4 @@
-"""The recap table (Ansible's PLAY RECAP) and the JSON report (DESIGN.md's contract):
+"""The recap table (Ansible's PLAY RECAP) and the JSON report (the contract in docs/architecture.md):
 {"task", "hosts": {name: {"status", "steps", "facts", "checks"}}, "summary": {status: count}}."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Host snapshot directory: the GPU profile layout (DESIGN.md) plus facts.json.
+"""Host snapshot directory: the GPU profile layout (docs/architecture.md) plus facts.json.
 
     nvidia-smi.txt   query-gpu.csv   topo.txt   smi-q.xml (optional)   facts.json
 

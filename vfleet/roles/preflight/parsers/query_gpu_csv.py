@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# The field list of the GPU profile layout (DESIGN.md); the gather script asks for exactly this
+# The field list of the GPU profile layout (docs/architecture.md); the gather script asks for exactly this
 # so the raw output can be written as the snapshot's query-gpu.csv verbatim.
 FIELDS: list[str] = [
     "index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "memory.used",
