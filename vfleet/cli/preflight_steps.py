@@ -27,13 +27,13 @@ def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str,
     if not replicas or not facts:
         return {}
     member_facts = replica_preflight.gather(play, replicas)
-    vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
-    out = replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    settings = {h: play.contexts[h].config.replica for h in member_facts}
+    out = replica_preflight.member_checks(replicas, facts, member_facts, settings)
     if allreduce:
-        results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
+        results = replica_allreduce.run(play, replicas, member_facts, settings)
         for r in replicas.values():
-            port = replica_allreduce.rendezvous_port(r, vars_by_host)
-            for h in (m for m in r.members if m in out):
+            for h in (m for m in r.members if m in out):  # every member gathered, the head too
+                port = settings[r.head].allreduce_port
                 out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
     return out
 

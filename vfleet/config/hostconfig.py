@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
 from vfleet.config.monitoring import MonitoringSettings
+from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 
 __all__ = ["HostConfig", "InstallSpec", "hostport"]
@@ -147,6 +148,8 @@ class HostConfig:
     preflight_smi_xml: bool
     # monitoring (the monitoring group's Prometheus and the alert thresholds)
     monitoring: MonitoringSettings
+    # multi-host replicas and their Ray nodes (vfleet/config/replicas.py)
+    replica: ReplicaSettings
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -209,7 +212,7 @@ class HostConfig:
             gateway_max_tokens=v.get("gateway_max_tokens"), gateway_max_conns=v.get("gateway_max_conns"),
             gateway_route_prefix=v.get("gateway_route_prefix"),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
-            monitoring=MonitoringSettings.from_vars(v),
+            monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
         )
 
