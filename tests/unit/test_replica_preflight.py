@@ -118,8 +118,10 @@ class _Ctx:
     def run(self, cmd, stdin=None, **kw):
         import time
         from types import SimpleNamespace
-        from vfleet.engine.facts import _MARK
-        return SimpleNamespace(ok=True, exited=0, stdout=f"{_MARK}0\n{int(time.time() * 1000) + 5000}\nyes\n")
+        from vfleet.engine.fact_protocol import MARK
+        out = f"{int(time.time() * 1000) + 5000}\nyes\n"
+        return SimpleNamespace(ok=True, exited=0, stdout=f"{MARK} BEGIN clock\n{out}\n{MARK} STDERR clock\n\n"
+                                                          f"{MARK} END clock 0\n")
 
 
 def test_read_clock_measures_the_offset_from_the_controller():
