@@ -13,7 +13,6 @@ add a dependency and a second set of error messages.
 """
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import posixpath
 from dataclasses import dataclass, field
@@ -215,17 +214,6 @@ class HostConfig:
             monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
         )
-
-    def as_vars(self) -> dict[str, Any]:
-        """The config as a mapping of variable names (derived values included), for code
-        that takes a mapping: the preflight rules read the same values the unit renders."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.update(vllm_env_file=self.env_file, vllm_venv_name=self.venv_name,
-                   vllm_extra_args=list(self.vllm_extra_args), vllm_env=dict(self.vllm_env),
-                   nccl_env=None if self.nccl_env is None else dict(self.nccl_env),
-                   cuda_visible_devices=list(self.cuda_visible_devices)
-                   if isinstance(self.cuda_visible_devices, tuple) else self.cuda_visible_devices)
-        return out
 
     # -- roles in the fleet -------------------------------------------------------------
     @property
