@@ -17,6 +17,7 @@ from vfleet.config import replicas as replica
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
+from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.checks import check_tp_heads
 from vfleet.roles.preflight.model_facts import with_model_source
 
@@ -87,26 +88,26 @@ def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_sp
 
 
 def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
-    """Each audited host's capacity plan (and smallest layout) into its result, printed."""
+    """Each audited host's capacity plan (and smallest layout) noted on its result, printed."""
     for name, f in facts.items():
         ctx = play.contexts[name]
         cfg = ctx.config
         f = with_model_source(f, cfg.model_source)  # the controller's copy of the model, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
             tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
-            ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
-            print_plan(console, name, ctx.result.data["capacity"])
+            record = CapacityRecord(cpu_kv_capacity_tokens=tokens)
+            record.note_on(ctx.result)
+            print_plan(console, name, record.capacity())
             continue
         p = capacity.plan_for_host(cfg, f)
         if p is None:
-            ctx.result.data["capacity"] = None
+            CapacityRecord().note_on(ctx.result)
             console.print(f"[{name}] no plan: needs GPUs and the model's config.json", markup=False)
             continue
-        ctx.result.data["capacity"] = p.to_dict()
-        print_plan(console, name, p.to_dict())
         layout = _fleet_layout(cfg, f, facts)
+        CapacityRecord(p, layout).note_on(ctx.result)
+        print_plan(console, name, p.to_dict())
         if layout is not None:
-            ctx.result.data["layout"] = layout.to_dict()
             print_layout(console, name, layout)
 
 

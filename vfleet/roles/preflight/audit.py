@@ -16,6 +16,7 @@ from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.roles.preflight import capacity
 from vfleet.roles.preflight import fleet_checks, gather_script, host_checks, parse_gathered
 from vfleet.roles.preflight import facts_from_snapshot, snapshot_from_gathered
+from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.model_facts import with_model_source
 
 q = shlex.quote
@@ -111,7 +112,7 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
         plan = capacity.plan_for_host(ctx.config, f)
         ctx.result.checks = checks
         if plan is not None:
-            ctx.result.data["capacity"] = plan.to_dict()
+            CapacityRecord(plan).note_on(ctx.result)
         result[host] = checks
         print_checks(play, host, checks)
         bad = [c for c in checks if c["status"] == "fail" or (strict and c["status"] == "warn")]
