@@ -123,11 +123,11 @@ class SystemdVersion:
         return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
 
 
-def gather(ctx: HostContext, facts: Mapping[str, AnyFact], *, parallel: bool = False) -> dict[str, Any]:
+def gather(ctx: HostContext, facts: Mapping[str, AnyFact]) -> dict[str, Any]:
     """Every fact's command in one round trip; each output parsed by its own fact."""
     if not facts:
         return {}
-    r = ctx.run("sh -s", stdin=fact_script(facts, parallel=parallel))
+    r = ctx.run("sh -s", stdin=fact_script(facts))
     outputs = read_outputs(r.stdout)
     if not r.ok and not outputs:
         raise HostFailed(f"reading facts failed: exit {r.exited}: {r.tail()}")
