@@ -16,9 +16,9 @@ LAB_VARS: dict[str, Any] = {"vllm_version": "0.32.0", "model_name": "tiny", "mod
 
 
 def host_config(vars: dict[str, Any] | None = None, *, name: str = "gpu01", group: str = "vllm",
-                address: str | None = None) -> HostConfig:
-    """The HostConfig of one host in `group` with LAB_VARS overlaid by `vars`."""
-    hv: dict[str, Any] = {**LAB_VARS, **(vars or {})}
+                address: str | None = None, base: dict[str, Any] = LAB_VARS) -> HostConfig:
+    """The HostConfig of one host in `group` with `base` (LAB_VARS) overlaid by `vars`."""
+    hv: dict[str, Any] = {**base, **(vars or {})}
     if address:
         hv["ansible_host"] = address
     data = {"all": {"children": {group: {"hosts": {name: hv}}}}}

@@ -1,15 +1,18 @@
 """Shared ground of the preflight check tests: facts of a GPU profile (real captures, or the
 synthetic seed V100 box) through the same assembly a live gather uses, with the non-GPU facts set
-per test (pyinfra's "fake facts"); the seed box's vars (V100); hosts without a usable GPU."""
+per test (pyinfra's "fake facts"); the seed box's variables (V100) and host configs built from
+variables the way a run builds them; hosts without a usable GPU."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
+from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight import checks as C
 from vfleet.roles.preflight.facts import assemble
 from vfleet.roles.preflight.snapshot import read_values
+from tests.unit.configs import host_config
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"
 QWEN = json.loads((FIX / "qwen2.5-7b-instruct.config.json").read_text())
@@ -24,7 +27,13 @@ def _profile_dir(tmp: Path, nvsmi: str, query: str, topo: str) -> Path:
     return d
 
 
-def facts(vars: dict[str, Any], profile: str | Path = "profile_v100_8_pcie", **over: Any) -> dict[str, Any]:
+def config(vars: dict[str, Any] | None = None) -> HostConfig:
+    """The HostConfig of a vLLM host that sets only `vars` (the schema's defaults for the rest,
+    no model named unless `vars` names one): what preflight reads."""
+    return host_config(vars, base={})
+
+
+def facts(cfg: HostConfig, profile: str | Path = "profile_v100_8_pcie", **over: Any) -> dict[str, Any]:
     """Facts of a profile plus healthy defaults for the rest (override per test)."""
     values = read_values(FIX / profile if isinstance(profile, str) else profile)
     values.update({"os": {"ID": "debian", "VERSION_ID": "12"}, "kernel": "6.1.0-18-amd64",
@@ -33,7 +42,7 @@ def facts(vars: dict[str, Any], profile: str | Path = "profile_v100_8_pcie", **o
                    "model_fs": {"path": "/srv/models/qwen", "fstype": "ext4", "free_bytes": 500 * GIB,
                                 "mount": "/", "network": False}})
     values.update(over)
-    return assemble(values, vars)
+    return assemble(values, cfg)
 
 
 def by_id(checks: list[C.Check], cid: str) -> C.Check:
@@ -44,6 +53,7 @@ def by_id(checks: list[C.Check], cid: str) -> C.Check:
 
 V100 = {"vllm_version": "0.5.4", "dtype": "float16", "tensor_parallel_size": 2, "max_model_len": 4096,
         "max_num_seqs": 16, "gpu_memory_utilization": 0.9}
+V100_CFG = config(V100)
 
 
 def a100_profile(tmp_path: Path) -> Path:
@@ -61,4 +71,4 @@ def _no_gpu(state: str) -> dict[str, Any]:
     values = {"nvidia_smi": nvidia_smi_table.parse(text, rc=127 if state == "no-driver" else 9),
               "query_gpu": None, "topo": None, "shm_bytes": 16 * GIB,
               "model_fs": {"path": "/srv", "fstype": "ext4", "free_bytes": 100 * GIB, "mount": "/", "network": False}}
-    return assemble(values, {})
+    return assemble(values, config())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.roles.preflight import capacity as cap
+from tests.unit.preflight_cases import config
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"
 QWEN = json.loads((FIX / "qwen2.5-7b-instruct.config.json").read_text())
@@ -156,9 +157,9 @@ def test_plan_uses_safetensors_bytes_and_fp8_kv() -> None:
 def test_plan_for_host_takes_smallest_gpu() -> None:
     facts = {"model_config": QWEN, "gpus": [{"memory_total_mib": 81920}, {"memory_total_mib": 40960}],
              "weights_bytes": None}
-    p = cap.plan_for_host({"tensor_parallel_size": 2, "max_model_len": 4096}, facts)
+    p = cap.plan_for_host(config({"tensor_parallel_size": 2, "max_model_len": 4096}), facts)
     assert p.gpu_memory_bytes == 40960 * 2 ** 20 and p.tensor_parallel_size == 2
-    assert cap.plan_for_host({}, {"gpus": []}) is None
+    assert cap.plan_for_host(config(), {"gpus": []}) is None
 
 
 # --- CPU build and vLLM's own log -------------------------------------------------------------

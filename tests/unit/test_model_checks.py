@@ -9,6 +9,7 @@ import pytest
 from vfleet.roles.preflight import host_checks
 from vfleet.roles.preflight import model_checks as mc
 from vfleet.roles.preflight.model_facts import custom_code_files, model_facts_from_folder, with_model_source
+from tests.unit.preflight_cases import config
 
 MODELS = Path(__file__).parent / "data" / "models"
 V100 = [{"index": 0, "name": "Tesla V100-PCIE-32GB", "compute_capability": "7.0", "memory_total_mib": 32768,
@@ -38,7 +39,7 @@ def test_folder_reading() -> None:
                                          ("qwen_awq_yarn", "pass"), ("base_no_template", "fail"),
                                          ("yuan2_custom_code", "fail")])
 def test_chat_template(name: str, status: str) -> None:
-    c = mc.check_chat_template({}, facts(name))
+    c = mc.check_chat_template(config({}), facts(name))
     assert c.status == status
     if status == "fail":
         assert "chat_template.jinja" in c.fix and "serve_completions_only: true" in c.fix
@@ -46,19 +47,19 @@ def test_chat_template(name: str, status: str) -> None:
 
 def test_chat_template_ways_out() -> None:
     f = facts("base_no_template")
-    assert mc.check_chat_template({"chat_template": "/etc/vllm/llama3.jinja"}, f).status == "pass"
-    c = mc.check_chat_template({"serve_completions_only": True}, f)
+    assert mc.check_chat_template(config({"chat_template": "/etc/vllm/llama3.jinja"}), f).status == "pass"
+    c = mc.check_chat_template(config({"serve_completions_only": True}), f)
     assert c.status == "warn" and "/v1/completions" in c.message
-    assert mc.check_chat_template({}, {"model_config": {"model_type": "llama"}}) is None  # folder not listed
+    assert mc.check_chat_template(config({}), {"model_config": {"model_type": "llama"}}) is None  # folder not listed
 
 
 def test_remote_code_needs_trust_remote_code() -> None:
-    c = mc.check_remote_code({}, facts("yuan2_custom_code"))
+    c = mc.check_remote_code(config({}), facts("yuan2_custom_code"))
     assert c.status == "fail" and "configuration_yuan.py, yuan_hf_model.py" in c.message
     assert "trust_remote_code: true" in c.fix
-    c = mc.check_remote_code({"trust_remote_code": True}, facts("yuan2_custom_code"))
+    c = mc.check_remote_code(config({"trust_remote_code": True}), facts("yuan2_custom_code"))
     assert c.status == "warn" and "yuan_hf_model.py" in c.message
-    assert mc.check_remote_code({}, facts("llama_chat")).status == "pass"
+    assert mc.check_remote_code(config({}), facts("llama_chat")).status == "pass"
 
 
 def test_auto_map_into_another_repository() -> None:
@@ -69,29 +70,29 @@ def test_auto_map_into_another_repository() -> None:
 
 
 def test_checkpoint_quantization_against_inventory_and_gpu() -> None:
-    assert mc.check_checkpoint_quantization({}, facts("qwen_awq_yarn", A100)).status == "pass"
-    assert mc.check_checkpoint_quantization({"quantization": "awq_marlin"}, facts("qwen_awq_yarn", A100)).status == "pass"
-    c = mc.check_checkpoint_quantization({"quantization": "gptq"}, facts("qwen_awq_yarn", A100))
+    assert mc.check_checkpoint_quantization(config({}), facts("qwen_awq_yarn", A100)).status == "pass"
+    assert mc.check_checkpoint_quantization(config({"quantization": "awq_marlin"}), facts("qwen_awq_yarn", A100)).status == "pass"
+    c = mc.check_checkpoint_quantization(config({"quantization": "gptq"}), facts("qwen_awq_yarn", A100))
     assert c.status == "fail" and "quantization: awq" in c.fix
-    c = mc.check_checkpoint_quantization({}, facts("qwen_awq_yarn", V100))
+    c = mc.check_checkpoint_quantization(config({}), facts("qwen_awq_yarn", V100))
     assert c.status == "fail" and "awq" in c.message and "V100" in c.message
-    assert mc.check_checkpoint_quantization({}, facts("qwen_awq_yarn", T4)).status == "pass"  # plain AWQ, CC 7.5
+    assert mc.check_checkpoint_quantization(config({}), facts("qwen_awq_yarn", T4)).status == "pass"  # plain AWQ, CC 7.5
     gptq = {"model_config": {"quantization_config": {"quant_method": "gptq", "bits": 4}}, "gpus": V100}
-    assert mc.check_checkpoint_quantization({}, gptq).status == "warn"
-    assert mc.check_checkpoint_quantization({}, facts("llama_chat", A100)) is None
+    assert mc.check_checkpoint_quantization(config({}), gptq).status == "warn"
+    assert mc.check_checkpoint_quantization(config({}), facts("llama_chat", A100)) is None
 
 
 def test_max_model_len_against_config() -> None:
     assert mc.derived_max_len(facts("qwen_awq_yarn")["model_config"]) == 131072      # yarn x4
     assert mc.derived_max_len(facts("llama_chat")["model_config"]) == 131072         # llama3: no factor
-    assert mc.check_max_model_len({"max_model_len": 65536}, facts("qwen_awq_yarn")).status == "pass"
-    c = mc.check_max_model_len({"max_model_len": 16384}, facts("yuan2_custom_code"))
+    assert mc.check_max_model_len(config({"max_model_len": 65536}), facts("qwen_awq_yarn")).status == "pass"
+    c = mc.check_max_model_len(config({"max_model_len": 16384}), facts("yuan2_custom_code"))
     assert c.status == "fail" and "8192" in c.fix
-    assert mc.check_max_model_len({}, facts("yuan2_custom_code")) is None
+    assert mc.check_max_model_len(config({}), facts("yuan2_custom_code")) is None
 
 
 def test_host_checks_include_the_model_checks_and_the_bf16_config_on_v100() -> None:
-    v = {"vllm_version": "0.5.4", "dtype": "auto", "tensor_parallel_size": 1, "max_model_len": 4096}
+    v = config({"vllm_version": "0.5.4", "dtype": "auto", "tensor_parallel_size": 1, "max_model_len": 4096})
     f = {**facts("yuan2_custom_code", V100), "gpu_state": "ok", "gpu_count": 1, "driver_version": "535.104.05",
          "topology": {}, "shm_bytes": 16 << 30}
     got = {c.id: c.status for c in host_checks(v, f)}
@@ -102,9 +103,9 @@ def test_host_checks_include_the_model_checks_and_the_bf16_config_on_v100() -> N
 
 def test_controller_model_source_fills_what_the_host_lacks() -> None:
     src = str(MODELS / "yuan2_custom_code")
-    got = with_model_source({"model_config": None, "model_files": None, "gpus": V100}, {"model_source": src})
+    got = with_model_source({"model_config": None, "model_files": None, "gpus": V100}, src)
     assert got["model_files"][0] == "config.json" and got["model_config"]["model_type"] == "yuan"
     assert got["gpus"] == V100
     host = {"model_files": ["config.json"], "model_config": {"model_type": "llama"}}
-    assert with_model_source(host, {"model_source": src})["model_config"] == {"model_type": "llama"}
-    assert with_model_source(host, {"model_source": "gpu01:/srv/weights/x"}) is host
+    assert with_model_source(host, src)["model_config"] == {"model_type": "llama"}
+    assert with_model_source(host, "gpu01:/srv/weights/x") is host

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.roles.preflight import fleet_checks
-from tests.unit.preflight_cases import V100, _no_gpu, a100_profile, facts
+from tests.unit.preflight_cases import V100_CFG, _no_gpu, a100_profile, facts
 
 
 @pytest.fixture
@@ -18,9 +18,9 @@ def a100(tmp_path: Path) -> Path:
 
 
 def test_fleet_two_drivers_in_a_group(a100: Path) -> None:
-    base = facts(V100)
+    base = facts(V100_CFG)
     other = {**base, "driver_version": "550.90.07", "cuda_version": "12.4"}
-    hosts = {"gpu01": (V100, base), "gpu02": (V100, base), "gpu03": (V100, other), "cpu01": ({}, _no_gpu("no-driver"))}
+    hosts = {"gpu01": base, "gpu02": base, "gpu03": other, "cpu01": _no_gpu("no-driver")}
     out = fleet_checks(hosts, {"v100": ["gpu01", "gpu02", "gpu03", "cpu01"], "solo": ["gpu01"]})
     d3 = {c.id: c for c in out["gpu03"]}
     assert d3["fleet.driver:v100"].status == "warn"
@@ -34,13 +34,13 @@ def test_fleet_two_drivers_in_a_group(a100: Path) -> None:
 
 
 def test_fleet_consistent_group_passes() -> None:
-    f = facts(V100)
-    out = fleet_checks({"a": (V100, f), "b": (V100, f)}, {"g": ["a", "b"]})
+    f = facts(V100_CFG)
+    out = fleet_checks({"a": f, "b": f}, {"g": ["a", "b"]})
     assert all(c.status == "pass" for cs in out.values() for c in cs) and len(out["a"]) == 3
 
 
 def test_fleet_tie_warns_both() -> None:
-    f = facts(V100)
+    f = facts(V100_CFG)
     g = {**f, "driver_version": "570.86.15"}
-    out = fleet_checks({"a": (V100, f), "b": (V100, g)}, {"g": ["a", "b"]})
+    out = fleet_checks({"a": f, "b": g}, {"g": ["a", "b"]})
     assert {c.status for c in out["a"] + out["b"] if c.id.startswith("fleet.driver")} == {"warn"}

@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 import vfleet.roles.preflight as preflight
+from vfleet.engine.fact_protocol import Output, read_outputs
 from vfleet.roles.preflight import facts as F
-from vfleet.roles.preflight.facts import BY_NAME, Section
 from vfleet.roles.preflight.parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
+from tests.unit.preflight_cases import config
 
 DATA = Path(__file__).parent / "data" / "facts"
 FIXTURES = DATA / "fixtures"
@@ -47,9 +48,10 @@ def test_fact_data_file(path: Path) -> None:
     assert case.get("source"), "every data file says where its output came from"
     out = _output(case)
     if "fact" in case:
-        fact = BY_NAME[case["fact"]]
-        assert fact.command(case.get("vars") or {}) == case["command"]
-        got = fact.process_section(Section(out, case.get("stderr", ""), case.get("rc", 0)))
+        fact = F.facts_for(config({"preflight_smi_xml": True, **(case.get("vars") or {})}))[case["fact"]]
+        assert fact.command() == case["command"]
+        assert fact.timeout_s == case.get("timeout_s")  # what may hang on a wedged driver is bounded
+        got = fact.process_output(Output(out, case.get("stderr", ""), case.get("rc", 0)))
     else:
         mod, fn = case["parser"].split(":")
         got = getattr(importlib.import_module(f"vfleet.roles.preflight.parsers.{mod}"), fn)(out, *(case.get("args") or []))
@@ -124,7 +126,7 @@ def test_lab_profile_parses_consistently(profile: Path) -> None:
     assert len(table["gpus"]) == len(gpus) == len(topo["gpus"])
     assert {g["driver_version"] for g in gpus} == {table["driver_version"]}
     assert [g["name"] for g in gpus][0].startswith(table["gpus"][0]["name"].rstrip("."))
-    facts = preflight.facts_from_snapshot(profile, {})
+    facts = preflight.facts_from_snapshot(profile, config())
     assert all(g["compute_capability"] for g in facts["gpus"])
     assert facts["cuda_version"] and facts["driver_version"]
 
@@ -196,12 +198,12 @@ def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
     md = _model_dir(tmp_path)
     env_file = tmp_path / "vllm.env"
     env_file.write_text("NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\nVLLM_PORT=8000\n")
-    vars = {"model_dir": str(md.parent), "model_name": md.name, "vllm_env_file": str(env_file), "tensor_parallel_size": 2,
-            "vllm_root": str(tmp_path / "nope")}
+    cfg = config({"model_dir": str(md.parent), "model_name": md.name, "vllm_env_file": str(env_file),
+                   "tensor_parallel_size": 2, "vllm_root": str(tmp_path / "nope")})
     profile = FIXTURES / "profile_v100_8_pcie"
-    out, took = _run(preflight.gather_script(vars), {"FAKE_SMI_DIR": str(profile)}, _fake_bin(tmp_path))
+    out, took = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(profile)}, _fake_bin(tmp_path))
     assert took < 1.0 + 1.5  # real hosts: < 1 s; the stand-in nvidia-smi is a Python process per call
-    live = preflight.parse_gathered(out, vars)
+    live = preflight.parse_gathered(out, cfg)
     assert live["gpu_state"] == "ok" and live["gpu_count"] == 8
     assert live["driver_version"] == "535.104.05" and live["cuda_version"] == "12.2"
     assert live["topology"]["nccl_env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
@@ -217,19 +219,19 @@ def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
     assert raw["nvidia-smi.txt"] == (profile / "nvidia-smi.txt").read_text()
     snap = tmp_path / "snap"
     preflight.snapshot_write(snap, raw, live)
-    assert preflight.facts_from_snapshot(snap, vars) == live
+    assert preflight.facts_from_snapshot(snap, cfg) == live
     assert json.loads(json.dumps(live)) == live  # JSON-serialisable
     # The profile itself (no facts.json) gives the same GPU facts as the live gather.
-    from_profile = preflight.facts_from_snapshot(profile, vars)
+    from_profile = preflight.facts_from_snapshot(profile, cfg)
     for k in ("gpus", "gpu_count", "driver_version", "cuda_version", "topology", "gpu_state"):
         assert from_profile[k] == live[k], k
 
 
 def test_gather_script_r470_falls_back_and_fills_cc_from_name(tmp_path: Path) -> None:
-    vars = {"model_dir": str(tmp_path / "m")}
-    out, _ = _run(preflight.gather_script(vars), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
+    cfg = config({"model_dir": str(tmp_path / "m")})
+    out, _ = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
                                                  "FAKE_SMI_R470": "1"}, _fake_bin(tmp_path))
-    facts = preflight.parse_gathered(out, vars)
+    facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_count"] == 8
     assert {g["compute_capability"] for g in facts["gpus"]} == {"7.0"}
     assert {g["cc_source"] for g in facts["gpus"]} == {"name-table"}
@@ -237,76 +239,77 @@ def test_gather_script_r470_falls_back_and_fills_cc_from_name(tmp_path: Path) ->
 
 
 def test_gather_script_without_nvidia_smi(tmp_path: Path) -> None:
-    vars = {"model_dir": str(tmp_path / "m")}
-    out, _ = _run(preflight.gather_script(vars), {}, None)
-    sections = preflight.split_sections(out)
+    cfg = config({"model_dir": str(tmp_path / "m")})
+    out, _ = _run(preflight.gather_script(cfg), {}, None)
+    sections = read_outputs(out)
     assert sections["nvidia_smi"].rc == 127 and sections["os_release"].rc == 0
-    facts = preflight.parse_gathered(out, vars)
+    facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "no-driver" and facts["gpus"] == [] and facts["kernel"]
     raw = preflight.gathered_raw_outputs(out)
     assert raw == {}
     snap = tmp_path / "snap"
     preflight.snapshot_write(snap, raw, facts)
-    assert preflight.facts_from_snapshot(snap, vars) == facts
+    assert preflight.facts_from_snapshot(snap, cfg) == facts
 
 
 def test_gather_script_broken_driver_roundtrip(tmp_path: Path) -> None:
-    vars = {"model_dir": str(tmp_path / "m")}
-    out, _ = _run(preflight.gather_script(vars), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
+    cfg = config({"model_dir": str(tmp_path / "m")})
+    out, _ = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
                                                  "FAKE_SMI_BROKEN": "1"}, _fake_bin(tmp_path))
-    facts = preflight.parse_gathered(out, vars)
+    facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "broken-driver" and facts["gpus"] == []
     snap = tmp_path / "snap"
     raw = preflight.gathered_raw_outputs(out)
     assert "couldn't communicate" in raw["nvidia-smi.txt"]
     preflight.snapshot_write(snap, raw, facts)
-    assert preflight.facts_from_snapshot(snap, vars) == facts
+    assert preflight.facts_from_snapshot(snap, cfg) == facts
 
 
 def test_gather_script_is_posix_sh() -> None:
-    script = preflight.gather_script({"preflight_smi_xml": True})
+    script = preflight.gather_script(config({"preflight_smi_xml": True}))
     for bashism in ("[[", "function ", "local ", "$'", "<(", "source "):
         assert bashism not in script
     if shutil.which("dash"):
         r = subprocess.run(["dash", "-n", "-c", script], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
     assert "nvidia-smi -q -x" in script
-    assert "nvidia-smi -q -x" not in preflight.gather_script({})
+    assert "nvidia-smi -q -x" not in preflight.gather_script(config())
 
 
 def test_parse_gathered_refuses_empty_output() -> None:
     with pytest.raises(ValueError, match="no preflight sections"):
-        preflight.parse_gathered("", {})
+        preflight.parse_gathered("", config())
 
 
 def test_model_folder_follows_the_service_renderer() -> None:
-    assert F.model_dir({"model_dir": "/srv/models", "model_name": "qwen"}) == "/srv/models/qwen"
-    assert F.model_dir({"model_name": "qwen"}) == "/srv/models/qwen"
-    assert F.model_dir({"model_path": "/data/q", "model_name": "qwen"}) == "/data/q"
-    assert F.model_dir({}) == "/srv/models"
+    assert F.model_dir(config({"model_dir": "/srv/models", "model_name": "qwen"})) == "/srv/models/qwen"
+    assert F.model_dir(config({"model_name": "qwen"})) == "/srv/models/qwen"
+    assert F.model_dir(config({"model_path": "/data/q", "model_name": "qwen"})) == "/data/q"
+    assert F.model_dir(config()) == "/srv/models"
 
 
 def test_section_split_keeps_output_without_trailing_newline() -> None:
     out = ("@@VFLEET@@ BEGIN kernel\n6.1.0\n@@VFLEET@@ STDERR kernel\n\n@@VFLEET@@ END kernel 0\n"
            "@@VFLEET@@ BEGIN os_release\nID=debian\n\n@@VFLEET@@ STDERR os_release\nwarn\n@@VFLEET@@ END os_release 0\n")
-    s = preflight.split_sections(out)
-    assert s["kernel"] == Section("6.1.0", "", 0)
-    assert s["os_release"] == Section("ID=debian\n", "warn", 0)
+    s = read_outputs(out)
+    assert s["kernel"] == Output("6.1.0", "", 0)
+    assert s["os_release"] == Output("ID=debian\n", "warn", 0)
 
 
 def test_weights_probe_reads_headers_only(tmp_path: Path) -> None:
     md = _model_dir(tmp_path)
-    r = subprocess.run(["sh", "-c", F.Weights().command({"model_path": str(md)})], capture_output=True, text=True)
+    r = subprocess.run(["sh", "-c", F.Weights(str(md)).command()], capture_output=True, text=True)
     assert r.returncode == 0
-    assert F.Weights().process(r.stdout) == {"files": 1, "bytes": 64, "dtypes": {"BF16": 64}}
+    assert F.Weights(str(md)).parse(r.stdout) == {"files": 1, "bytes": 64, "dtypes": {"BF16": 64}}
 
 
 def test_real_gather_on_an_h200(tmp_path: Path) -> None:
     """gather_script({... preflight_smi_xml: True}) run with dash on a real H200 host (0.16-0.25 s
     wall over 4 runs); its facts match the lab's h200-1 profile, and its snapshot reads back equal."""
-    vars = {"model_dir": "/srv/models", "model_name": "qwen", "tensor_parallel_size": 1, "preflight_smi_xml": True}
+    cfg = config({"model_dir": "/srv/models", "model_name": "qwen", "tensor_parallel_size": 1,
+                   "preflight_smi_xml": True})
     out = (FIXTURES / "gathered_h200_real.out").read_text()
-    facts = preflight.parse_gathered(out, vars)
+    facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "ok" and facts["gpu_count"] == 1
     g = facts["gpus"][0]
     assert (g["name"], g["compute_capability"], g["memory_total_mib"], g["persistence_mode"], g["ecc_uncorrected"]) \
@@ -317,14 +320,14 @@ def test_real_gather_on_an_h200(tmp_path: Path) -> None:
                                  "network": False}
     assert facts["nccl_env_file"] == {} and facts["vllm_installed"] is None and facts["model_config"] is None
     assert facts["pcie_acs"] is None  # no lspci on that host: unknown
-    assert preflight.split_sections(out)["pcie_acs"].rc == 127
+    assert read_outputs(out)["pcie_acs"].rc == 127
     raw = preflight.gathered_raw_outputs(out)
     assert sorted(raw) == ["nvidia-smi.txt", "query-gpu.csv", "smi-q.xml", "topo.txt"]
     profile = LAB_PROFILES / "h200-1"
     if profile.is_dir():
         assert raw["query-gpu.csv"].splitlines()[0] == (profile / "query-gpu.csv").read_text().splitlines()[0]
-        from_profile = preflight.facts_from_snapshot(profile, vars)
+        from_profile = preflight.facts_from_snapshot(profile, cfg)
         for k in ("gpu_count", "driver_version", "cuda_version", "topology", "gpu_state"):
             assert from_profile[k] == facts[k], k
     preflight.snapshot_write(tmp_path / "s", raw, facts)
-    assert preflight.facts_from_snapshot(tmp_path / "s", vars) == facts
+    assert preflight.facts_from_snapshot(tmp_path / "s", cfg) == facts

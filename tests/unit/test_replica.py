@@ -113,9 +113,10 @@ def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
 
 def test_host_gpu_count_check_leaves_a_member_to_the_replica_check():
     from vfleet.roles.preflight.checks import check_tp_count
+    from tests.unit.preflight_cases import config
     v = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    assert check_tp_count(v, {"gpu_count": 8}).status == "fail"
-    assert check_tp_count({**v, "replica": "r1"}, {"gpu_count": 8}).status == "pass"
+    assert check_tp_count(config(v), {"gpu_count": 8}).status == "fail"
+    assert check_tp_count(config({**v, "replica": "r1"}), {"gpu_count": 8}).status == "pass"
 
 
 def test_every_multinode_fact_names_a_source():

@@ -13,16 +13,18 @@ import pytest
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.allreduce import PROBE, plan, to_check
 from vfleet.roles.replica.facts import parse_route
+from tests.unit.configs import host_config
 
 R = Replica("r1", ("gpu01", "gpu02", "gpu03"), 8, 3, 8, "ray", "inv.yaml: line 10: group 'r1'")
 ADDRESS = {"gpu01": "gpu01.example", "gpu02": "gpu02.example", "gpu03": "gpu03.example"}
 ROUTES = {"gpu01": parse_route("10.0.0.2", ["10.0.0.2 dev ens1 src 10.0.0.1 uid 0"]),
           "gpu02": parse_route("10.0.0.1", ["10.0.0.1 dev ens1 src 10.0.0.2 uid 0"]),
           "gpu03": parse_route("10.0.0.1", ["10.0.0.1 dev ens2 src 10.0.0.3 uid 0"])}
+DEFAULTS = host_config().replica          # the schema's replica settings: what a member sets by default
 
 
 def test_ranks_follow_the_node_order_and_meet_at_the_heads_routed_address():
-    jobs = plan(R, ADDRESS, ROUTES, {h: {} for h in R.members})
+    jobs = plan(R, ADDRESS, ROUTES, {h: DEFAULTS for h in R.members})
     assert [(j.rank, j.world) for j in jobs.values()] == [(0, 3), (1, 3), (2, 3)]
     assert {j.head for j in jobs.values()} == {"10.0.0.1"}          # not the inventory name
     assert {j.port for j in jobs.values()} == {29599}
@@ -30,13 +32,14 @@ def test_ranks_follow_the_node_order_and_meet_at_the_heads_routed_address():
 
 
 def test_replica_nic_and_port_from_the_inventory_win():
-    vars_ = {"gpu01": {"replica_allreduce_port": 30000}, "gpu02": {"replica_nic": "ib0"}, "gpu03": {}}
-    jobs = plan(R, ADDRESS, ROUTES, vars_)
+    settings = {"gpu01": host_config({"replica_allreduce_port": 30000}).replica,
+                "gpu02": host_config({"replica_nic": "ib0"}).replica, "gpu03": DEFAULTS}
+    jobs = plan(R, ADDRESS, ROUTES, settings)
     assert jobs["gpu02"].port == 30000 and dict(jobs["gpu02"].env)["NCCL_SOCKET_IFNAME"] == "ib0"
 
 
 def test_without_a_route_the_inventory_address_and_no_interface():
-    jobs = plan(R, ADDRESS, {h: None for h in R.members}, {h: {} for h in R.members})
+    jobs = plan(R, ADDRESS, {h: None for h in R.members}, {h: DEFAULTS for h in R.members})
     assert jobs["gpu02"].head == "gpu01.example" and jobs["gpu02"].env == ()
 
 

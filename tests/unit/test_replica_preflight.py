@@ -6,6 +6,7 @@ import copy
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import ClockFact, ReachFact, VersionsFact, parse_route
 from vfleet.roles.replica.preflight import member_checks, peer_of
+from tests.unit.configs import host_config
 
 R = Replica("r1", ("gpu01", "gpu02"), 8, 2, 8, "ray", "inv.yaml: line 10: group 'r1'")
 GPU = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8, "driver_version": "570.86.15"}
@@ -16,8 +17,12 @@ MEMBER = {"gpu01": {"route": parse_route("10.0.0.2", ["10.0.0.2 dev ens1 src 10.
                     "versions": dict(VERSIONS), "clock": {"epoch_ms": 1_000_120, "ntp_synchronized": True}}}
 
 
-def _checks(gpu=None, member=None, vars_=None):
-    out = member_checks({"r1": R}, gpu or {"gpu01": GPU, "gpu02": GPU}, member or MEMBER, vars_ or {})
+DEFAULTS = host_config().replica          # the schema's replica settings: what a member sets by default
+
+
+def _checks(gpu=None, member=None, settings=None):
+    out = member_checks({"r1": R}, gpu or {"gpu01": GPU, "gpu02": GPU}, member or MEMBER,
+                        {h: DEFAULTS for h in R.members} | (settings or {}))
     return {h: {c["id"]: c for c in cs} for h, cs in out.items()}
 
 
@@ -63,7 +68,7 @@ def test_unreachable_peer_no_route_and_a_nic_that_is_not_the_route():
     assert _checks(member=m)["gpu02"]["replica.nic:r1"]["status"] == "fail"
     m["gpu02"]["route"] = parse_route("10.0.0.1", ["RTNETLINK answers: Network is unreachable"])
     assert "no route" in _checks(member=m)["gpu02"]["replica.nic:r1"]["message"]
-    got = _checks(vars_={"gpu02": {"replica_nic": "ib0"}})["gpu02"]["replica.nic:r1"]
+    got = _checks(settings={"gpu02": host_config({"replica_nic": "ib0"}).replica})["gpu02"]["replica.nic:r1"]
     assert got["status"] == "warn" and "leaves on ens1" in got["message"]
 
 
@@ -71,7 +76,8 @@ def test_clock_skew_beyond_the_limit_fails_and_unsynced_warns():
     m = copy.deepcopy(MEMBER)
     m["gpu02"]["clock"]["epoch_ms"] = 1_002_000
     assert _checks(member=m)["gpu02"]["replica.clock:r1"]["status"] == "fail"
-    assert _checks(member=m, vars_={"gpu02": {"replica_max_clock_skew_ms": 5000}})["gpu02"]["replica.clock:r1"]["status"] == "pass"
+    wider = host_config({"replica_max_clock_skew_ms": 5000}).replica
+    assert _checks(member=m, settings={"gpu02": wider})["gpu02"]["replica.clock:r1"]["status"] == "pass"
     m["gpu02"]["clock"] = {"epoch_ms": 1_000_010, "ntp_synchronized": False}
     assert _checks(member=m)["gpu02"]["replica.clock:r1"]["status"] == "warn"
 
@@ -112,8 +118,10 @@ class _Ctx:
     def run(self, cmd, stdin=None, **kw):
         import time
         from types import SimpleNamespace
-        from vfleet.engine.facts import _MARK
-        return SimpleNamespace(ok=True, exited=0, stdout=f"{_MARK}0\n{int(time.time() * 1000) + 5000}\nyes\n")
+        from vfleet.engine.fact_protocol import MARK
+        out = f"{int(time.time() * 1000) + 5000}\nyes\n"
+        return SimpleNamespace(ok=True, exited=0, stdout=f"{MARK} BEGIN clock\n{out}\n{MARK} STDERR clock\n\n"
+                                                          f"{MARK} END clock 0\n")
 
 
 def test_read_clock_measures_the_offset_from_the_controller():

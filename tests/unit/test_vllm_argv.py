@@ -55,11 +55,10 @@ def test_dtype_tp_and_memory_fraction_always_render_the_schema_defaults():
     assert value_of(argv, "--dtype") == "auto"
     assert value_of(argv, "--tensor-parallel-size") == "1"
     assert value_of(argv, "--gpu-memory-utilization") == "0.9"
-    # the view preflight reads (as_vars) agrees with what the unit runs
-    view = cfg.as_vars()
-    for var, flag in (("dtype", "--dtype"), ("tensor_parallel_size", "--tensor-parallel-size"),
-                      ("gpu_memory_utilization", "--gpu-memory-utilization")):
-        assert value_of(argv, flag) == str(view[var]), var
+    # the typed config preflight reads agrees with what the unit runs
+    for value, flag in ((cfg.dtype, "--dtype"), (cfg.tensor_parallel_size, "--tensor-parallel-size"),
+                        (cfg.gpu_memory_utilization, "--gpu-memory-utilization")):
+        assert value_of(argv, flag) == str(value), flag
     # vLLM's own defaults are left to vLLM for the rest
     for flag in ("--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
                  "--max-num-batched-tokens", "--kv-cache-dtype", "--quantization",

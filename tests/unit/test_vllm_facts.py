@@ -9,6 +9,7 @@ import pytest
 
 from vfleet.config import vllm_facts as vf
 from vfleet.roles.preflight import checks
+from tests.unit.preflight_cases import config
 
 HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}
 
@@ -111,14 +112,14 @@ def test_driver_floors_native_and_minor_version_compat() -> None:
 
 def test_t4_lacks_marlin_and_gptq_is_slow_before_ampere() -> None:
     t4 = {"gpus": [{"name": "Tesla T4"}]}
-    assert checks.check_quantization({"quantization": "awq_marlin"}, t4).status == "fail"
-    assert checks.check_quantization({"quantization": "awq"}, t4).status == "pass"
+    assert checks.check_quantization(config({"quantization": "awq_marlin"}), t4).status == "fail"
+    assert checks.check_quantization(config({"quantization": "awq"}), t4).status == "pass"
     v100 = {"gpus": [{"name": "Tesla V100-PCIE-32GB"}]}
-    c = checks.check_quantization({"quantization": "gptq"}, v100)
+    c = checks.check_quantization(config({"quantization": "gptq"}), v100)
     assert c.status == "warn" and "Marlin" in c.message
     a100 = {"gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]}
-    assert checks.check_quantization({"quantization": "gptq"}, a100).status == "pass"
-    assert checks.check_quantization({"quantization": "awq_marlin"}, a100).status == "pass"
+    assert checks.check_quantization(config({"quantization": "gptq"}), a100).status == "pass"
+    assert checks.check_quantization(config({"quantization": "awq_marlin"}), a100).status == "pass"
 
 
 def test_other_builds_of_vllm_start_through_the_module() -> None:

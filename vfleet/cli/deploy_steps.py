@@ -91,7 +91,9 @@ def step_gateway(play: Play, inv: Inventory) -> None:
 
 def _planned(play: Play) -> dict[str, float | None]:
     """Each host's planned max concurrency, where preflight ran in this play."""
-    return {n: (r.data.get("capacity") or {}).get("max_concurrency") for n, r in play.results.items()}
+    from vfleet.roles.preflight.capacity.record import CapacityRecord
+
+    return {n: rec.max_concurrency if (rec := r.get(CapacityRecord)) else None for n, r in play.results.items()}
 
 
 def _outcome(play: Play, name: str) -> ServiceOutcome:

@@ -15,7 +15,9 @@ from vfleet.engine.runner import Play
 from vfleet.roles.preflight import capacity
 from vfleet.config import replicas as replica
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
+from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
+from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.checks import check_tp_heads
 from vfleet.roles.preflight.model_facts import with_model_source
 
@@ -27,13 +29,13 @@ def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str,
     if not replicas or not facts:
         return {}
     member_facts = replica_preflight.gather(play, replicas)
-    vars_by_host = {h: inv.hosts[h].vars for h in member_facts}
-    out = replica_preflight.member_checks(replicas, facts, member_facts, vars_by_host)
+    settings = {h: play.contexts[h].config.replica for h in member_facts}
+    out = replica_preflight.member_checks(replicas, facts, member_facts, settings)
     if allreduce:
-        results = replica_allreduce.run(play, replicas, member_facts, vars_by_host)
+        results = replica_allreduce.run(play, replicas, member_facts, settings)
         for r in replicas.values():
-            port = replica_allreduce.rendezvous_port(r, vars_by_host)
-            for h in (m for m in r.members if m in out):
+            for h in (m for m in r.members if m in out):  # every member gathered, the head too
+                port = settings[r.head].allreduce_port
                 out[h].append(replica_allreduce.to_check(r, h, results.get(h), port).to_dict())
     return out
 
@@ -65,7 +67,7 @@ def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_sp
         return
     if not gpu_memory_mib:
         raise VfleetError("--config needs --gpu-memory-mib (memory of one GPU, e.g. 32768 for a V100 32GB)")
-    heads = check_tp_heads({"tensor_parallel_size": engine["tp"]}, {"model_config": cfg, "gpu_count": engine["tp"]})
+    heads = check_tp_heads(engine["tp"], {"model_config": cfg, "gpu_count": engine["tp"]})
     if heads.status == "fail":
         raise VfleetError(f"{heads.message}; {heads.fix}")
     weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
@@ -86,41 +88,40 @@ def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_sp
 
 
 def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
-    """Each audited host's capacity plan (and smallest layout) into its result, printed."""
+    """Each audited host's capacity plan (and smallest layout) noted on its result, printed."""
     for name, f in facts.items():
         ctx = play.contexts[name]
         cfg = ctx.config
-        f = with_model_source(f, cfg.as_vars())  # the controller's copy of the model, if any
+        f = with_model_source(f, cfg.model_source)  # the controller's copy of the model, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
             tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
-            ctx.result.data["capacity"] = {"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}
-            print_plan(console, name, ctx.result.data["capacity"])
+            record = CapacityRecord(cpu_kv_capacity_tokens=tokens)
+            record.note_on(ctx.result)
+            print_plan(console, name, record.capacity())
             continue
-        p = capacity.plan_for_host(cfg.as_vars(), f)
+        p = capacity.plan_for_host(cfg, f)
         if p is None:
-            ctx.result.data["capacity"] = None
+            CapacityRecord().note_on(ctx.result)
             console.print(f"[{name}] no plan: needs GPUs and the model's config.json", markup=False)
             continue
-        ctx.result.data["capacity"] = p.to_dict()
-        print_plan(console, name, p.to_dict())
         layout = _fleet_layout(cfg, f, facts)
+        CapacityRecord(p, layout).note_on(ctx.result)
+        print_plan(console, name, p.to_dict())
         if layout is not None:
-            ctx.result.data["layout"] = layout.to_dict()
             print_layout(console, name, layout)
 
 
-def _fleet_layout(cfg, f: dict, facts: dict[str, dict]) -> ParallelPlan | None:
+def _fleet_layout(cfg: HostConfig, f: dict, facts: dict[str, dict]) -> ParallelPlan | None:
     """Smallest TP x PP for this host's model over the audited hosts with its GPU model."""
     gpus = f.get("gpus") or []
     if not gpus or not f.get("model_config") or not gpus[0].get("memory_total_mib"):
         return None
     same = [h for h, g in facts.items() if (g.get("gpus") or [{}])[0].get("name") == gpus[0].get("name")]
-    v = cfg.as_vars()
     return plan_parallel(f["model_config"], int(gpus[0]["memory_total_mib"]), gpus_per_host=len(gpus),
-                         hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or v.get("model_size_bytes"),
-                         dtype=v["dtype"], gpu_memory_utilization=float(v["gpu_memory_utilization"]),
-                         max_model_len=v.get("max_model_len"), max_num_seqs=v.get("max_num_seqs"),
-                         kv_cache_dtype=v["kv_cache_dtype"], enforce_eager=bool(v["enforce_eager"]))
+                         hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or cfg.model_size_bytes,
+                         dtype=cfg.dtype, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                         max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
+                         kv_cache_dtype=cfg.kv_cache_dtype, enforce_eager=cfg.enforce_eager)
 
 
 def print_plan(console: Console, title: str, d: dict) -> None:

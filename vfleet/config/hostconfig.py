@@ -13,7 +13,6 @@ add a dependency and a second set of error messages.
 """
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import posixpath
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, Mapping
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
 from vfleet.config.monitoring import MonitoringSettings
+from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 
 __all__ = ["HostConfig", "InstallSpec", "hostport"]
@@ -147,6 +147,8 @@ class HostConfig:
     preflight_smi_xml: bool
     # monitoring (the monitoring group's Prometheus and the alert thresholds)
     monitoring: MonitoringSettings
+    # multi-host replicas and their Ray nodes (vfleet/config/replicas.py)
+    replica: ReplicaSettings
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -209,20 +211,9 @@ class HostConfig:
             gateway_max_tokens=v.get("gateway_max_tokens"), gateway_max_conns=v.get("gateway_max_conns"),
             gateway_route_prefix=v.get("gateway_route_prefix"),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
-            monitoring=MonitoringSettings.from_vars(v),
+            monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
         )
-
-    def as_vars(self) -> dict[str, Any]:
-        """The config as a mapping of variable names (derived values included), for code
-        that takes a mapping: the preflight rules read the same values the unit renders."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.update(vllm_env_file=self.env_file, vllm_venv_name=self.venv_name,
-                   vllm_extra_args=list(self.vllm_extra_args), vllm_env=dict(self.vllm_env),
-                   nccl_env=None if self.nccl_env is None else dict(self.nccl_env),
-                   cuda_visible_devices=list(self.cuda_visible_devices)
-                   if isinstance(self.cuda_visible_devices, tuple) else self.cuda_visible_devices)
-        return out
 
     # -- roles in the fleet -------------------------------------------------------------
     @property

@@ -21,6 +21,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host, Inventory
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
+from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import VLLM_GROUP
 
 __all__ = ["Replica", "find_replicas", "replica_of", "check_inventory", "member_config", "serving_hosts",
@@ -92,13 +93,13 @@ def _problems(inv: Inventory, name: str, hosts: list[Host]) -> tuple[list[str], 
         if len(values) > 1:
             shown = ", ".join(f"{h.name}={h.vars.get(key)!r}" for h in hosts)
             out.append(f"{at}: {key} differs between members ({shown}); fix: set it once on the replica's group")
-    heads = [h for h in hosts if h.vars.get("replica_head")]
+    heads = [h for h in hosts if ReplicaSettings.from_vars(h.vars).head]
     if len(heads) > 1:
         out.append(f"{at}: replica_head: true on {', '.join(h.name for h in heads)}; fix: mark one head")
-    v = first.vars
-    tp, pp = int(v["tensor_parallel_size"]), int(v["pipeline_parallel_size"])
+    cfg = HostConfig.from_host(first)
+    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     n = len(hosts)
-    g = v.get("replica_gpus_per_host")
+    g = cfg.replica.gpus_per_host
     split_ok = True
     if g is None:
         split_ok = (tp * pp) % n == 0
@@ -106,25 +107,24 @@ def _problems(inv: Inventory, name: str, hosts: list[Host]) -> tuple[list[str], 
             out.append(f"{at}: tensor_parallel_size x pipeline_parallel_size = {tp * pp} GPUs do not split over "
                        f"{n} hosts; fix: make TP x PP a multiple of {n}, or set replica_gpus_per_host")
         g = max(1, (tp * pp) // n)
-    elif n * int(g) != tp * pp:
+    elif n * g != tp * pp:
         split_ok = False
-        want = f"pipeline_parallel_size {n * int(g) // tp}" if (n * int(g)) % tp == 0 else "TP x PP to match"
-        out.append(f"{at}: {n} hosts x replica_gpus_per_host {g} = {n * int(g)} GPUs, but TP {tp} x PP {pp} "
+        want = f"pipeline_parallel_size {n * g // tp}" if (n * g) % tp == 0 else "TP x PP to match"
+        out.append(f"{at}: {n} hosts x replica_gpus_per_host {g} = {n * g} GPUs, but TP {tp} x PP {pp} "
                    f"= {tp * pp}; fix: {want}, or change the members")
-    g = int(g)
-    if split_ok and not v.get("allow_cross_host_tp") and (tp > g or g % tp):
+    if split_ok and not cfg.replica.allow_cross_host_tp and (tp > g or g % tp):
         out.append(f"{at}: tensor_parallel_size {tp} does not divide one host's {g} GPUs, so a TP group would "
                    f"cross hosts (slow over the network); fix: a tensor_parallel_size that divides {g}, with "
                    "more pipeline stages, or allow_cross_host_tp: true")
-    backend = str(v.get("replica_backend") or "ray")
-    out += _backend_problems(at, backend, str(v.get("vllm_package") or "vllm"), v.get("vllm_version"), pp)
+    backend = cfg.replica.backend
+    out += _backend_problems(at, backend, cfg.vllm_package, cfg.vllm_version, pp)
     if out:
         return out, None
     members = heads + [h for h in hosts if h not in heads] if heads else hosts
     return [], Replica(name, tuple(h.name for h in members), tp, pp, g, backend, first.sources.get("replica", ""))
 
 
-def _backend_problems(at: str, backend: str, package: str, version: Any, pp: int) -> list[str]:
+def _backend_problems(at: str, backend: str, package: str, version: str | None, pp: int) -> list[str]:
     """What the pinned build cannot run, from the facts table (vfleet/config/data/vllm_facts.yaml multinode)."""
     mn = vllm_facts.data()["multinode"]
     if pp > 1 and any(r["package"] == package and str(r["version"]) == str(version) and r["pp"] == "fails"
@@ -146,9 +146,9 @@ def _backend_problems(at: str, backend: str, package: str, version: Any, pp: int
 def _grouped(inv: Inventory) -> dict[str, list[Host]]:
     groups: dict[str, list[Host]] = {}
     for h in inv.hosts.values():
-        name = h.vars.get("replica")
+        name = ReplicaSettings.from_vars(h.vars).name
         if name:
-            groups.setdefault(str(name), []).append(h)
+            groups.setdefault(name, []).append(h)
     return groups
 
 
@@ -181,10 +181,9 @@ def member_config(host: Host) -> HostConfig:
     install spec (and so the venv's marker) then says which Ray it holds, and an upgrade
     builds the new venv with the same Ray beside the running one."""
     cfg = HostConfig.from_host(host)
-    v = host.vars
-    if v.get("replica") and v.get("replica_backend", "ray") == "ray":
+    if cfg.replica.name and cfg.replica.backend == "ray":
         pins = tuple(p for p in cfg.vllm_extra_pins if not re.match(r"ray(\[[^]]*\])?\s*[=<>!~]", p))
-        cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={v['ray_version']}",))
+        cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={cfg.replica.ray.version}",))
     return cfg
 
 

@@ -2,28 +2,25 @@
 
 Why: an operation that reads its facts through plain data can be tested without a host
 (feed it the parsed facts from a file), and a step can gather every fact it needs in ONE
-SSH round trip (`gather`), which matters at ~0.2 s per exec channel on real fleets.
+SSH round trip (`gather`), which matters at ~0.2 s per exec channel on real fleets. How the
+commands travel and come back is vfleet/engine/fact_protocol.py, the one protocol every fact
+uses (the roles' file and unit facts here, preflight's host probes).
 """
 from __future__ import annotations
 
 import base64
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
+from vfleet.engine.fact_protocol import AnyFact, Fact, Output, OutputFact, fact_script, read_outputs, results
 from vfleet.engine.runner import HostContext, HostFailed
 
-__all__ = ["Fact", "FileState", "FileFact", "LinkFact", "UnitState", "UnitFact", "CommandOk",
-           "SystemdVersion", "gather", "MAX_DIFF_BYTES"]
+__all__ = ["Fact", "OutputFact", "Output", "FileState", "FileFact", "LinkFact", "UnitState", "UnitFact",
+           "CommandOk", "SystemdVersion", "gather", "MAX_DIFF_BYTES"]
 
 q = shlex.quote
 MAX_DIFF_BYTES = 256 * 1024
-_MARK = "__VFLEET_FACT__"
-
-
-class Fact(Protocol):
-    def command(self) -> str: ...
-    def process(self, lines: list[str]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -126,20 +123,12 @@ class SystemdVersion:
         return int(words[1]) if len(words) > 1 and words[1].isdigit() else None
 
 
-def gather(ctx: HostContext, facts: Mapping[str, Fact]) -> dict[str, Any]:
+def gather(ctx: HostContext, facts: Mapping[str, AnyFact]) -> dict[str, Any]:
     """Every fact's command in one round trip; each output parsed by its own fact."""
     if not facts:
         return {}
-    script = "".join(f"echo {_MARK}{i}; {{ {fact.command()}; }}\n" for i, fact in enumerate(facts.values()))
-    r = ctx.run("sh -s", stdin=script)
-    if not r.ok and _MARK not in r.stdout:
+    r = ctx.run("sh -s", stdin=fact_script(facts))
+    outputs = read_outputs(r.stdout)
+    if not r.ok and not outputs:
         raise HostFailed(f"reading facts failed: exit {r.exited}: {r.tail()}")
-    parts: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in r.stdout.splitlines():
-        if line.startswith(_MARK) and line[len(_MARK):].isdigit():
-            current = int(line[len(_MARK):])
-            parts[current] = []
-        elif current is not None:
-            parts[current].append(line)
-    return {name: fact.process(parts.get(i, [])) for i, (name, fact) in enumerate(facts.items())}
+    return results(facts, outputs)

@@ -16,6 +16,7 @@ from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.roles.preflight import capacity
 from vfleet.roles.preflight import fleet_checks, gather_script, host_checks, parse_gathered
 from vfleet.roles.preflight import facts_from_snapshot, snapshot_from_gathered
+from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.model_facts import with_model_source
 
 q = shlex.quote
@@ -27,14 +28,14 @@ def gather(play: Play, hosts: list[str] | None = None, capture_dir: str | Path |
     snapshot (GPU profile layout + facts.json) to capture_dir/<host>/."""
 
     def step(ctx: HostContext) -> dict[str, Any]:
-        r = ctx.run("sh -s", stdin=gather_script(ctx.config.as_vars()), timeout=120)
+        r = ctx.run("sh -s", stdin=gather_script(ctx.config), timeout=120)
         if r.timed_out:
             raise HostFailed("gathering facts timed out after 120s")
         if capture_dir is not None:
-            facts = snapshot_from_gathered(Path(capture_dir) / ctx.name, r.stdout, ctx.config.as_vars())
+            facts = snapshot_from_gathered(Path(capture_dir) / ctx.name, r.stdout, ctx.config)
             ctx.record("capture", str(Path(capture_dir) / ctx.name), Status.CHANGED, "snapshot written")
         else:
-            facts = parse_gathered(r.stdout, ctx.config.as_vars())
+            facts = parse_gathered(r.stdout, ctx.config)
         ctx.result.facts = facts
         ctx.record("facts", "gather", Status.OK, f"{len(facts.get('gpus') or [])} GPUs, driver "
                    f"{facts.get('driver_version') or 'none'}")
@@ -59,7 +60,7 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
             play.active.remove(name)
             continue
         try:
-            facts = facts_from_snapshot(d, ctx.config.as_vars())
+            facts = facts_from_snapshot(d, ctx.config)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise VfleetError(f"--snapshot {d}: unreadable snapshot ({type(exc).__name__}: {exc}); "
                               "capture it again with `vfleet preflight.capture`") from None
@@ -79,7 +80,7 @@ def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
         f = facts.get(ctx.name) or {}
         if f.get("gpu_state") != "ok" or not f.get("gpus"):
             return
-        gpus = [i for i in nccl_rules.tp_gpu_indices(ctx.config.as_vars()) if i < len(f["gpus"])]
+        gpus = [i for i in nccl_rules.tp_gpu_indices(ctx.config) if i < len(f["gpus"])]
         topo = f.get("topology") or {}
         python = f"{ctx.config.current_link}/bin/python"
         r = ctx.run(nb.probe_command(gpus, python, dict(topo.get("nccl_env") or {})), timeout=600)
@@ -98,24 +99,20 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
           fail_hosts: bool = True, extra_checks: dict[str, list[dict]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
-    pairs = {}
-    for h, f in facts.items():
-        vars = play.contexts[h].config.as_vars()
-        vars["replica"] = play.contexts[h].host.vars.get("replica")  # vfleet/config/replicas.py: checked across members
-        # model checks before the weights are on the host: read the controller's copy
-        pairs[h] = (vars, with_model_source(f, vars))
+    # model checks before the weights are on the host: read the controller's copy
+    seen = {h: with_model_source(f, play.contexts[h].config.model_source) for h, f in facts.items()}
     groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in
               ((name, inventory.group_hosts(name)) for name in inventory.groups) if g not in ("all", "ungrouped")}
-    extra = fleet_checks(pairs, groups)
+    extra = fleet_checks(seen, groups)
     result: dict[str, list[dict[str, Any]]] = {}
-    for host, (vars, f) in pairs.items():
-        checks = [c.to_dict() for c in host_checks(vars, f)] + [c.to_dict() for c in extra.get(host, [])]
-        checks += (extra_checks or {}).get(host, [])
-        plan = capacity.plan_for_host(vars, f)
+    for host, f in seen.items():
         ctx = play.contexts[host]
+        checks = [c.to_dict() for c in host_checks(ctx.config, f)] + [c.to_dict() for c in extra.get(host, [])]
+        checks += (extra_checks or {}).get(host, [])
+        plan = capacity.plan_for_host(ctx.config, f)
         ctx.result.checks = checks
         if plan is not None:
-            ctx.result.data["capacity"] = plan.to_dict()
+            CapacityRecord(plan).note_on(ctx.result)
         result[host] = checks
         print_checks(play, host, checks)
         bad = [c for c in checks if c["status"] == "fail" or (strict and c["status"] == "warn")]

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 GIB = 1024 ** 3
@@ -27,8 +28,8 @@ def gib(n: int | float | None) -> str:
     return "unknown" if n is None else f"{n / GIB:.1f} GiB"
 
 
-def is_cpu_build(vars: dict[str, Any]) -> bool:
-    return str(vars.get("vllm_package") or "vllm") in CPU_PACKAGES
+def is_cpu_build(cfg: HostConfig) -> bool:
+    return cfg.vllm_package in CPU_PACKAGES
 
 
 def min_cc_gpu(facts: dict[str, Any]) -> dict[str, Any] | None:

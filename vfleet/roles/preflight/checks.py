@@ -1,4 +1,4 @@
-"""Host checks: pure functions of (inventory vars, facts) -> list[Check].
+"""Host checks: pure functions of (the host's HostConfig, facts) -> list[Check].
 
 Each check says what is wrong in the operator's terms and gives the fix (an inventory change or a
 command), so a preflight can stop a deploy *before* vLLM fails at start-up with a traceback.
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfleet.roles.preflight import capacity
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.preflight import capacity
 
 from . import nccl
 from .check_base import FAIL, GIB, PASS, WARN, Check, is_cpu_build
@@ -36,10 +37,10 @@ DEBUG_NCCL_VARS = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
 
 # --- GPU presence -----------------------------------------------------------------------------
 
-def check_gpu_driver(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_gpu_driver(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     state = facts.get("gpu_state")
-    if is_cpu_build(vars):
-        return Check("gpu.driver", PASS, f"CPU build ({vars.get('vllm_package')}): no GPU needed "
+    if is_cpu_build(cfg):
+        return Check("gpu.driver", PASS, f"CPU build ({cfg.vllm_package}): no GPU needed "
                      f"(GPU state: {state}); GPU checks skipped")
     if state == "ok" and facts.get("gpu_count"):
         names = sorted({g.get("name") or "?" for g in facts["gpus"]})
@@ -59,8 +60,8 @@ def check_gpu_driver(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
 
 # --- dtype and kernels vs compute capability --------------------------------------------------
 
-def check_dtype(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
-    dtype = str(vars.get("dtype") or "auto")
+def check_dtype(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    dtype = cfg.dtype
     model_dtype = (facts.get("model_config") or {}).get("torch_dtype") or (facts.get("model_config") or {}).get("dtype")
     gpu = _min_cc_gpu(facts)
     if gpu is None:
@@ -82,10 +83,10 @@ def check_dtype(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
                  f"{name} (CC {cc})")
 
 
-def check_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_quantization(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """A quantisation whose kernels the GPU lacks fails (vLLM refuses it); one that only runs on a
     slow fallback there (GPTQ without Marlin on CC < 8.0) warns."""
-    quant = vars.get("quantization")
+    quant = cfg.quantization
     req = vllm_facts.quantization_requirement(quant)
     if not quant or req is None:
         return None
@@ -109,13 +110,12 @@ def _valid_tp_sizes(heads: int, kv: int, gpus: int) -> list[int]:
     return [t for t in range(1, max(1, gpus) + 1) if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
 
 
-def check_tp_count(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
-    tp = nccl.tp_size(vars)
-    pp = int(vars.get("pipeline_parallel_size") or 1)
+def check_tp_count(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     n = int(facts.get("gpu_count") or 0)
-    want = nccl.tp_gpu_indices(vars)
-    if vars.get("replica"):  # a multi-host replica's share is judged across members (replica.gpus)
-        return Check("tp.gpu_count", PASS, f"member of replica {vars['replica']}: TP {tp} x PP {pp} over its "
+    want = nccl.tp_gpu_indices(cfg)
+    if cfg.replica.name:  # a multi-host replica's share is judged across members (replica.gpus)
+        return Check("tp.gpu_count", PASS, f"member of replica {cfg.replica.name}: TP {tp} x PP {pp} over its "
                      f"hosts ({n} GPU(s) here; see replica.gpus)")
     if tp * pp > n:
         return Check("tp.gpu_count", FAIL, f"tensor_parallel_size {tp} x pipeline_parallel_size {pp} needs "
@@ -127,13 +127,13 @@ def check_tp_count(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("tp.gpu_count", PASS, f"tensor_parallel_size {tp} on {n} GPU(s)")
 
 
-def check_tp_heads(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
-    tp = nccl.tp_size(vars)
-    cfg = facts.get("model_config")
-    if not cfg:
+def check_tp_heads(tp: int, facts: dict[str, Any]) -> Check:
+    """Whether `tp` divides the model's attention and KV heads (also `plan --config`'s check)."""
+    model = facts.get("model_config")
+    if not model:
         return Check("tp.heads", PASS, "not checked yet: no config.json in the model directory "
                      "(re-run after the weights step)")
-    c = {**cfg, **cfg["text_config"]} if isinstance(cfg.get("text_config"), dict) else cfg
+    c = {**model, **model["text_config"]} if isinstance(model.get("text_config"), dict) else model
     heads = int(c["num_attention_heads"])
     kv = int(c.get("num_key_value_heads") or heads)
     valid = _valid_tp_sizes(heads, kv, max(int(facts.get("gpu_count") or 0), tp))
@@ -152,7 +152,7 @@ def check_tp_heads(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
 
 # --- topology and NCCL ------------------------------------------------------------------------
 
-def check_topology(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_topology(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     t = facts.get("topology") or {}
     env = t.get("nccl_env") or {}
     env_s = " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "NCCL defaults"
@@ -173,7 +173,7 @@ def check_topology(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("topology.tp_links", PASS, f"{where}: {t.get('nccl_reason')} ({env_s})")
 
 
-def check_nccl_env(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_nccl_env(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     """NCCL variables already on the host (service env file, /etc/nccl.conf) that contradict the
     topology decision, are not declared in the inventory, or are not NCCL variables at all."""
     t = facts.get("topology") or {}
@@ -205,7 +205,7 @@ def check_nccl_env(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("nccl.env", PASS, f"no stray NCCL variables; the unit gets {env_s}")
 
 
-def check_pcie_acs(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_pcie_acs(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """Only relevant when the TP GPUs talk P2P over PCIe (no NVLink, P2P left on)."""
     t = facts.get("topology") or {}
     acs = facts.get("pcie_acs")
@@ -223,9 +223,9 @@ def check_pcie_acs(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
 
 # --- host resources ---------------------------------------------------------------------------
 
-def check_shm(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_shm(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     shm = facts.get("shm_bytes")
-    tp = nccl.tp_size(vars)
+    tp = cfg.tensor_parallel_size
     fix = "enlarge /dev/shm: `mount -o remount,size=16G /dev/shm` (persist in /etc/fstab); in a container `--shm-size=16g` or `--ipc=host`"
     if shm is None:
         return Check("host.shm", WARN, "/dev/shm size unknown (df failed)", "check `df -h /dev/shm`")
@@ -238,37 +238,37 @@ def check_shm(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("host.shm", PASS, f"/dev/shm is {_gib(shm)}")
 
 
-def _weights_needed(vars: dict[str, Any], facts: dict[str, Any]) -> tuple[int | None, str]:
-    if vars.get("model_size_bytes"):
-        return int(vars["model_size_bytes"]), "model_size_bytes"
-    cfg = facts.get("model_config") or vars.get("model_config")
-    if cfg:
+def _weights_needed(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int | None, str]:
+    if cfg.model_size_bytes:
+        return cfg.model_size_bytes, "model_size_bytes"
+    model = facts.get("model_config")
+    if model:
         try:
-            shape = capacity.ModelShape.from_config(cfg)
+            shape = capacity.ModelShape.from_config(model)
             return capacity.estimate_weight_bytes(shape), "estimate from config.json"
         except (KeyError, ValueError, TypeError):
             pass
     return None, ""
 
 
-def _dummy_weights(vars: dict[str, Any]) -> bool:
+def _dummy_weights(cfg: HostConfig) -> bool:
     """`--load-format dummy` in vllm_extra_args: a sizing or test start with no weight files."""
-    args = [str(a) for a in vars.get("vllm_extra_args") or []]
+    args = list(cfg.vllm_extra_args)
     return "--load-format=dummy" in args or any(
         a == "--load-format" and b == "dummy" for a, b in zip(args, args[1:]))
 
 
-def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_disk(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     fs = facts.get("model_fs") or {}
     free = fs.get("free_bytes")
     where = fs.get("path") or (facts.get("paths") or {}).get("model_dir")
     if facts.get("weights_bytes"):
         return Check("model.disk", PASS, f"weights already present: {_gib(facts['weights_bytes'])} "
                      f"(safetensors) under {where}; {_gib(free)} free")
-    if _dummy_weights(vars):
+    if _dummy_weights(cfg):
         return Check("model.disk", PASS, f"no weights read (--load-format dummy: vLLM fills random ones); "
                      f"{_gib(free)} free under {where}")
-    need, how = _weights_needed(vars, facts)
+    need, how = _weights_needed(cfg, facts)
     if free is None:
         return Check("model.disk", WARN, f"free space under {where} unknown (df failed)", "check `df -h` on the host")
     if need is None:
@@ -283,7 +283,7 @@ def check_disk(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("model.disk", PASS, f"{_gib(free)} free under {where}; weights need {_gib(need)} ({how})")
 
 
-def check_model_fs(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_model_fs(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     fs = facts.get("model_fs") or {}
     fstype, where = fs.get("fstype"), fs.get("path")
     if not fstype:
@@ -295,7 +295,7 @@ def check_model_fs(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("model.filesystem", PASS, f"model directory {where} is on local {fstype}")
 
 
-def check_ecc(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_ecc(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     gpus = facts.get("gpus") or []
     bad = [g for g in gpus if (g.get("ecc_uncorrected") or 0) > 0]
     if bad:
@@ -308,7 +308,7 @@ def check_ecc(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("gpu.ecc", PASS, "no uncorrected ECC errors" + (f" (unknown on GPUs {unknown})" if unknown else ""))
 
 
-def check_persistence(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_persistence(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     off = [g["index"] for g in facts.get("gpus") or [] if g.get("persistence_mode") is False]
     if off:
         return Check("gpu.persistence", WARN, f"persistence mode off on GPU(s) {off}: the driver tears down "
@@ -317,10 +317,10 @@ def check_persistence(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("gpu.persistence", PASS, "persistence mode on")
 
 
-def check_installed(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
+def check_installed(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     inst = facts.get("vllm_installed")
-    want_pkg = str(vars.get("vllm_package") or "vllm")
-    want = vars.get("vllm_version")
+    want_pkg = cfg.vllm_package
+    want = cfg.vllm_version
     if not inst:
         return Check("vllm.installed", PASS, "no vLLM in the venv yet" + (f"; {want_pkg}=={want} will be installed"
                                                                           if want else ""))
@@ -332,9 +332,9 @@ def check_installed(vars: dict[str, Any], facts: dict[str, Any]) -> Check:
     return Check("vllm.installed", PASS, f"{inst['package']} {want} installed")
 
 
-def check_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     try:
-        p = capacity.plan_for_host(vars, facts)
+        p = capacity.plan_for_host(cfg, facts)
     except (KeyError, ValueError, TypeError) as e:
         return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
     if p is None:
@@ -355,18 +355,18 @@ def check_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
     return Check("capacity.kv", p.status, base + ": " + "; ".join(p.warnings), fix)
 
 
-def check_cpu_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_cpu_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """CPU build: the KV cache is exactly `cpu_kvcache_space_gib` (VLLM_CPU_KVCACHE_SPACE) GiB."""
-    cfg = facts.get("model_config")
-    space = vars.get("cpu_kvcache_space_gib")
-    if not cfg or not space:
+    model = facts.get("model_config")
+    space = cfg.cpu_kvcache_space_gib
+    if not model or not space:
         return None
     try:
-        tokens = capacity.cpu_kv_capacity_tokens(cfg, float(space), vars.get("kv_cache_dtype"), vars.get("dtype"))
+        tokens = capacity.cpu_kv_capacity_tokens(model, float(space), cfg.kv_cache_dtype, cfg.dtype)
     except (KeyError, ValueError, TypeError) as e:
         return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
-    mml = vars.get("max_model_len") or cfg.get("max_position_embeddings")
-    seqs = vars.get("max_num_seqs")
+    mml = cfg.max_model_len or model.get("max_position_embeddings")
+    seqs = cfg.max_num_seqs
     base = f"CPU KV cache {space} GiB = {tokens} tokens"
     if mml and int(mml) > tokens:
         return Check("capacity.kv", FAIL, f"{base} < max_model_len {mml}: vLLM refuses to start",
@@ -379,22 +379,22 @@ def check_cpu_capacity(vars: dict[str, Any], facts: dict[str, Any]) -> Check | N
 
 # --- entry points -----------------------------------------------------------------------------
 
-def host_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
+def host_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """Every host check, in the order an operator reads them. GPU checks are skipped for the CPU
     build, and after a failed gpu.driver (nothing to check them against)."""
-    checks = [check_gpu_driver(vars, facts)]
-    gpu_ok = not is_cpu_build(vars) and facts.get("gpu_state") == "ok" and facts.get("gpu_count")
+    checks = [check_gpu_driver(cfg, facts)]
+    gpu_ok = not is_cpu_build(cfg) and facts.get("gpu_state") == "ok" and facts.get("gpu_count")
     if gpu_ok:
-        checks += [check_dtype(vars, facts), check_quantization(vars, facts), check_tp_count(vars, facts),
-                   check_tp_heads(vars, facts), check_topology(vars, facts), check_nccl_env(vars, facts),
-                   check_pcie_acs(vars, facts),
-                   check_ecc(vars, facts), check_persistence(vars, facts)]
-    checks += [check_shm(vars, facts), check_disk(vars, facts), check_model_fs(vars, facts)]
-    checks += model_checks(vars, facts)
-    checks.append(check_installed(vars, facts))
-    checks += upgrade_checks(vars, facts)
+        checks += [check_dtype(cfg, facts), check_quantization(cfg, facts), check_tp_count(cfg, facts),
+                   check_tp_heads(cfg.tensor_parallel_size, facts), check_topology(cfg, facts),
+                   check_nccl_env(cfg, facts), check_pcie_acs(cfg, facts),
+                   check_ecc(cfg, facts), check_persistence(cfg, facts)]
+    checks += [check_shm(cfg, facts), check_disk(cfg, facts), check_model_fs(cfg, facts)]
+    checks += model_checks(cfg, facts)
+    checks.append(check_installed(cfg, facts))
+    checks += upgrade_checks(cfg, facts)
     if gpu_ok:
-        checks.append(check_capacity(vars, facts))
-    elif is_cpu_build(vars):
-        checks.append(check_cpu_capacity(vars, facts))
+        checks.append(check_capacity(cfg, facts))
+    elif is_cpu_build(cfg):
+        checks.append(check_cpu_capacity(cfg, facts))
     return [c for c in checks if c is not None]

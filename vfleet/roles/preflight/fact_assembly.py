@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fact_paths import env_file_path, model_dir, vllm_root
+from vfleet.config.hostconfig import HostConfig
+
+from .fact_paths import report_paths
 from .parsers import nvidia_smi_table
 
 
@@ -38,7 +40,7 @@ def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> li
     return gpus
 
 
-def assemble(values: dict[str, Any], vars: dict[str, Any]) -> dict[str, Any]:
+def assemble(values: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
     """Facts dict (JSON-serialisable) from fact values. Both a live gather and a snapshot go
     through here, which is what makes snapshot -> facts equal live -> facts."""
     from . import nccl
@@ -51,7 +53,7 @@ def assemble(values: dict[str, Any], vars: dict[str, Any]) -> dict[str, Any]:
         (g.get("driver_version") for g in gpus if g.get("driver_version")), None) or xml.get("driver_version")
     cuda = table.get("cuda_version") or xml.get("cuda_version")
     topo = values.get("topo") if gpu_state == "ok" else None
-    decision = nccl.decide(topo, vars)
+    decision = nccl.decide(topo, cfg)
     topology = {
         "matrix": topo["matrix"] if topo else None,
         "gpus": topo["gpus"] if topo else [],
@@ -82,6 +84,5 @@ def assemble(values: dict[str, Any], vars: dict[str, Any]) -> dict[str, Any]:
     facts["nccl_env_file"] = facts["nccl_env_file"] or {}
     facts["nccl_conf"] = facts["nccl_conf"] or {}
     facts["weights_bytes"] = weights["bytes"] if weights else None
-    facts["paths"] = {"model_dir": model_dir(vars), "env_file": env_file_path(vars),
-                      "vllm_root": vllm_root(vars)}
+    facts["paths"] = report_paths(cfg)
     return facts

@@ -1,30 +1,18 @@
-"""Paths the preflight facts look at on a host, all overridable from inventory vars.
+"""Where on a host the preflight facts look, from the host's typed config.
 
-Their own module because both the fact commands (what to `cat`, where to `df`) and the facts
+Its own module because both the fact commands (what to `cat`, where to `df`) and the facts
 dict (`paths` in the report) need the same answers: one definition keeps them from drifting."""
 from __future__ import annotations
 
-from typing import Any
+from vfleet.config.hostconfig import HostConfig
 
 
-def model_dir(vars: dict[str, Any]) -> str:
+def model_dir(cfg: HostConfig) -> str:
     """The model's folder on the host, as the service renderer sees it (HostConfig's
-    model_path), else the parent itself when no model is named yet."""
-    if vars.get("model_path"):
-        return str(vars["model_path"])
-    parent = str(vars.get("model_dir") or "/srv/models").rstrip("/") or "/"
-    name = vars.get("model_name")
-    return f"{parent}/{name}" if name else parent
+    model_path), else model_dir itself when no model is named yet."""
+    return cfg.model_path or cfg.model_dir.rstrip("/") or "/"
 
 
-def vllm_root(vars: dict[str, Any]) -> str:
-    return str(vars.get("vllm_root") or "/opt/vllm").rstrip("/")
-
-
-def service_name(vars: dict[str, Any]) -> str:
-    return str(vars.get("service_name") or "vllm")
-
-
-def env_file_path(vars: dict[str, Any]) -> str:
-    """The service's environment file: `vllm_env_file`, else /etc/vllm/<service>.env."""
-    return str(vars.get("vllm_env_file") or f"/etc/vllm/{service_name(vars)}.env")
+def report_paths(cfg: HostConfig) -> dict[str, str]:
+    """The facts dict's `paths`: the folders and file the facts were read from."""
+    return {"model_dir": model_dir(cfg), "env_file": cfg.env_file, "vllm_root": cfg.vllm_root.rstrip("/")}

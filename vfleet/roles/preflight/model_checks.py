@@ -3,7 +3,7 @@
 without trust_remote_code, a checkpoint quantisation the GPU or the inventory contradicts, and a
 max_model_len beyond what config.json allows.
 
-Pure functions of (vars, facts); facts carry `model_config`, `model_files` and `tokenizer_config`
+Pure functions of (the host's HostConfig, facts); facts carry `model_config`, `model_files` and `tokenizer_config`
 (model_facts.py) from the host's model directory or the controller's model_source folder. Each
 returns None when the facts needed are absent (nothing to say yet, e.g. weights not synced).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
 
 from .check_base import FAIL, PASS, WARN, Check
 from .model_facts import TEMPLATE_FILES, custom_code_files
@@ -29,7 +30,7 @@ def _has_model(facts: dict[str, Any]) -> bool:
     return bool(facts.get("model_files") or facts.get("model_config"))
 
 
-def check_chat_template(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_chat_template(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """No chat template: /v1/chat/completions fails (transformers >= 4.44 has no default) while
     /v1/completions works, which reads as a broken model. Fail unless the inventory supplies one
     (`chat_template`) or says it serves completions only."""
@@ -40,10 +41,10 @@ def check_chat_template(vars: dict[str, Any], facts: dict[str, Any]) -> Check | 
     found = [f for f in TEMPLATE_FILES if f in files] + (["tokenizer_config.json"] if in_tokenizer else [])
     if found:
         return Check("model.chat_template", PASS, f"chat template found ({', '.join(found)})")
-    if vars.get("chat_template"):
+    if cfg.chat_template:
         return Check("model.chat_template", PASS, f"no chat template in the model; the unit passes "
-                     f"--chat-template {vars['chat_template']}")
-    if vars.get("serve_completions_only"):
+                     f"--chat-template {cfg.chat_template}")
+    if cfg.serve_completions_only:
         return Check("model.chat_template", WARN, "no chat template: /v1/chat/completions will answer 400, "
                      "only /v1/completions serves (serve_completions_only is set)")
     return Check("model.chat_template", FAIL, "the model has no chat template (no chat_template in "
@@ -52,7 +53,7 @@ def check_chat_template(vars: dict[str, Any], facts: dict[str, Any]) -> Check | 
                  "the inventory), or set `serve_completions_only: true` to serve /v1/completions only")
 
 
-def check_remote_code(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_remote_code(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """Custom modeling code (config.json auto_map, modeling_*.py) runs only with
     trust_remote_code, and then it runs as the service user: refuse unless the inventory says so,
     and name the files either way."""
@@ -62,7 +63,7 @@ def check_remote_code(vars: dict[str, Any], facts: dict[str, Any]) -> Check | No
     if not code:
         return Check("model.remote_code", PASS, "no custom code in the model folder")
     listed = ", ".join(code)
-    if vars.get("trust_remote_code"):
+    if cfg.trust_remote_code:
         return Check("model.remote_code", WARN, f"trust_remote_code is set: vLLM will import the model's own "
                      f"code ({listed}) as the service user", "review those files before deploying")
     return Check("model.remote_code", FAIL, f"the model ships its own code ({listed}); vLLM refuses to load "
@@ -70,14 +71,14 @@ def check_remote_code(vars: dict[str, Any], facts: dict[str, Any]) -> Check | No
                  "this model, or use a checkpoint whose architecture vLLM implements natively")
 
 
-def check_checkpoint_quantization(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_checkpoint_quantization(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """config.json's quantization_config against the inventory's `quantization` and the GPUs
     (the same table as the inventory's quantisation: vllm_facts quantization_requirements)."""
     qc = (facts.get("model_config") or {}).get("quantization_config") or {}
     method = str(qc.get("quant_method") or "").lower()
     if not method:
         return None
-    want = str(vars.get("quantization") or "").lower()
+    want = (cfg.quantization or "").lower()
     if want and want not in COMPATIBLE_QUANT.get(method, {method}):
         return Check("model.quantization", FAIL, f"the checkpoint is {method}-quantised but the inventory sets "
                      f"quantization: {want}; vLLM stops: the quantization method in the model config does "
@@ -113,11 +114,11 @@ def derived_max_len(config: dict[str, Any]) -> int | None:
     return int(int(base) * float(factor))
 
 
-def check_max_model_len(vars: dict[str, Any], facts: dict[str, Any]) -> Check | None:
+def check_max_model_len(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     """max_model_len above what config.json allows: vLLM refuses to start (unless
     VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which risks wrong outputs)."""
-    cfg, want = facts.get("model_config"), vars.get("max_model_len")
-    limit = derived_max_len(cfg) if cfg else None
+    model, want = facts.get("model_config"), cfg.max_model_len
+    limit = derived_max_len(model) if model else None
     if not want or not limit:
         return None
     if int(want) > limit:
@@ -127,8 +128,8 @@ def check_max_model_len(vars: dict[str, Any], facts: dict[str, Any]) -> Check | 
     return Check("model.max_model_len", PASS, f"max_model_len {want} <= {limit} (config.json)")
 
 
-def model_checks(vars: dict[str, Any], facts: dict[str, Any]) -> list[Check]:
+def model_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """Every model-folder check that has something to say."""
-    out = [check_chat_template(vars, facts), check_remote_code(vars, facts),
-           check_checkpoint_quantization(vars, facts), check_max_model_len(vars, facts)]
+    out = [check_chat_template(cfg, facts), check_remote_code(cfg, facts),
+           check_checkpoint_quantization(cfg, facts), check_max_model_len(cfg, facts)]
     return [c for c in out if c is not None]

@@ -76,10 +76,10 @@ def model_facts_from_folder(path: str | Path) -> dict[str, Any]:
             "tokenizer_config": tokenizer_meta(read("tokenizer_config.json"))}
 
 
-def with_model_source(facts: dict[str, Any], vars: dict[str, Any]) -> dict[str, Any]:
+def with_model_source(facts: dict[str, Any], source: str | None) -> dict[str, Any]:
     """`facts` with the model keys the host could not give (weights not synced yet) filled from the
     controller's `model_source` folder; `host:/path` sources live on the host and add nothing."""
-    src = str(vars.get("model_source") or "")
+    src = source or ""
     if not src or ":" in src or not Path(src).is_dir():
         return facts
     local = model_facts_from_folder(src)

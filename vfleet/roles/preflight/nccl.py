@@ -14,6 +14,7 @@ from itertools import combinations
 from typing import Any
 
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
 
 from .parsers.topo_matrix import is_nvlink, link_rank
 
@@ -33,38 +34,28 @@ class NcclDecision:
         return asdict(self)
 
 
-def tp_size(vars: dict[str, Any]) -> int:
-    try:
-        return max(1, int(vars.get("tensor_parallel_size") or 1))
-    except (TypeError, ValueError):
-        return 1
-
-
-def tp_gpu_indices(vars: dict[str, Any]) -> list[int]:
+def tp_gpu_indices(cfg: HostConfig) -> list[int]:
     """GPUs the service uses: `cuda_visible_devices` ("0,1" or a list) else the first TP ones."""
-    cvd = vars.get("cuda_visible_devices")
-    if cvd not in (None, ""):
-        items = cvd if isinstance(cvd, list) else str(cvd).split(",")
-        try:
-            ids = [int(x) for x in items]
-            return ids[:tp_size(vars)]
-        except ValueError:
-            pass
-    return list(range(tp_size(vars)))
+    tp = cfg.tensor_parallel_size
+    cvd = cfg.cuda_visible_devices
+    if cvd is None:
+        return list(range(tp))
+    items = cvd if isinstance(cvd, tuple) else cvd.split(",")
+    return [int(x) for x in items][:tp]
 
 
-def operator_env(vars: dict[str, Any]) -> dict[str, str]:
+def operator_env(cfg: HostConfig) -> dict[str, str]:
     """NCCL variables the inventory sets on purpose: `nccl_env`, and NCCL_* keys of `vllm_env`."""
-    env = {str(k): str(v) for k, v in (vars.get("vllm_env") or {}).items() if str(k).startswith("NCCL_")}
-    env.update({str(k): str(v) for k, v in (vars.get("nccl_env") or {}).items()})
+    env = {k: v for k, v in cfg.vllm_env.items() if k.startswith("NCCL_")}
+    env.update(cfg.nccl_env or {})
     return env
 
 
-def decide(topo: dict[str, Any] | None, vars: dict[str, Any]) -> NcclDecision:
+def decide(topo: dict[str, Any] | None, cfg: HostConfig) -> NcclDecision:
     """The NCCL environment for this host's unit."""
     table = vllm_facts.nccl_table()
-    gpus = tp_gpu_indices(vars)
-    operator = operator_env(vars)
+    gpus = tp_gpu_indices(cfg)
+    operator = operator_env(cfg)
     if len(gpus) < 2:
         d = NcclDecision({}, "single GPU: no inter-GPU traffic, NCCL defaults", gpus)
     elif not topo or not topo.get("matrix") or max(gpus) >= len(topo["matrix"]):

@@ -5,8 +5,8 @@
 The GPU files hold the raw command outputs, so the same parsers read them as read a live host,
 and the lab's simulated nvidia-smi can replay them. facts.json holds the other facts (OS, shm,
 model filesystem, NCCL files, installed vLLM, config.json, weights) and the GPU state. Derived
-facts (the NCCL decision, NVLink between the TP GPUs) are recomputed from vars on read, exactly
-as a live gather does, so `facts_from_snapshot(dir, vars) == parse_gathered(output, vars)`.
+facts (the NCCL decision, NVLink between the TP GPUs) are recomputed from the host's config on
+read, exactly as a live gather does, so `facts_from_snapshot(dir, cfg) == parse_gathered(output, cfg)`.
 A profile without facts.json (the lab's) still gives GPU facts; the others are unknown.
 """
 from __future__ import annotations
@@ -15,7 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .facts import FACTS, NON_GPU_KEYS, Section, assemble
+from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.fact_protocol import Output
+
+from .facts import NON_GPU_KEYS, SNAPSHOT_FACTS, assemble
 
 FACTS_JSON = "facts.json"
 LAB_PROFILE_JSON = "lab-profile.json"
@@ -26,7 +29,7 @@ def snapshot_write(dest_dir: str | Path, raw_outputs: dict[str, str], facts: dic
     non-GPU facts. Returns the directory."""
     d = Path(dest_dir)
     d.mkdir(parents=True, exist_ok=True)
-    names = {f.snapshot_file for f in FACTS if f.snapshot_file}
+    names = {f.snapshot_file for f in SNAPSHOT_FACTS if f.snapshot_file}
     for name, text in raw_outputs.items():
         if name not in names:
             raise ValueError(f"{name} is not a snapshot file ({sorted(names)})")
@@ -42,12 +45,11 @@ def read_values(src_dir: str | Path) -> dict[str, Any]:
     d = Path(src_dir)
     values: dict[str, Any] = {}
     lab = _lab_failure(d)
-    for f in FACTS:
+    for f in SNAPSHOT_FACTS:
         if f.snapshot_file is None:
             continue
         p = d / f.snapshot_file
-        sec = Section(_capture_text(p), "", 0) if p.is_file() else lab
-        values[f.key] = f.process_section(sec)
+        values[f.key] = f.process_output(Output(_capture_text(p)) if p.is_file() else lab)
     fj = d / FACTS_JSON
     if fj.is_file():
         extra = json.loads(fj.read_text(encoding="utf-8"))
@@ -72,7 +74,7 @@ def _capture_text(path: Path) -> str:
     return text
 
 
-def _lab_failure(d: Path) -> Section | None:
+def _lab_failure(d: Path) -> Output | None:
     """The lab's failure profiles (vfleet/lab/profiles/{broken-driver,no-gpu}/lab-profile.json) describe
     what the simulated nvidia-smi prints instead of holding captures: read them the same way."""
     p = d / LAB_PROFILE_JSON
@@ -80,10 +82,10 @@ def _lab_failure(d: Path) -> Section | None:
         return None
     spec = json.loads(p.read_text(encoding="utf-8"))
     if spec.get("nvidia_smi") == "fail":
-        return Section(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("exit_code", 1)))
+        return Output(spec.get("stdout", ""), spec.get("stderr", ""), int(spec.get("exit_code", 1)))
     return None  # "absent": nvidia-smi not installed
 
 
-def facts_from_snapshot(src_dir: str | Path, vars: dict[str, Any]) -> dict[str, Any]:
+def facts_from_snapshot(src_dir: str | Path, cfg: HostConfig) -> dict[str, Any]:
     """The facts a live gather of the same host would give (see module doc)."""
-    return assemble(read_values(src_dir), vars)
+    return assemble(read_values(src_dir), cfg)

@@ -1,21 +1,23 @@
 """Checks that depend on the pinned vLLM version: driver and GPU support of its wheels, the flags
 the inventory renders, and the metric names dashboards read. `upgrade_checks` runs them with a NEW
-version in vars before an upgrade; host_checks includes them for the version pinned now."""
+version in the config (`--set vllm_version=NEW`) before an upgrade; host_checks includes them for
+the version pinned now."""
 from __future__ import annotations
 
 from typing import Any
 
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
 
 from .check_base import FAIL, PASS, WARN, Check, is_cpu_build, min_cc_gpu
 
 # --- pinned vLLM vs GPU and driver ------------------------------------------------------------
 
-def check_vllm_gpu(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
+def check_vllm_gpu(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    version = cfg.vllm_version
     cid = "vllm.gpu_support"
     if not version:
-        return Check(cid, WARN, f"no {version_key} pinned: GPU support unchecked", f"pin `{version_key}` in the inventory")
+        return Check(cid, WARN, "no vllm_version pinned: GPU support unchecked", "pin `vllm_version` in the inventory")
     rel = vllm_facts.release_info(version)
     if rel is None:
         return Check(cid, WARN, f"vLLM {version} is not in the release table: GPU support unchecked",
@@ -50,12 +52,12 @@ def _newest_release_for_driver(driver: str, native: bool) -> str | None:
     return (rows[-1]["last"] or rows[-1]["first"]).replace(".999", ".x") if rows else None
 
 
-def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
+def check_vllm_driver(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    version = cfg.vllm_version
     cid = "vllm.driver"
     if not version:
-        return Check(cid, WARN, f"no {version_key} pinned: driver requirement unchecked",
-                     f"pin `{version_key}` in the inventory")
+        return Check(cid, WARN, "no vllm_version pinned: driver requirement unchecked",
+                     "pin `vllm_version` in the inventory")
     rel = vllm_facts.release_info(version)
     driver = facts.get("driver_version")
     if rel is None:
@@ -89,26 +91,26 @@ def check_vllm_driver(vars: dict[str, Any], facts: dict[str, Any], version_key: 
 
 # --- vLLM version: flags and metrics (also the pre-upgrade audit) -----------------------------
 
-def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
-    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (a dict of
-    flag -> value, or a list of '--flag value' strings) and variables that render to flags."""
+def inventory_flags(cfg: HostConfig) -> dict[str, str]:
+    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (its
+    '--flag' words, alone or as '--flag value') and variables that render to flags (the facts
+    table's var_flags, read from the config field of the same name; a row for a variable this
+    vfleet has not, a flag of older vLLM releases, asks for nothing)."""
     out: dict[str, str] = {}
-    extra = vars.get("vllm_extra_args") or {}
-    items = extra.keys() if isinstance(extra, dict) else [str(a).split()[0] for a in extra if str(a).startswith("-")]
-    for k in items:
+    for k in (a.split()[0] for a in cfg.vllm_extra_args if a.startswith("-")):
         out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
     for var, flag in vllm_facts.var_flags().items():
-        if var in vars and vars[var] not in (None, False, "") and flag not in out:
+        if getattr(cfg, var, None) not in (None, False, "") and flag not in out:
             out[flag] = var
     return out
 
 
-def check_flags(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
-    version = vars.get(version_key)
+def check_flags(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    version = cfg.vllm_version
     if not version:
-        return Check("vllm.flags", PASS, f"no {version_key} pinned: flags not checked")
+        return Check("vllm.flags", PASS, "no vllm_version pinned: flags not checked")
     fails, warns, fixes = [], [], []
-    for flag, origin in sorted(inventory_flags(vars).items()):
+    for flag, origin in sorted(inventory_flags(cfg).items()):
         st = vllm_facts.flag_status(flag, version)
         row = vllm_facts.flag_row(flag) or {}
         verbatim = origin.startswith("vllm_extra_args")
@@ -138,13 +140,13 @@ def _engine_on_host(version: str | None, facts: dict[str, Any]) -> str | None:
     return vllm_facts.engine_for(version)
 
 
-def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> Check:
+def check_metrics(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     """Metric names that change between the installed and the pinned version (per engine: a V100
     on 0.9.x still runs V0 and exports V0 names)."""
     installed = (facts.get("vllm_installed") or {}).get("version")
-    new = vars.get(version_key)
+    new = cfg.vllm_version
     if not new:
-        return Check("vllm.metrics", PASS, f"no {version_key} pinned: metric names not compared")
+        return Check("vllm.metrics", PASS, "no vllm_version pinned: metric names not compared")
     e_new = _engine_on_host(new, facts)
     if not installed:
         return Check("vllm.metrics", PASS, f"no vLLM installed yet; vLLM {new} ({e_new}) exports "
@@ -159,11 +161,12 @@ def check_metrics(vars: dict[str, Any], facts: dict[str, Any], version_key: str 
     return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
 
 
-def upgrade_checks(vars: dict[str, Any], facts: dict[str, Any], version_key: str = "vllm_version") -> list[Check]:
-    """What `vars[version_key]` breaks on this host: driver, GPU support, flags, metric names.
-    Run it with the NEW version in vars before an upgrade (host_checks includes it too)."""
+def upgrade_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
+    """What the config's vllm_version breaks on this host: driver, GPU support, flags, metric
+    names. Run it with the NEW version in the config before an upgrade (host_checks includes it
+    too)."""
     out: list[Check] = []
-    if not is_cpu_build(vars) and facts.get("gpu_state") == "ok":
-        out += [check_vllm_driver(vars, facts, version_key), check_vllm_gpu(vars, facts, version_key)]
-    out += [check_flags(vars, facts, version_key), check_metrics(vars, facts, version_key)]
+    if not is_cpu_build(cfg) and facts.get("gpu_state") == "ok":
+        out += [check_vllm_driver(cfg, facts), check_vllm_gpu(cfg, facts)]
+    out += [check_flags(cfg, facts), check_metrics(cfg, facts)]
     return out

@@ -1,7 +1,7 @@
 """Optional preflight check across a replica's members: one torch.distributed all-reduce over
 the network the engine will use (`vfleet preflight --replica-allreduce`).
 
-    jobs = plan(replica, address, routes, vars_by_host)    # host -> AllReduceJob (rank, env)
+    jobs = plan(replica, address, routes, settings)        # host -> AllReduceJob (rank, env)
     results = run(play, replicas, member_facts)            # host -> the probe's JSON
     check = to_check(replica, host, results[host])         # pass | fail, one per member
 
@@ -25,11 +25,11 @@ from typing import Any, Mapping
 
 from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.preflight.check_base import FAIL, PASS, Check
+from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import Route
-from vfleet.config.variables import SCHEMA
 
-__all__ = ["AllReduceJob", "rendezvous_port", "plan", "run", "to_check", "PROBE"]
+__all__ = ["AllReduceJob", "plan", "run", "to_check", "PROBE"]
 
 q = shlex.quote
 
@@ -86,31 +86,25 @@ class AllReduceJob:
                 "iters": iters, "timeout_s": timeout_s, "env": dict(self.env)}
 
 
-def rendezvous_port(replica: Replica, vars_by_host: Mapping[str, Mapping[str, Any]]) -> int:
-    """The head's replica_allreduce_port, the variable table's default when it sets none: the
-    port the ranks meet on and the one a failed check tells the operator to open."""
-    return int(vars_by_host.get(replica.head, {}).get("replica_allreduce_port")
-               or SCHEMA.defaults()["replica_allreduce_port"])
-
-
 def plan(replica: Replica, address: Mapping[str, str], routes: Mapping[str, Route | None],
-         vars_by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, AllReduceJob]:
+         settings: Mapping[str, ReplicaSettings]) -> dict[str, AllReduceJob]:
     """One job per member. The rendezvous is the head's address as its first worker routes
-    to it (the head's own route is to that worker: its src is the head's address there)."""
+    to it (the head's own route is to that worker: its src is the head's address there), on
+    the head's replica_allreduce_port."""
     head_route = routes.get(replica.head)
     head = (head_route.src if head_route and head_route.src else None) or address[replica.head]
-    port = rendezvous_port(replica, vars_by_host)
+    port = settings[replica.head].allreduce_port
     jobs = {}
     for host in replica.members:
         route = routes.get(host)
-        nic = vars_by_host.get(host, {}).get("replica_nic") or (route.dev if route else None)
+        nic = settings[host].nic or (route.dev if route else None)
         env = (("GLOO_SOCKET_IFNAME", nic), ("NCCL_SOCKET_IFNAME", nic)) if nic and nic != "lo" else ()
         jobs[host] = AllReduceJob(host, replica.node_rank(host), len(replica.members), head, port, env)
     return jobs
 
 
 def run(play: Play, replicas: Mapping[str, Replica], member_facts: Mapping[str, Mapping[str, Any]],
-        vars_by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        settings: Mapping[str, ReplicaSettings]) -> dict[str, dict[str, Any]]:
     """Run every replica's all-reduce, all members of one replica at the same time (the ranks
     wait for each other); host -> the probe's result, also kept in the host's report data."""
     out: dict[str, dict[str, Any]] = {}
@@ -118,7 +112,7 @@ def run(play: Play, replicas: Mapping[str, Replica], member_facts: Mapping[str, 
         if not all(h in member_facts and h in play.active for h in r.members):
             continue
         address = {h: play.contexts[h].config.address for h in r.members}
-        jobs = plan(r, address, {h: member_facts[h].get("route") for h in r.members}, vars_by_host)
+        jobs = plan(r, address, {h: member_facts[h].get("route") for h in r.members}, settings)
 
         def step(ctx: HostContext, jobs: dict[str, AllReduceJob] = jobs) -> None:
             python = f"{ctx.config.vllm_root}/current/bin/python"

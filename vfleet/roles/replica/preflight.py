@@ -1,7 +1,7 @@
 """Preflight across the members of a multi-host replica: what no single host can judge.
 
     facts = gather(play, replicas)                 # one SSH round trip per member
-    extra = member_checks(replicas, gpu_facts, facts, vars_by_host)   # pure, tested from data
+    extra = member_checks(replicas, gpu_facts, facts, settings)   # pure, tested from data
 
 Why these checks: a replica's ranks must run the same engine (vLLM, torch, NCCL, Python and
 Ray versions identical, or the workers fail to join or, worse, compute differently), on the
@@ -19,9 +19,9 @@ from typing import Any, Mapping
 from vfleet.engine.runner import HostContext, Play
 from vfleet.engine.facts import gather as gather_facts
 from vfleet.roles.preflight.check_base import FAIL, PASS, WARN, Check
+from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import ClockFact, ReachFact, Route, RouteFact, VersionsFact
-from vfleet.config.variables import SCHEMA
 
 __all__ = ["peer_of", "facts_for", "gather", "member_checks", "VERSION_KEYS"]
 
@@ -138,8 +138,9 @@ def _clock_check(replica: Replica, host: str, facts: Mapping[str, Mapping[str, A
 
 def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mapping[str, Any]],
                   member_facts: Mapping[str, Mapping[str, Any]],
-                  vars_by_host: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, str]]]:
-    """host -> check dicts (the shape audit.audit's extra_checks takes)."""
+                  settings: Mapping[str, ReplicaSettings]) -> dict[str, list[dict[str, str]]]:
+    """host -> check dicts (the shape audit.audit's extra_checks takes); `settings`: every
+    member's replica settings (its replica_nic and clock limit)."""
     out: dict[str, list[dict[str, str]]] = {}
     for r in replicas.values():
         if not all(h in member_facts for h in r.members):
@@ -156,10 +157,8 @@ def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mappi
             per.append(_same(r, f"replica.version.{key}", key, values,
                              f"install the same {key} on every member (one vllm_version and ray_version)"))
         for h in r.members:
-            v = vars_by_host.get(h, {})
             checks = [c[h] for c in per if h in c]
-            checks.append(_net_check(r, h, member_facts[h], v.get("replica_nic")))
-            max_skew = v.get("replica_max_clock_skew_ms") or SCHEMA.defaults()["replica_max_clock_skew_ms"]
-            checks.append(_clock_check(r, h, member_facts, int(max_skew)))
+            checks.append(_net_check(r, h, member_facts[h], settings[h].nic))
+            checks.append(_clock_check(r, h, member_facts, settings[h].max_clock_skew_ms))
             out[h] = [{**c.to_dict(), "id": f"{c.id}:{r.name}"} for c in checks]
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from vfleet.engine.inventory import Inventory
 from vfleet.config.hostconfig import UNIT_DIR, HostConfig
@@ -70,10 +70,10 @@ def _is_ip(address: str) -> bool:
         return False
 
 
-def member_net(cfg: HostConfig, vars_: Mapping[str, Any], route: Route | None) -> MemberNet:
+def member_net(cfg: HostConfig, route: Route | None) -> MemberNet:
     """The inventory's replica_nic beats the route's interface; the route's src beats the address."""
     ip = route.src if route and route.src else (cfg.address if _is_ip(cfg.address) else None)
-    nic = vars_.get("replica_nic") or (route.dev if route and route.dev and route.dev != "lo" else None)
+    nic = cfg.replica.nic or (route.dev if route and route.dev and route.dev != "lo" else None)
     return MemberNet(ip, nic)
 
 
@@ -85,21 +85,21 @@ def _ray_env_path(cfg: HostConfig) -> str:
     return f"/etc/vllm/{cfg.service_name}-ray.env"
 
 
-def ray_argv(cfg: HostConfig, vars_: Mapping[str, Any], replica: Replica, head: HostConfig,
-             net: MemberNet) -> list[str]:
+def ray_argv(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet) -> list[str]:
     """`ray start --block` for the head or a worker, every port pinned so the members' firewall
     can open exactly these (Ray picks random ones otherwise)."""
     ray = f"{cfg.vllm_root}/current/bin/ray"
+    ports = cfg.replica.ray
     is_head = cfg.name == replica.head
     words = [ray, "start", "--block"]
-    words += ["--head", f"--port={int(vars_['ray_port'])}", "--include-dashboard=false"] if is_head \
-        else [f"--address={head.address.strip('[]')}:{int(vars_['ray_port'])}"]
+    words += ["--head", f"--port={ports.port}", "--include-dashboard=false"] if is_head \
+        else [f"--address={head.address.strip('[]')}:{ports.port}"]
     if net.host_ip:
         words.append(f"--node-ip-address={net.host_ip}")
-    words += [f"--node-manager-port={int(vars_['ray_node_manager_port'])}",
-              f"--object-manager-port={int(vars_['ray_object_manager_port'])}",
-              f"--min-worker-port={int(vars_['ray_min_worker_port'])}",
-              f"--max-worker-port={int(vars_['ray_max_worker_port'])}",
+    words += [f"--node-manager-port={ports.node_manager_port}",
+              f"--object-manager-port={ports.object_manager_port}",
+              f"--min-worker-port={ports.min_worker_port}",
+              f"--max-worker-port={ports.max_worker_port}",
               f"--num-gpus={replica.gpus_per_host}", "--disable-usage-stats"]
     return words
 
@@ -115,33 +115,31 @@ def _template(name: str, **ctx: Any) -> str:
         raise RenderError(str(e)) from None
 
 
-def _ray_files(cfg: HostConfig, vars_: Mapping[str, Any], replica: Replica, head: HostConfig,
-               net: MemberNet) -> list[MemberFile]:
-    if int(vars_["ray_min_worker_port"]) > int(vars_["ray_max_worker_port"]):
+def _ray_files(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet) -> list[MemberFile]:
+    if cfg.replica.ray.min_worker_port > cfg.replica.ray.max_worker_port:
         raise RenderError("ray_min_worker_port is above ray_max_worker_port")
     role = "head" if cfg.name == replica.head else "worker"
     env = [(k, v) for k, v in net.env().items()]
-    unit = _template("ray-node.service.j2", role=role, replica=replica.name, ray_version=vars_["ray_version"],
+    unit = _template("ray-node.service.j2", role=role, replica=replica.name, ray_version=cfg.replica.ray.version,
                      vllm_unit=cfg.unit, vllm_user=cfg.vllm_user, vllm_group=cfg.vllm_group,
                      service_name=cfg.service_name, state_dir=cfg.state_dir, env_file=_ray_env_path(cfg),
-                     exec_lines=_lines(ray_argv(cfg, vars_, replica, head, net)),
+                     exec_lines=_lines(ray_argv(cfg, replica, head, net)),
                      ray_bin=f"{cfg.vllm_root}/current/bin/ray", grace_period=GRACE_PERIOD_SEC,
                      timeout_stop_sec=STOP_TIMEOUT_SEC, restart_sec=RESTART_SEC)
     return [MemberFile(f"{UNIT_DIR}/{ray_unit(cfg)}", "0644", unit),
             MemberFile(_ray_env_path(cfg), "0600", _template("ray.env.j2", env_items=env))]
 
 
-def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, vars_: Mapping[str, Any],
-                 net: MemberNet) -> HostConfig:
+def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet) -> HostConfig:
     """The member's HostConfig with the replica's flags and environment added."""
     env = {**net.env(), **cfg.vllm_env}
     if replica.backend == "ray":
         extra = ("--distributed-executor-backend", "ray")
-        env["RAY_ADDRESS"] = f"{head.address.strip('[]')}:{int(vars_['ray_port'])}"
+        env["RAY_ADDRESS"] = f"{head.address.strip('[]')}:{cfg.replica.ray.port}"
     else:
         extra = ("--distributed-executor-backend", "mp", "--nnodes", str(len(replica.members)),
                  "--node-rank", str(replica.node_rank(cfg.name)), "--master-addr", head.address.strip("[]"),
-                 "--master-port", str(int(vars_["replica_master_port"])))
+                 "--master-port", str(cfg.replica.master_port))
         if cfg.name != replica.head:
             extra += ("--headless",)
     return dataclasses.replace(cfg, vllm_extra_args=extra + cfg.vllm_extra_args, vllm_env=env)
@@ -174,15 +172,14 @@ def render_member(inv: Inventory, replica: Replica, host: str, flag_available: F
                   configure=HostConfig.from_host) -> list[MemberFile]:
     """Files deploy writes on one member. `configure` turns a Host into its HostConfig (the
     renderer passes one that masks secrets)."""
-    h = inv.hosts[host]
-    cfg, head = configure(h), configure(inv.hosts[replica.head])
-    net = member_net(cfg, h.vars, route)
+    cfg, head = configure(inv.hosts[host]), configure(inv.hosts[replica.head])
+    net = member_net(cfg, route)
     out: list[MemberFile] = []
     if replica.backend == "ray":
-        out += _ray_files(cfg, h.vars, replica, head, net)
+        out += _ray_files(cfg, replica, head, net)
         if host != replica.head:
             return out
-    vcfg = _vllm_config(cfg, replica, head, h.vars, net)
+    vcfg = _vllm_config(cfg, replica, head, net)
     r = render_service(vcfg, flag_available, systemd_version=systemd_version)
     unit = r.unit_text if host == replica.head else _headless_start(vcfg, r.unit_text)
     out += [MemberFile(r.unit_path, "0644", unit), MemberFile(r.env_path, "0600", r.env_text)]

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner's public names)
     DTYPE_BYTES, TIED_BY_DEFAULT, ModelShape, activation_bytes_per_token, dtype_bytes,
     estimate_param_count, estimate_weight_bytes, kv_bytes, kv_bytes_per_request, kv_bytes_per_token,
@@ -249,25 +250,25 @@ def parse_max_concurrency_detail(text: str) -> tuple[int, float] | None:
     return (_int(m[-1].group(1)), float(m[-1].group(2).replace(",", ""))) if m else None
 
 
-# --- from a host's vars and facts -------------------------------------------------------------
+# --- from a host's config and facts -----------------------------------------------------------
 
-def plan_for_host(vars: dict[str, Any], facts: dict[str, Any]) -> Plan | None:
+def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
     """Plan with the host's smallest GPU in the TP group; None without config.json or GPUs."""
-    config = facts.get("model_config") or vars.get("model_config")
+    config = facts.get("model_config")
     gpus = facts.get("gpus") or []
     if not config or not gpus:
         return None
     mems = [g.get("memory_total_mib") for g in gpus if g.get("memory_total_mib")]
     if not mems:
         return None
-    return plan(config, min(mems), tp=int(vars.get("tensor_parallel_size") or 1),
-                gpu_memory_utilization=float(vars.get("gpu_memory_utilization") or 0.9),
-                max_model_len=vars.get("max_model_len"), max_num_seqs=vars.get("max_num_seqs"),
-                dtype=vars.get("dtype") or "auto", kv_cache_dtype=vars.get("kv_cache_dtype") or "auto",
+    return plan(config, min(mems), tp=cfg.tensor_parallel_size,
+                gpu_memory_utilization=cfg.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
+                dtype=cfg.dtype, kv_cache_dtype=cfg.kv_cache_dtype,
                 weights_bytes=facts.get("weights_bytes"),
-                max_num_batched_tokens=vars.get("max_num_batched_tokens"),
-                enforce_eager=bool(vars.get("enforce_eager")),
-                kv_cache_memory_bytes=vars.get("kv_cache_memory_bytes"))
+                max_num_batched_tokens=cfg.max_num_batched_tokens,
+                enforce_eager=cfg.enforce_eager,
+                kv_cache_memory_bytes=cfg.kv_cache_memory_bytes)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
