@@ -24,8 +24,10 @@ COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking"
 @cli_errors
 def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
                    connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False, replica_allreduce=False):
-    """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
-    capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
+    """Audit hosts before a deploy or an upgrade; exit 1 on a failed check.
+
+    GPUs, driver, CUDA, topology, NCCL, disk, shm, capacity. `--set vllm_version=NEW` tells
+    what a new version breaks."""
     from vfleet.roles.preflight import audit
     from vfleet.cli.preflight_steps import replica_checks
 
@@ -83,8 +85,10 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
          config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
          dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
          cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None):
-    """Capacity plan: weight bytes, KV bytes per token, KV capacity, max concurrency, suggested
-    max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
+    """Capacity plan: KV capacity, max concurrency, suggested max_num_seqs and max_model_len.
+
+    From config.json and the GPUs' memory: weight bytes, KV bytes per token, KV capacity, max
+    concurrency, suggested max_num_seqs / max_model_len."""
     from vfleet.roles.preflight import audit
     from vfleet.cli import preflight_steps as steps
 
