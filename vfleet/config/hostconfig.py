@@ -115,6 +115,7 @@ class HostConfig:
     quantization: str | None
     kv_cache_dtype: str
     swap_space: int | None
+    disable_log_requests: bool
     block_size: int | None
     trust_remote_code: bool
     chat_template: str | None
@@ -189,6 +190,7 @@ class HostConfig:
             enable_prefix_caching=v.get("enable_prefix_caching"),
             enforce_eager=bool(v["enforce_eager"]), quantization=v.get("quantization"),
             kv_cache_dtype=v["kv_cache_dtype"], swap_space=v.get("swap_space"),
+            disable_log_requests=bool(v["disable_log_requests"]),
             block_size=v.get("block_size"), trust_remote_code=bool(v["trust_remote_code"]),
             chat_template=v.get("chat_template"), serve_completions_only=bool(v["serve_completions_only"]),
             vllm_extra_args=tuple(v["vllm_extra_args"]),

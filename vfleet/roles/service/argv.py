@@ -77,6 +77,22 @@ def _switches(cfg: HostConfig) -> list[str]:
     return out
 
 
+def _log_requests_off(cfg: HostConfig, ok: Callable[[str, str], bool], version: str) -> list[str]:
+    """disable_log_requests in the spelling the pinned version takes: vLLM 0.10.1 replaced
+    --disable-log-requests by --no-enable-log-requests and 0.17.0 removed it (vllm_facts.yaml
+    flags; the 0.20.0 and 0.32.0 help captures list only the new pair), so the replacement
+    first, the old flag for releases before it; a version that takes neither is refused."""
+    if not cfg.disable_log_requests:
+        return []
+    flag = "--disable-log-requests"
+    replacement = (vllm_facts.flag_row(flag) or {}).get("replaced_by")
+    for word in (replacement, flag):
+        if word and ok(word, version):
+            return [word]
+    raise ArgvError(f"disable_log_requests: vLLM {version} takes neither {flag} nor {replacement}; "
+                    f"remove disable_log_requests from the inventory")
+
+
 def _is_secret_flag(word: str) -> bool:
     """--api-key in any spelling argparse maps to it: `_` for `-`, `=value`, a unique prefix."""
     flag = word.split("=", 1)[0].replace("_", "-").lower()
@@ -119,6 +135,7 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
             argv.append(flag)
         else:
             dropped.append(flag)
+    argv += _log_requests_off(cfg, ok, version)
     _check_extra(cfg.vllm_extra_args, ok, version)
     argv += list(cfg.vllm_extra_args)
     return VllmArgv(argv, dropped)
