@@ -151,6 +151,8 @@ class HostConfig:
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
+    # the variables the inventory (or --set) gives a value; the others hold the schema's default
+    set_in_inventory: frozenset[str] = field(default=frozenset(), repr=False)
 
     # -- building ---------------------------------------------------------------------
     @classmethod
@@ -213,6 +215,7 @@ class HostConfig:
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
+            set_in_inventory=frozenset(k for k, src in host.sources.items() if src != "default"),
         )
 
     def as_vars(self) -> dict[str, Any]:

@@ -97,7 +97,10 @@ def inventory_flags(vars: dict[str, Any]) -> dict[str, str]:
     items = extra.keys() if isinstance(extra, dict) else [str(a).split()[0] for a in extra if str(a).startswith("-")]
     for k in items:
         out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
+    asked = vars.get("set_in_inventory")  # HostConfig.as_vars(): the variables the inventory set
     for var, flag in vllm_facts.var_flags().items():
+        if asked is not None and var not in asked:
+            continue  # a schema default asks for no flag (shutdown_timeout's 30 s before vLLM 0.18)
         if var in vars and vars[var] not in (None, False, "") and flag not in out:
             out[flag] = var
     return out

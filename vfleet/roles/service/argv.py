@@ -19,6 +19,10 @@ __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
 
 FlagCheck = Union[Callable[[str, str], bool], Collection[str]]
 _SECRET_FLAGS = ("--api-key",)
+# A flag whose variable's default is vfleet's own choice: a version without the flag is news
+# only when the inventory set the variable. shutdown_timeout's default (30 s) also sizes
+# vfleet's own stop; before vLLM 0.18 the service simply does not drain.
+_REPORTED_WHEN_SET = {"--shutdown-timeout": "shutdown_timeout"}
 
 
 class ArgvError(ValueError):
@@ -28,7 +32,7 @@ class ArgvError(ValueError):
 @dataclass(frozen=True)
 class VllmArgv:
     argv: list[str]
-    dropped: list[str]          # flags set in the inventory that this version lacks
+    dropped: list[str]          # flags of the config's values this version lacks (shutdown_timeout's: when set)
 
 
 def _accepts(flag_available: FlagCheck) -> Callable[[str, str], bool]:
@@ -127,7 +131,9 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
         if value is None or value == "":
             continue
         if not ok(flag, version):
-            dropped.append(flag)
+            var = _REPORTED_WHEN_SET.get(flag)
+            if var is None or var in cfg.set_in_inventory:
+                dropped.append(flag)
             continue
         argv += [flag, str(value)]
     for flag in _switches(cfg):
