@@ -10,7 +10,7 @@ from vfleet.roles.service import render as sr
 from vfleet.config.variables import SCHEMA
 from vfleet.roles.service.argv import ArgvError, vllm_argv
 from tests.unit.configs import host_config
-from tests.unit.service_cases import (ENGINE, FLAGS_0_32, HELP, LAB, _choices_from_help, argv_of,
+from tests.unit.service_cases import (ENGINE, FLAGS_0_32, HELP, LAB, _choices_from_help, _flags_from_help, argv_of,
                                       exec_words, lab, stub_flag_available, value_of)
 
 
@@ -244,3 +244,27 @@ def test_real_vllm_facts_agrees_with_the_help_ground_truth():
     assert r.dropped == ["--shutdown-timeout"]
     assert sr.stop_timeout(lab(vllm_version="0.5.4"), facts.flag_available) == \
         sr.STOP_TIMEOUT_DEFAULT_SEC
+
+
+@pytest.mark.parametrize("version, flag", [("0.5.4", "--disable-log-requests"), ("0.12.0", "--no-enable-log-requests"),
+                                           ("0.20.0", "--no-enable-log-requests"), ("0.32.0", "--no-enable-log-requests")])
+def test_disable_log_requests_renders_the_spelling_the_version_takes(version, flag):
+    """Accepted by the schema, it used to render nothing. 0.20.0 and 0.32.0 have no
+    --disable-log-requests (their help captures list only --[no-]enable-log-requests)."""
+    facts = pytest.importorskip("vfleet.config.vllm_facts")
+    argv = vllm_argv(lab(vllm_version=version, disable_log_requests=True), facts.flag_available).argv
+    assert [w for w in argv if "log-requests" in w] == [flag]
+    if version in ("0.20.0", "0.32.0"):
+        help_flags = _flags_from_help(HELP.with_name(f"vllm-{version}-help.txt"))
+        assert flag in help_flags and "--disable-log-requests" not in help_flags
+    assert not [w for w in argv_of(lab(vllm_version=version)) if "log-requests" in w]   # false: the default
+
+
+def test_disable_log_requests_is_refused_where_the_version_takes_neither_spelling():
+    cfg = lab(disable_log_requests=True)
+    with pytest.raises(ArgvError) as exc:
+        vllm_argv(cfg, FLAGS_0_32 - {"--no-enable-log-requests"})
+    assert str(exc.value) == ("disable_log_requests: vLLM 0.32.0 takes neither --disable-log-requests nor "
+                              "--no-enable-log-requests; remove disable_log_requests from the inventory")
+    with pytest.raises(sr.RenderError, match="^disable_log_requests: "):
+        sr.render_service(cfg, FLAGS_0_32 - {"--no-enable-log-requests"})

@@ -56,7 +56,9 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
           requests=0, seconds=None, max_seconds=600, warmup=None, input_len=256, output_len=128, natural=False,
           dataset=None, dataset_format="auto", seed=0, timeout=300, max_inflight=1024, out="bench-results",
           name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None):
-    """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs, write JSON/CSV/PNG."""
+    """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs.
+
+    Writes the results as JSON, CSV and PNG."""
     # imported here, not at the top: the load generator's stack (httpx, plotting) cost every
     # other vfleet command ~0.3 s of start-up (measured by benchmarks/peer_race.py)
     from vfleet.clients.bench.client import Endpoint

@@ -15,8 +15,9 @@ from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, sel
       iterable=["set_"])
 @cli_errors
 def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
-    """Print resolved hosts, groups and merged variables as JSON (secrets masked); exit 2 with
-    every error when the inventory is invalid."""
+    """Print resolved hosts, groups and merged variables as JSON (secrets masked).
+
+    Exit 2 with every error when the inventory is invalid."""
     from vfleet.engine.inventory import masked_vars
 
     inv = load(inventory, set_)

@@ -19,8 +19,10 @@ BATCH_HELP = ("Restart hosts that were serving in rolling batches through the ga
 @cli_errors
 def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
                  no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
-    """Copy the model to every vLLM host's local disk: rsync into staging, verify sha256
-    manifest and shard index, switch atomically; hosts with a copy feed the next (fan-out)."""
+    """Copy the model to every vLLM host's local disk.
+
+    rsync into staging, verify sha256 manifest and shard index, switch atomically; hosts with
+    a copy feed the next (fan-out)."""
     from vfleet.cli import deploy_steps as steps
 
     inv, play = steps.open_play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
@@ -34,8 +36,9 @@ def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
 @cli_errors
 def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
             no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False):
-    """Install the pinned vLLM into /opt/vllm/<package>-<version> (online or from the
-    wheelhouse), verify it imports with that version, point `current` at it."""
+    """Install the pinned vLLM into /opt/vllm/<package>-<version>.
+
+    Online or from the wheelhouse; verify it imports with that version, point `current` at it."""
     from vfleet.cli import deploy_steps as steps
 
     inv, play = steps.open_play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
@@ -97,8 +100,10 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
 def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
            no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False,
            skip_preflight=False, force=False, strict=False, batch=None):
-    """Bare hosts -> a load-balanced, smoke-checked vLLM service: preflight, weights, install,
-    service, gateway, smoke. Prints a curl command that works against the gateway."""
+    """Bare hosts -> a load-balanced, smoke-checked vLLM service.
+
+    Steps: preflight, weights, install, service, gateway, smoke. Prints a curl command that
+    works against the gateway."""
     from vfleet.cli import deploy_steps as steps
 
     inv, play = steps.open_play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
@@ -128,8 +133,10 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
       iterable=["set_"])
 @cli_errors
 def verify(c, inventory=None, limit=None, set_=None, no_host_key_checking=False, junitxml=None):
-    """testinfra suite over the deployed fleet: unit enabled and active, port listening, venv
-    version, weights manifest, env file private, nginx config valid."""
+    """Run the testinfra suite over the deployed fleet.
+
+    Unit enabled and active, port listening, venv version, weights manifest, env file private,
+    nginx config valid."""
     from invoke.exceptions import Exit
 
     from vfleet.roles.verify import run_verify

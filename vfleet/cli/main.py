@@ -1,6 +1,7 @@
 """The `vfleet` console command: Invoke's Program over the same task namespace as tasks.py,
 so `vfleet deploy ...` works from any directory with the tasks and flags of `invoke deploy ...`."""
 import os
+import re
 import sys
 
 from invoke import Program
@@ -8,8 +9,27 @@ from invoke import Program
 from vfleet import __version__
 from vfleet.cli import namespace
 
-program = Program(namespace=namespace, version=__version__, name="vfleet", binary="vfleet")
 HELP_FLAGS = ("--help", "-h")
+# Invoke's flat list names a collection's default task `bench.bench (bench)`.
+_DEFAULT_TASK = re.compile(r"(?P<coll>[\w.-]+)\.[\w-]+ \((?P=coll)\)")
+
+
+class VfleetProgram(Program):
+    """Invoke's Program, but `--list` names each task once: a collection's default task (bench,
+    preflight) by the name users type and the README gives, not also as bench.bench. Both
+    names still run it, and bench.compare stays bench.compare."""
+
+    def list_flat(self) -> None:
+        pairs = self._make_pairs(self.scoped_collection)
+        self.display_with_columns(pairs=[(_one_name(name), text) for name, text in pairs])
+
+
+def _one_name(listed: str) -> str:
+    m = _DEFAULT_TASK.fullmatch(listed)
+    return m.group("coll") if m else listed
+
+
+program = VfleetProgram(namespace=namespace, version=__version__, name="vfleet", binary="vfleet")
 
 
 def help_first(argv: list[str]) -> list[str]:

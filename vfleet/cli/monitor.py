@@ -27,10 +27,11 @@ CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no
 def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, forks=10, report=None,
             check=False, diff=False, no_host_key_checking=False, connect_timeout=None, command_timeout=None,
             verbose=False):
-    """Monitoring of every vLLM host of the inventory: scrape config with file_sd targets, alert
-    rules with the metric names of each host's vLLM version, a Grafana dashboard; --deploy runs
-    Prometheus on the monitoring group (promtool-checked, reloaded only on change) and the
-    nginx exporter on each gateway."""
+    """Monitoring of every vLLM host: scrape config, alert rules, a Grafana dashboard.
+
+    The scrape config has file_sd targets, the alert rules the metric names of each host's vLLM
+    version; --deploy runs Prometheus on the monitoring group (promtool-checked, reloaded only
+    on change) and the nginx exporter on each gateway."""
     from vfleet.roles.monitoring import deploy as monitoring_deploy
     from vfleet.roles.monitoring import exporter
     from vfleet.roles.monitoring.files import monitoring_files, write_tree

@@ -3,8 +3,9 @@ beyond their flags is in vfleet/cli/preflight_steps.py, loaded when one of them 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from invoke import Collection, task
+from invoke import Collection, Task, task
 from rich.console import Console
 
 from vfleet.engine.errors import VfleetError
@@ -14,7 +15,18 @@ from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, sel
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
 
 
-@task(name="preflight", default=True,
+class LetterShortflags(Task):
+    """Invoke gives each option the first character of its dashed name not yet taken as its
+    short flag, '-' included: in plan and preflight, whose options are many, the letters
+    before the first dash of --max-num-batched-tokens and --nccl-bandwidth were taken, so they
+    got '-', which --help showed as a nameless `--=STRING` and `--`. Here a short flag is never
+    '-'; an option whose letters are all taken has none."""
+
+    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
+        return super().arg_opts(name, default, taken_names | {"-"})
+
+
+@task(name="preflight", default=True, klass=LetterShortflags,
       help=helptext(*COMMON, snapshot="Audit from DIR/<host>/ snapshots (preflight.capture) instead of SSH",
                     strict="Warnings fail too",
                     nccl_bandwidth="Also run an all-reduce across each host's tensor-parallel GPUs (torch + NCCL)",
@@ -24,8 +36,10 @@ COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking"
 @cli_errors
 def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
                    connect_timeout=None, snapshot=None, strict=False, nccl_bandwidth=False, replica_allreduce=False):
-    """Audit hosts before a deploy or an upgrade: GPUs, driver, CUDA, topology, NCCL, disk, shm,
-    capacity. `--set vllm_version=NEW` tells what a new version breaks. Exit 1 on a failed check."""
+    """Audit hosts before a deploy or an upgrade; exit 1 on a failed check.
+
+    GPUs, driver, CUDA, topology, NCCL, disk, shm, capacity. `--set vllm_version=NEW` tells
+    what a new version breaks."""
     from vfleet.roles.preflight import audit
     from vfleet.cli.preflight_steps import replica_checks
 
@@ -64,7 +78,8 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
     finish(play, report)
 
 
-@task(help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking",
+@task(klass=LetterShortflags,
+      help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking",
                     snapshot="Read GPU facts from DIR/<host>/ snapshots instead of SSH",
                     config="Plan without an inventory: a model folder or its config.json",
                     gpu_memory_mib="With --config: memory of one GPU in MiB",
@@ -83,8 +98,10 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
          config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
          dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
          cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None):
-    """Capacity plan: weight bytes, KV bytes per token, KV capacity, max concurrency, suggested
-    max_num_seqs / max_model_len, from config.json and the GPUs' memory."""
+    """Capacity plan: KV capacity, max concurrency, suggested max_num_seqs and max_model_len.
+
+    From config.json and the GPUs' memory: weight bytes, KV bytes per token, KV capacity, max
+    concurrency, suggested max_num_seqs / max_model_len."""
     from vfleet.roles.preflight import audit
     from vfleet.cli import preflight_steps as steps
 

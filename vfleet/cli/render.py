@@ -31,9 +31,10 @@ def _write(dest: Path, host: str, path: str, text: str, mode: str) -> Path:
       iterable=["set_"])
 @cli_errors
 def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, systemd_version=None):
-    """Show exactly what deploy would write on each host (vLLM unit, env file with secrets
-    masked, nginx config), without connecting. The NCCL environment is the inventory's only:
-    preflight's topology decision needs the host."""
+    """Show exactly what deploy would write on each host, without connecting.
+
+    The vLLM unit, the env file with secrets masked, the nginx config. The NCCL environment is
+    the inventory's only: preflight's topology decision needs the host."""
     from vfleet.roles.gateway.render import GatewayRenderError
     from vfleet.cli.render_files import render_host
     from vfleet.roles.service.render import RenderError

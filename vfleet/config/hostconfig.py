@@ -115,6 +115,7 @@ class HostConfig:
     quantization: str | None
     kv_cache_dtype: str
     swap_space: int | None
+    disable_log_requests: bool
     block_size: int | None
     trust_remote_code: bool
     chat_template: str | None
@@ -152,6 +153,8 @@ class HostConfig:
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
+    # the variables the inventory (or --set) gives a value; the others hold the schema's default
+    set_in_inventory: frozenset[str] = field(default=frozenset(), repr=False)
 
     # -- building ---------------------------------------------------------------------
     @classmethod
@@ -191,6 +194,7 @@ class HostConfig:
             enable_prefix_caching=v.get("enable_prefix_caching"),
             enforce_eager=bool(v["enforce_eager"]), quantization=v.get("quantization"),
             kv_cache_dtype=v["kv_cache_dtype"], swap_space=v.get("swap_space"),
+            disable_log_requests=bool(v["disable_log_requests"]),
             block_size=v.get("block_size"), trust_remote_code=bool(v["trust_remote_code"]),
             chat_template=v.get("chat_template"), serve_completions_only=bool(v["serve_completions_only"]),
             vllm_extra_args=tuple(v["vllm_extra_args"]),
@@ -213,6 +217,7 @@ class HostConfig:
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
+            set_in_inventory=frozenset(k for k, src in host.sources.items() if src != "default"),
         )
 
     # -- roles in the fleet -------------------------------------------------------------

@@ -125,6 +125,9 @@ VARIABLES: list[Variable] = [
              "--kv-cache-dtype: fp8 halves the KV cache bytes per token."),
     Variable("swap_space", {"type": ["integer", "null"], "minimum": 0}, None,
              "--swap-space GiB of CPU swap per GPU (only the versions that accept it)."),
+    Variable("disable_log_requests", {"type": "boolean"}, False,
+             "true: vLLM logs no line per request (--disable-log-requests, or --no-enable-log-requests "
+             "in the versions that replaced it); false: the version's default."),
     Variable("block_size", {"type": ["integer", "null"], "enum": [None, 1, 8, 16, 32, 64, 128]},
              None, "--block-size: tokens per KV cache block (null: vLLM's default)."),
     Variable("trust_remote_code", {"type": "boolean"}, False,

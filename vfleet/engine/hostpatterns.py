@@ -8,19 +8,45 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import itertools
+import math
 import re
 import string
+from dataclasses import dataclass
 
 from vfleet.engine.errors import VfleetError
 
 __all__ = ["expand_host_range", "has_host_range", "host_range_size", "match_limit",
-           "split_limit", "MAX_LIMIT_RANGE"]
+           "split_limit", "quoted", "MAX_LIMIT_RANGE"]
 
 # A --limit range is compared with the inventory's names, so it is expanded; this bounds it.
 MAX_LIMIT_RANGE = 1_000_000
 
 # One bracketed range: [start:end] or [start:end:step]; start may be empty (= 0), as in Ansible.
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
+
+# Digits a range's start, end or step may have: more is a typo, and Python itself refuses to
+# read a number of thousands of digits (with a message about sys.set_int_max_str_digits).
+_MAX_DIGITS = 18
+
+
+@dataclass(frozen=True)
+class _Range:
+    """One checked bracket: numbers (letters as their code points) from start to end by step."""
+
+    start: int
+    end: int
+    step: int
+    width: int = 0          # the zero padding of `[01:16]`
+    letters: bool = False
+
+    @property
+    def count(self) -> int:
+        return (self.end - self.start) // self.step + 1
+
+    def items(self) -> list[str]:
+        values = range(self.start, self.end + 1, self.step)
+        return [chr(v) for v in values] if self.letters else [str(v).zfill(self.width) for v in values]
 
 
 def has_host_range(pattern: str) -> bool:
@@ -30,22 +56,9 @@ def has_host_range(pattern: str) -> bool:
 
 def host_range_size(pattern: str) -> int:
     """How many names a pattern expands to, without expanding it: the loader checks this
-    against its host limit first, because `gpu[0:10000000]` would otherwise fill memory."""
-    size, rest = 1, pattern
-    while True:
-        match = next((m for m in _RANGE.finditer(rest) if ":" in m.group(1)), None)
-        if match is None:
-            expand_host_range(rest)   # the same errors as expanding would give
-            return size
-        parts = match.group(1).split(":")
-        beg, end = (parts[0].strip() or "0"), (parts[1].strip() if len(parts) > 1 else "")
-        step = parts[2].strip() if len(parts) == 3 else "1"
-        if (len(parts) in (2, 3) and step.isdigit() and int(step) >= 1
-                and beg.isdigit() and end.isdigit() and int(beg) <= int(end)):
-            size *= (int(end) - int(beg)) // int(step) + 1
-        else:
-            size *= len(_expand_one(pattern, match.group(1)))   # letters: at most 52
-        rest = rest[: match.start()] + "x" + rest[match.end():]
+    against its host limit first, because `gpu[0:10000000]` would otherwise fill memory.
+    Raises the same errors as expanding would."""
+    return math.prod(r.count for r in _parse(pattern)[1])
 
 
 def expand_host_range(pattern: str) -> list[str]:
@@ -54,54 +67,70 @@ def expand_host_range(pattern: str) -> list[str]:
     Zero padding of the start is kept (`[01:16]` gives `01`..`16`), as Ansible does, because
     fleets name hosts that way. Unlike Ansible, a range that would expand to nothing (start
     after end) is an error: an inventory that silently loses hosts is worse than one that
-    refuses to load. Errors are ValueError with a message that quotes the pattern.
+    refuses to load. Errors are ValueError with a one-line message that quotes the pattern
+    (control characters escaped, cut when long) and says what a range takes.
     """
-    match = next((m for m in _RANGE.finditer(pattern) if ":" in m.group(1)), None)
-    if match is None:
-        if "[" in pattern or "]" in pattern:
-            raise ValueError(f"host range '{pattern}': expected [start:end] or [start:end:step]")
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end():]
-    if "[" in head or "]" in head:
-        raise ValueError(f"host range '{pattern}': unbalanced brackets")
-    items = _expand_one(pattern, match.group(1))
+    texts, ranges = _parse(pattern)
     out: list[str] = []
-    for item in items:
-        out.extend(expand_host_range(head + item + tail))
+    for items in itertools.product(*(r.items() for r in ranges)):
+        out.append(texts[0] + "".join(item + text for item, text in zip(items, texts[1:])))
     return out
 
 
-def _expand_one(pattern: str, body: str) -> list[str]:
-    """Expand the inside of one bracket ("01:16", "a:c", "1:10:2") to its items."""
-    parts = body.split(":")
+def _parse(pattern: str) -> tuple[list[str], list[_Range]]:
+    """The text around the ranges (one piece more than ranges) and the ranges, checked: the
+    one place a pattern's errors come from, so counting and expanding refuse the same."""
+    matches = [m for m in _RANGE.finditer(pattern) if ":" in m.group(1)]
+    bounds = [0] + [i for m in matches for i in (m.start(), m.end())] + [len(pattern)]
+    texts = [pattern[a:b] for a, b in zip(bounds[::2], bounds[1::2])]
+    if any("[" in t or "]" in t for t in texts):
+        why = "unbalanced brackets" if matches else "expected [start:end] or [start:end:step]"
+        raise ValueError(f"host range {quoted(pattern)}: {why}")
+    return texts, [_range(pattern, m.group(1)) for m in matches]
+
+
+def _range(pattern: str, body: str) -> _Range:
+    """Check the inside of one bracket ("01:16", "a:c", "1:10:2")."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"host range {quoted(pattern)}: {why}")
+
+    parts = [p.strip() for p in body.split(":")]
     if len(parts) not in (2, 3):
-        raise ValueError(f"host range '{pattern}': expected [start:end] or [start:end:step]")
-    beg, end = parts[0].strip() or "0", parts[1].strip()
-    step_txt = parts[2].strip() if len(parts) == 3 else "1"
+        raise bad("expected [start:end] or [start:end:step]")
+    beg, end, step_txt = parts[0] or "0", parts[1], parts[2] if len(parts) == 3 else "1"
     if not end:
-        raise ValueError(f"host range '{pattern}': missing end")
-    if not step_txt.isdigit() or int(step_txt) < 1:
-        raise ValueError(f"host range '{pattern}': step must be a whole number >= 1")
+        raise bad("missing end")
+    if not _is_number(step_txt) or int(step_txt) < 1:
+        raise bad(f"step must be a whole number >= 1 (of at most {_MAX_DIGITS} digits)")
     step = int(step_txt)
-    if beg.isdigit() and end.isdigit():
+    if _is_number(beg) and _is_number(end):
         if beg.startswith("0") and len(beg) > 1 and len(beg) != len(end):
-            raise ValueError(
-                f"host range '{pattern}': zero-padded start and end must have the same width"
-            )
+            raise bad("zero-padded start and end must have the same width (write [01:16], not [01:100])")
         if int(beg) > int(end):
-            raise ValueError(f"host range '{pattern}': start after end")
-        width = len(beg) if beg.startswith("0") and len(beg) > 1 else 0
-        return [str(i).zfill(width) for i in range(int(beg), int(end) + 1, step)]
+            raise bad("start after end")
+        return _Range(int(beg), int(end), step, len(beg) if beg.startswith("0") else 0)
     letters = string.ascii_letters
     if len(beg) == 1 and len(end) == 1 and beg in letters and end in letters:
         if beg.islower() != end.islower():
-            raise ValueError(f"host range '{pattern}': start and end must be the same case")
+            raise bad("start and end must be the same case")
         if beg > end:
-            raise ValueError(f"host range '{pattern}': start after end")
-        return [chr(c) for c in range(ord(beg), ord(end) + 1, step)]
-    raise ValueError(
-        f"host range '{pattern}': start and end must both be numbers or both single letters"
-    )
+            raise bad("start after end")
+        return _Range(ord(beg), ord(end), step, letters=True)
+    raise bad(f"start and end must both be numbers or both single letters (numbers: at most "
+              f"{_MAX_DIGITS} digits 0-9; letters: a-z or A-Z)")
+
+
+def quoted(pattern: str, limit: int = 80) -> str:
+    """A pattern as an error message shows it: quoted, control characters escaped (a newline
+    in a YAML key must not break the one-line error), and cut after `limit` characters (a
+    pasted 10,000-character key must not either)."""
+    return repr(pattern if len(pattern) <= limit else pattern[:limit] + "...")
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes '²' and '١', which int() reads differently
+    or not at all, and a host named from them is not what the operator wrote."""
+    return text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS
 
 
 def split_limit(limit: str) -> list[str]:
@@ -134,13 +163,13 @@ def _match_term(term: str, hosts: list[str], groups: dict[str, list[str]]) -> li
         try:
             rx = re.compile(term[1:])
         except re.error as exc:
-            raise VfleetError(f"--limit '{term}': bad regular expression: {exc}") from None
+            raise VfleetError(f"--limit {quoted(term)}: bad regular expression: {exc}") from None
         found = [g for g in groups if rx.match(g)]
         return _union([h for h in hosts if rx.match(h)], *(groups[g] for g in found))
     if has_host_range(term):
         try:
             if host_range_size(term) > MAX_LIMIT_RANGE:
-                raise ValueError(f"host range '{term}' expands to more than "
+                raise ValueError(f"host range {quoted(term)} expands to more than "
                                  f"{MAX_LIMIT_RANGE} names; use a glob such as 'gpu*'")
             names = set(expand_host_range(term))
         except ValueError as exc:
@@ -195,7 +224,7 @@ def match_limit(
 
 def _no_match_message(term: str, hosts: list[str], groups: dict[str, list[str]], source: str) -> str:
     known = sorted(groups)
-    msg = f"--limit '{term}' matches no host or group in {source}; known groups: {', '.join(known)}"
+    msg = f"--limit {quoted(term)} matches no host or group in {source}; known groups: {', '.join(known)}"
     close = difflib.get_close_matches(term, list(groups) + list(hosts), n=1, cutoff=0.6)
     if close:
         msg += f"; did you mean '{close[0]}'?"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from vfleet.engine.hostpatterns import expand_host_range, host_range_size
+from vfleet.engine.hostpatterns import expand_host_range, host_range_size, quoted
 from vfleet.engine.inventory.common import Entry, kind, line_of, loc, unsafe_name
 from vfleet.engine.inventory.model import Source
 from vfleet.engine.inventory.yamlfile import plain
@@ -79,7 +79,7 @@ def add_hosts(raw: RawInventory, group: str, pattern: str, hvars: Any, path: str
         errors.append(f"{where}: {exc}")
         return
     if len(raw.host_vars) + size > MAX_HOSTS:
-        errors.append(f"{where}: '{pattern}' would make more than {MAX_HOSTS} hosts "
+        errors.append(f"{where}: {quoted(pattern)} would make more than {MAX_HOSTS} hosts "
                       f"({size} from this pattern); split the fleet into several inventories")
         return
     names = expand_host_range(pattern) if size > 1 or "[" in pattern else [pattern]

@@ -100,6 +100,8 @@ def inventory_flags(cfg: HostConfig) -> dict[str, str]:
     for k in (a.split()[0] for a in cfg.vllm_extra_args if a.startswith("-")):
         out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
     for var, flag in vllm_facts.var_flags().items():
+        if var not in cfg.set_in_inventory:
+            continue  # a schema default asks for no flag (shutdown_timeout's 30 s before vLLM 0.18)
         if getattr(cfg, var, None) not in (None, False, "") and flag not in out:
             out[flag] = var
     return out

@@ -19,6 +19,10 @@ __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
 
 FlagCheck = Union[Callable[[str, str], bool], Collection[str]]
 _SECRET_FLAGS = ("--api-key",)
+# A flag whose variable's default is vfleet's own choice: a version without the flag is news
+# only when the inventory set the variable. shutdown_timeout's default (30 s) also sizes
+# vfleet's own stop; before vLLM 0.18 the service simply does not drain.
+_REPORTED_WHEN_SET = {"--shutdown-timeout": "shutdown_timeout"}
 
 
 class ArgvError(ValueError):
@@ -28,7 +32,7 @@ class ArgvError(ValueError):
 @dataclass(frozen=True)
 class VllmArgv:
     argv: list[str]
-    dropped: list[str]          # flags set in the inventory that this version lacks
+    dropped: list[str]          # flags of the config's values this version lacks (shutdown_timeout's: when set)
 
 
 def _accepts(flag_available: FlagCheck) -> Callable[[str, str], bool]:
@@ -77,6 +81,22 @@ def _switches(cfg: HostConfig) -> list[str]:
     return out
 
 
+def _log_requests_off(cfg: HostConfig, ok: Callable[[str, str], bool], version: str) -> list[str]:
+    """disable_log_requests in the spelling the pinned version takes: vLLM 0.10.1 replaced
+    --disable-log-requests by --no-enable-log-requests and 0.17.0 removed it (vllm_facts.yaml
+    flags; the 0.20.0 and 0.32.0 help captures list only the new pair), so the replacement
+    first, the old flag for releases before it; a version that takes neither is refused."""
+    if not cfg.disable_log_requests:
+        return []
+    flag = "--disable-log-requests"
+    replacement = (vllm_facts.flag_row(flag) or {}).get("replaced_by")
+    for word in (replacement, flag):
+        if word and ok(word, version):
+            return [word]
+    raise ArgvError(f"disable_log_requests: vLLM {version} takes neither {flag} nor {replacement}; "
+                    f"remove disable_log_requests from the inventory")
+
+
 def _is_secret_flag(word: str) -> bool:
     """--api-key in any spelling argparse maps to it: `_` for `-`, `=value`, a unique prefix."""
     flag = word.split("=", 1)[0].replace("_", "-").lower()
@@ -111,7 +131,9 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
         if value is None or value == "":
             continue
         if not ok(flag, version):
-            dropped.append(flag)
+            var = _REPORTED_WHEN_SET.get(flag)
+            if var is None or var in cfg.set_in_inventory:
+                dropped.append(flag)
             continue
         argv += [flag, str(value)]
     for flag in _switches(cfg):
@@ -119,6 +141,7 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
             argv.append(flag)
         else:
             dropped.append(flag)
+    argv += _log_requests_off(cfg, ok, version)
     _check_extra(cfg.vllm_extra_args, ok, version)
     argv += list(cfg.vllm_extra_args)
     return VllmArgv(argv, dropped)

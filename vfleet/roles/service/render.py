@@ -77,7 +77,7 @@ def _command(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
 
 
 def _stop_timeout(cfg: HostConfig, command: VllmArgv) -> int:
-    drains = "--shutdown-timeout" not in command.dropped
+    drains = "--shutdown-timeout" in command.argv
     return cfg.shutdown_timeout + STOP_TIMEOUT_MARGIN_SEC if drains else STOP_TIMEOUT_DEFAULT_SEC
 
 

@@ -217,7 +217,8 @@ def restart_now_or_defer(ctx: HostContext) -> None:
         ctx.record("service", cfg.unit, Status.SKIPPED, "check mode: would restart in a rolling batch")
         return
     ctx.result.note(dataclasses.replace(outcome, restart_deferred=True))
-    ctx.result.data["restart_deferred"] = True   # for the report    ctx.record("service", cfg.unit, Status.OK, "changed while serving: restart deferred to the rolling batches")
+    ctx.result.data["restart_deferred"] = True   # for the report
+    ctx.record("service", cfg.unit, Status.OK, "changed while serving: restart deferred to the rolling batches")
 
 
 HANDLERS = {RESTART: restart_and_wait}
