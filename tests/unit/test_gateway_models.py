@@ -270,9 +270,10 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
     from vfleet.roles.gateway.models import group_models
     from vfleet.config.variables import SCHEMA
     from vfleet.cli.common import backends
+    from vfleet.config.fleet import Fleet
 
     inv = load_inventory(Path(__file__).parent / "data/inventories/models/inventory.yaml", schema=SCHEMA)
-    bs = backends(inv, {"h100-01": 40.5})
+    bs = backends(Fleet.of(inv), {"h100-01": 40.5})
     models = group_models(bs)
     assert [(m.name, m.hosts, m.max_tokens, m.route_prefix) for m in models] == [
         ("qwen2.5-7b", ("a100-01", "a100-02", "rtx4090-01", "spare-01"), 1024, None),

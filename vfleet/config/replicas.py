@@ -8,7 +8,9 @@ naming the file, the group that set `replica`, the key and the fix. What only th
 tell (their GPUs, driver, versions, NIC, clock) is vfleet/roles/replica/preflight.py.
 
     replicas = find_replicas(inv)          # {name: Replica}; raises VfleetError when invalid
-    r = replica_of(inv, "gpu02")           # None for a single-host replica
+
+A run finds them once, in its fleet model (vfleet/config/fleet.py), which also answers which
+replica a host is in and which hosts serve.
 """
 from __future__ import annotations
 
@@ -23,8 +25,7 @@ from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import VLLM_GROUP
 
-__all__ = ["Replica", "find_replicas", "replica_of", "check_inventory", "member_config", "serving_hosts",
-           "SAME_ON_EVERY_MEMBER"]
+__all__ = ["Replica", "find_replicas", "check_inventory", "member_config", "SAME_ON_EVERY_MEMBER"]
 
 # Every member must agree on these (they define one engine): a difference is an inventory error.
 SAME_ON_EVERY_MEMBER = (
@@ -171,11 +172,6 @@ def find_replicas(inv: Inventory) -> dict[str, Replica]:
     return out
 
 
-def replica_of(inv: Inventory, host: str) -> Replica | None:
-    """The replica a host belongs to (None: it serves on its own)."""
-    return next((r for r in find_replicas(inv).values() if host in r.members), None)
-
-
 def member_config(host: Host) -> HostConfig:
     """HostConfig.from_host, plus Ray pinned into the vLLM venv of a ray-backend member: the
     install spec (and so the venv's marker) then says which Ray it holds, and an upgrade
@@ -187,9 +183,3 @@ def member_config(host: Host) -> HostConfig:
         cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={v['ray_version']}",))
     return cfg
 
-
-def serving_hosts(inv: Inventory) -> list[Host]:
-    """The vLLM hosts that answer requests: single-host replicas and each replica's head
-    (a worker serves no HTTP), in inventory order. The gateway balances over these."""
-    workers = {w for r in find_replicas(inv).values() for w in r.workers}
-    return [h for h in inv.hosts.values() if VLLM_GROUP in h.groups and h.name not in workers]

@@ -2,7 +2,7 @@
 unit and its environment, the head's vLLM unit (drop-in included) or, for the mp backend,
 each member's vLLM unit with its node rank.
 
-    files = render_member(inv, replica, "gpu02", route=Route(...), systemd_version=252)
+    files = render_member(replica, cfg, head_cfg, host.vars, flag_available, route=Route(...), systemd_version=252)
 
 Why the vLLM unit is the single-host renderer's (vfleet/roles/service/render.py) with a changed
 config rather than a second template: one command-line builder, so a replica's head gets the
@@ -21,7 +21,6 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vfleet.engine.inventory import Inventory
 from vfleet.config.hostconfig import UNIT_DIR, HostConfig
 from vfleet.config import vllm_facts
 from vfleet.config.quoting import QuotingError, systemd_quote
@@ -169,20 +168,20 @@ def _headless_start(cfg: HostConfig, unit: str) -> str:
     return unit.replace(before, f"ExecStart={spell(new[:3])} \\\n    {spell(new[3:])}", 1)
 
 
-def render_member(inv: Inventory, replica: Replica, host: str, flag_available: FlagCheck, *,
-                  route: Route | None = None, systemd_version: int | None = None,
-                  configure=HostConfig.from_host) -> list[MemberFile]:
-    """Files deploy writes on one member. `configure` turns a Host into its HostConfig (the
-    renderer passes one that masks secrets)."""
-    h = inv.hosts[host]
-    cfg, head = configure(h), configure(inv.hosts[replica.head])
-    net = member_net(cfg, h.vars, route)
+def render_member(replica: Replica, cfg: HostConfig, head: HostConfig, vars_: Mapping[str, Any],
+                  flag_available: FlagCheck, *, route: Route | None = None,
+                  systemd_version: int | None = None) -> list[MemberFile]:
+    """Files deploy writes on one member: `cfg` its config, `head` its replica's head's, `vars_`
+    its inventory variables (the Ray ports, replica_nic). The renderer passes configs whose
+    secrets are masked."""
+    host = cfg.name
+    net = member_net(cfg, vars_, route)
     out: list[MemberFile] = []
     if replica.backend == "ray":
-        out += _ray_files(cfg, h.vars, replica, head, net)
+        out += _ray_files(cfg, vars_, replica, head, net)
         if host != replica.head:
             return out
-    vcfg = _vllm_config(cfg, replica, head, h.vars, net)
+    vcfg = _vllm_config(cfg, replica, head, vars_, net)
     r = render_service(vcfg, flag_available, systemd_version=systemd_version)
     unit = r.unit_text if host == replica.head else _headless_start(vcfg, r.unit_text)
     out += [MemberFile(r.unit_path, "0644", unit), MemberFile(r.env_path, "0600", r.env_text)]
