@@ -54,7 +54,7 @@ def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable
     if drained is not None:
         state = "".join(f"{n}\n" for n in sorted(set(drained)))
         changes += file_change(DRAINED_STATE, state, facts["drained"], mode="0644", action="drained state")
-    if caps is not None:
+    if caps is not None and (caps.max_conns or facts["caps"].kind != "missing"):  # none to keep: no file
         changes += file_change(CAPS_STATE, caps.text(), facts["caps"], mode="0644", action="gateway caps")
     if cfg.gateway_port == 80 and facts["default_site"].kind != "missing":
         changes.append(command("nginx config", DEFAULT_SITE, "disabled (it also claims port 80)",
