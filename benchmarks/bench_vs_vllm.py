@@ -39,8 +39,8 @@ from common import emit  # noqa: E402  benchmarks/common.py
 
 from vfleet.engine.runner import Play, RunOptions  # noqa: E402
 from vfleet.clients.bench import wire as wire_timing  # noqa: E402
-from vfleet.config.hostconfig import HostConfig  # noqa: E402
 from vfleet.cli.common import load  # noqa: E402  (the inventory checked against vfleet's variables)
+from vfleet.cli.options import TaskOptions  # noqa: E402
 
 
 # `vllm bench serve ARGS` without vLLM's CLI front end (argv: bench serve ARGS)
@@ -88,11 +88,12 @@ def main() -> int:
     args = ap.parse_args()
     rt = ["chrt", "-f", "10"] if args.realtime else []
 
-    inv = load(args.inventory)
-    vllm = [h for h in inv.hosts.values() if "vllm" in h.groups]
+    fleet = load(TaskOptions(inventory=args.inventory))
+    inv = fleet.inventory
+    vllm = fleet.vllm_hosts
     server = inv.hosts[args.server] if args.server else vllm[0]
     client = inv.hosts[args.client] if args.client else (vllm[1] if len(vllm) > 1 else vllm[0])
-    scfg, ccfg = HostConfig.from_host(server), HostConfig.from_host(client)
+    scfg, ccfg = fleet.config(server), fleet.config(client)
 
     def wire(capture: list[str], from_vllm_client: bool) -> dict | None:
         """The wire's view of one tool's measured requests: the last --prompts streams it sent

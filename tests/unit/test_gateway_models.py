@@ -270,9 +270,10 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
     from vfleet.roles.gateway.models import group_models
     from vfleet.config.variables import SCHEMA
     from vfleet.cli.common import backends
+    from vfleet.config.fleet import Fleet
 
     inv = load_inventory(Path(__file__).parent / "data/inventories/models/inventory.yaml", schema=SCHEMA)
-    bs = backends(inv, {"h100-01": 40.5})
+    bs = backends(Fleet.of(inv), {"h100-01": 40.5})
     models = group_models(bs)
     assert [(m.name, m.hosts, m.max_tokens, m.route_prefix) for m in models] == [
         ("qwen2.5-7b", ("a100-01", "a100-02", "rtx4090-01", "spare-01"), 1024, None),
@@ -286,16 +287,21 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
 
 def test_a_run_without_a_plan_keeps_the_caps_the_gateway_has():
     """deploy with preflight capped a1 at 3 (the planner); a later run without preflight
-    (gateway, restart, --skip-preflight) renders the same config, not max_num_seqs."""
-    from vfleet.roles.gateway.nginx import kept_max_conns
+    (gateway, restart, --skip-preflight) renders the same config, not max_num_seqs: the caps
+    the gateway was rendered with are kept on it as JSON (vfleet/roles/gateway/caps.py)."""
+    from vfleet.roles.gateway.caps import GatewayCaps
 
     cfg = host_config({"max_num_seqs": 8, "served_model_name": "tiny-a"}, name="a1", address="10.0.0.1")
     planned = Backend.of(cfg, max_concurrency=3.7)
     gw_cfg = host_config(name="gw", group="gateways")
     current = gr.render_gateway([planned], gw_cfg)
+    state = GatewayCaps.of([planned]).text()   # what that run wrote beside the config
+    assert json.loads(state) == {"max_conns": {"a1": 3}}
+    kept = GatewayCaps.parse(state)
     unplanned = Backend.of(cfg)
     assert unplanned.max_conns == 8 and not unplanned.max_conns_settled
-    assert gr.render_gateway(kept_max_conns([unplanned], current), gw_cfg) == current
+    assert gr.render_gateway(kept.kept([unplanned]), gw_cfg) == current
     # settled caps (inventory or plan) win over what is there; a host never capped gets max_num_seqs
-    assert kept_max_conns([Backend.of(cfg, max_concurrency=5.2)], current)[0].max_conns == 5
-    assert kept_max_conns([unplanned], None)[0].max_conns == 8
+    assert kept.kept([Backend.of(cfg, max_concurrency=5.2)])[0].max_conns == 5
+    assert GatewayCaps.parse(None).kept([unplanned])[0].max_conns == 8
+    assert GatewayCaps.parse("not json").kept([unplanned])[0].max_conns == 8   # unreadable: nothing kept

@@ -13,6 +13,8 @@ import yaml
 from rich.console import Console
 
 from vfleet.cli.common import make_play
+from vfleet.cli.options import TaskOptions
+from vfleet.config.fleet import Fleet
 from vfleet.cli.preflight_steps import plan_hosts
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
@@ -39,7 +41,8 @@ def inv(tmp_path: Path):
 
 
 def _play(inv, name: str = "preflight"):
-    return make_play(name, inv.select(None))
+    fleet = Fleet.of(inv)
+    return make_play(name, fleet, inv.select(None), TaskOptions())
 
 
 def test_gather_audit_capture_and_offline_audit(inv, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import load_inventory
-from vfleet.config.replicas import check_inventory, find_replicas, member_config, replica_of, serving_hosts
+from vfleet.config.fleet import Fleet
+from vfleet.config.replicas import check_inventory, find_replicas, member_config
 from vfleet.config.variables import SCHEMA
 
 INV = Path(__file__).parent / "data" / "replica" / "inventory.yaml"
@@ -22,7 +23,8 @@ def test_replica_found_with_head_first_and_layout():
     r = find_replicas(_load())["r1"]
     assert (r.head, r.workers) == ("gpu01", ("gpu02",))
     assert (r.tensor_parallel_size, r.pipeline_parallel_size, r.gpus_per_host, r.backend) == (8, 2, 8, "ray")
-    assert replica_of(_load(), "gpu03") is None and replica_of(_load(), "gpu02") == r
+    fleet = Fleet.of(_load())
+    assert fleet.replica_of("gpu03") is None and fleet.replica_of("gpu02") == r
 
 
 def test_replica_head_marked_on_a_later_member(tmp_path):
@@ -34,7 +36,7 @@ def test_replica_head_marked_on_a_later_member(tmp_path):
 
 
 def test_gateway_balances_over_heads_and_single_hosts_only():
-    assert [h.name for h in serving_hosts(_load())] == ["gpu01", "gpu03"]
+    assert [h.name for h in Fleet.of(_load()).serving_hosts] == ["gpu01", "gpu03"]
 
 
 @pytest.mark.parametrize("overrides, words", [
@@ -93,17 +95,19 @@ def test_schema_rejects_a_bad_replica_value():
 
 def test_vfleet_load_checks_replicas_before_anything_runs(tmp_path):
     from vfleet.cli.common import load
+    from vfleet.cli.options import TaskOptions
     p = tmp_path / "inventory.yaml"
     shutil.copy(INV, p)
     with pytest.raises(VfleetError, match="replica_gpus_per_host 3"):
-        load(str(p), ["replica_gpus_per_host=3"])
+        load(TaskOptions(inventory=str(p), set_=("replica_gpus_per_host=3",)))
 
 
 def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
-    from vfleet.roles.replica.deploy import _units, members_in, workers_in
+    from vfleet.roles.replica.deploy import _units
     inv = _load()
     r = find_replicas(inv)["r1"]
-    assert members_in(inv) == {"gpu01", "gpu02"} and workers_in(inv) == {"gpu02"}
+    fleet = Fleet.of(inv)
+    assert fleet.members == {"gpu01", "gpu02"} and fleet.workers == {"gpu02"}
     head, worker = member_config(inv.hosts["gpu01"]), member_config(inv.hosts["gpu02"])
     assert _units(head, r, "gpu01") == ["vllm-ray.service", "vllm.service"]
     assert _units(worker, r, "gpu02") == ["vllm-ray.service"]

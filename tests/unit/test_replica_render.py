@@ -9,7 +9,7 @@ import yaml
 from vfleet.engine.inventory import load_inventory
 from vfleet.roles.replica.ray_render import render_member
 from vfleet.cli.render_files import render_host
-from vfleet.config.replicas import find_replicas, member_config
+from vfleet.config.fleet import Fleet
 from vfleet.roles.replica.facts import RouteFact, parse_route
 from vfleet.config.variables import SCHEMA
 from vfleet.config.vllm_facts import flag_available
@@ -20,9 +20,10 @@ ROUTE_TO_WORKER = parse_route("10.0.0.2", ["10.0.0.2 dev ens1f0 src 10.0.0.1 uid
 
 
 def _files(host, route, **overrides):
-    inv = load_inventory(DATA / "inventory.yaml", overrides or None, schema=SCHEMA)
-    r = find_replicas(inv)["r1"]
-    return {f.path: f for f in render_member(inv, r, host, flag_available, route=route, configure=member_config)}
+    fleet = Fleet.of(load_inventory(DATA / "inventory.yaml", overrides or None, schema=SCHEMA))
+    r = fleet.replicas["r1"]
+    return {f.path: f for f in render_member(r, fleet.config(host), fleet.config(r.head),
+                                             flag_available, route=route)}
 
 
 @pytest.mark.parametrize("case", yaml.safe_load((DATA / "routes.yaml").read_text()))
@@ -79,12 +80,12 @@ def test_mp_backend_gives_every_member_a_vllm_unit_with_its_node_rank():
 
 
 def test_vfleet_render_shows_the_members_and_masks_secrets():
-    inv = load_inventory(DATA / "inventory.yaml", {"api_key": "sk-secret-value"}, schema=SCHEMA)
-    files = {f.path: f for f in render_host(member_config(inv.hosts["gpu01"]), inv)}
+    fleet = Fleet.of(load_inventory(DATA / "inventory.yaml", {"api_key": "sk-secret-value"}, schema=SCHEMA))
+    files = {f.path: f for f in render_host(fleet, "gpu01")}
     assert "/etc/systemd/system/vllm-ray.service" in files
     assert "sk-secret-value" not in "".join(f.text for f in files.values())
     assert "VLLM_API_KEY=" in files["/etc/vllm/vllm.env"].text
-    gw = render_host(member_config(inv.hosts["gw"]), inv)[0].text
+    gw = render_host(fleet, "gw")[0].text
     assert "10.0.0.1:8000" in gw and "10.0.0.2:8000" not in gw
 
 

@@ -58,9 +58,9 @@ def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
     monkeypatch.setattr(rr, "start", lambda ctx, unit, no_block: calls.append((ctx.name, f"start {unit}")))
     monkeypatch.setattr(rr.readiness, "wait_ready", lambda ctx: calls.append((ctx.name, "ready")))
     monkeypatch.setattr(rr.vllm_install, "link_current", lambda ctx, c, v: calls.append((ctx.name, f"link {v}")))
-    monkeypatch.setattr(rr.replica_deploy, "configure_member", lambda ctx, inv, r: calls.append((ctx.name, "files")))
+    monkeypatch.setattr(rr.replica_deploy, "configure_member", lambda ctx, fleet, r: calls.append((ctx.name, "files")))
     roll = rr.ReplicaRollout.__new__(rr.ReplicaRollout)
-    roll.play, roll.replicas, roll.inventory = SimpleNamespace(contexts=ctxs), R, None
+    roll.play, roll.fleet = SimpleNamespace(contexts=ctxs), SimpleNamespace(replicas=R)
     roll.restart_host(ctxs["gpu02"], "/opt/vllm/new")
     assert calls == [("gpu02", "systemctl stop -- vllm.service"), ("gpu01", "link /opt/vllm/new"), ("gpu01", "files"),
                      ("gpu01", "systemctl restart -- vllm-ray.service"), ("gpu02", "link /opt/vllm/new"),

@@ -16,6 +16,7 @@ import yaml
 from vfleet.engine.changes import Change
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.roles.gateway import nginx as gateway
+from vfleet.roles.gateway.caps import GatewayCaps
 from vfleet.roles.service import unit as service
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
@@ -78,12 +79,15 @@ def test_gateway_plan(case: dict[str, Any]) -> None:
     backends = [Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")]
     f = case["facts"]
     drained = set(case.get("drain", []))
+    caps = GatewayCaps(case["caps"]) if "caps" in case else None
     current = render_gateway(backends, cfg)
     facts = {"nginx": f["nginx"], "conf": file_state(f["conf"], current),
              "default_site": file_state(f["default_site"], ""), "drained": file_state(f["drained"], ""),
+             "caps": file_state(f.get("caps", "missing"), caps.text() if caps else ""),
              "unit": UnitState(*f["unit"])}
     text = render_gateway(backends, cfg, drained=drained)
-    assert_plan(gateway.plan(cfg, text, facts, drained=drained if "drain" in case else None), case["expect"])
+    assert_plan(gateway.plan(cfg, text, facts, drained=drained if "drain" in case else None, caps=caps),
+                case["expect"])
 
 
 def test_a_drained_backend_is_marked_down_in_the_planned_config() -> None:

@@ -1,19 +1,55 @@
 """A rollout's last lines, one per host, from what the rollout recorded (data, no host): a
 restarted host lists each wait, a failed one names what it was waiting for and how long and
-where it was left, a host never reached says why."""
+where it was left, a host never reached says why. What it recorded is a typed RolloutInfo
+whose report section is the dict the report always had."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from types import SimpleNamespace
 
-from vfleet.engine.results import HostResult
+from vfleet.engine.results import HostResult, Status, StepResult
 from vfleet.roles.rollout.lines import failed, host_line, host_lines, waiting
+from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
 
-DONE = {"from": "/opt/vllm/a", "drain_s": 0.02, "inflight_wait_s": 3.41, "stop_s": 6.0, "ready_s": 41.27,
-        "restart_s": 47.3, "undrain_s": 0.3, "serving": "/opt/vllm/a"}
-NOT_READY = {"from": "/opt/vllm/a", "drain_s": 0.0, "inflight_wait_s": 180.2, "stop_s": 31.0,
-             "error": "vLLM on lab1: not ready after 600s (last: loading); journal: a\nb",
-             "waiting_for": "vLLM to be ready", "waited_s": 600.4, "rolled_back": True, "serving": "/opt/vllm/a"}
+DONE_DICT = {"from": "/opt/vllm/a", "drain_s": 0.02, "inflight_wait_s": 3.41, "stop_s": 6.0, "ready_s": 41.27,
+             "restart_s": 47.3, "undrain_s": 0.3, "serving": "/opt/vllm/a"}
+NOT_READY_DICT = {"from": "/opt/vllm/a", "drain_s": 0.0, "inflight_wait_s": 180.2, "stop_s": 31.0,
+                  "error": "vLLM on lab1: not ready after 600s (last: loading); journal: a\nb",
+                  "waiting_for": "vLLM to be ready", "waited_s": 600.4, "rolled_back": True,
+                  "serving": "/opt/vllm/a"}
+DONE = RolloutInfo(started=True, from_venv="/opt/vllm/a", drain_s=0.02, inflight_wait_s=3.41, stop_s=6.0,
+                   ready_s=41.27, restart_s=47.3, undrain_s=0.3, serving="/opt/vllm/a")
+NOT_READY = RolloutInfo(started=True, from_venv="/opt/vllm/a", drain_s=0.0, inflight_wait_s=180.2, stop_s=31.0,
+                        error="vLLM on lab1: not ready after 600s (last: loading); journal: a\nb",
+                        waiting_for="vLLM to be ready", waited_s=600.4, rolled_back=True, serving="/opt/vllm/a")
+
+
+def test_the_records_are_the_report_sections_the_report_always_had():
+    """Same keys, same order, same values: the --report JSON does not change shape."""
+    for info, want in ((DONE, DONE_DICT), (NOT_READY, NOT_READY_DICT)):
+        assert json.dumps(info.to_dict()) == json.dumps(want)
+    assert RolloutInfo().to_dict() == {}   # lost before its current venv was read
+    timed = RolloutInfo(started=True)
+    timed.took(RestartTimes(ready_s=41.266, restart_s=47.304, stop_s=6.0))
+    assert timed.to_dict() == {"from": None, "stop_s": 6.0, "ready_s": 41.27, "restart_s": 47.3}
+    refused = RolloutInfo(started=True, from_venv=None, error="last healthy host", waiting_for="x", waited_s=1.0)
+    assert list(refused.to_dict()) == ["from", "error", "waiting_for", "waited_s"]  # no "serving": not over
+    broken = dataclasses.replace(NOT_READY, serving=None)
+    assert broken.to_dict()["serving"] is None
+    summary = RolloutSummary([["lab1"]], None, [], {"lab1": "/opt/vllm/a"}, [], ["lab1: restarted"])
+    assert json.dumps(summary.to_dict()) == json.dumps(
+        {"batches": [["lab1"]], "stopped": None, "converged": [], "serving": {"lab1": "/opt/vllm/a"},
+         "drained": [], "lines": ["lab1: restarted"]})
+
+
+def test_a_host_result_reports_its_records_in_place():
+    r = HostResult("lab1")
+    r.data["restarts"] = 1
+    r.note(DONE)
+    assert list(r.to_dict())[-2:] == ["restarts", "rollout"] and r.to_dict()["rollout"] == DONE_DICT
+    assert r.get(RolloutInfo) is DONE
 
 
 def test_a_restarted_host_lists_every_wait_in_order():
@@ -30,14 +66,15 @@ def test_a_failed_host_names_what_it_waited_for_how_long_and_where_it_was_left()
 
 
 def test_a_host_left_broken_says_it_is_out_of_the_gateways():
-    broken = {**NOT_READY, "serving": None}
+    broken = dataclasses.replace(NOT_READY, serving=None)
     assert host_line("lab1", broken).endswith("rolled back but still failing: left out of the gateways")
 
 
 def test_the_last_healthy_host_refusal_has_no_waits_before_it():
-    info = {"from": "/opt/vllm/a", "error": "lab2 is the last healthy host of model 'tiny' behind the gateways: "
-                                           "waited 180s for another to serve, not taking it out",
-            "waiting_for": "another host of its model to serve", "waited_s": 180.0}
+    info = RolloutInfo(started=True, from_venv="/opt/vllm/a",
+                       error="lab2 is the last healthy host of model 'tiny' behind the gateways: "
+                             "waited 180s for another to serve, not taking it out",
+                       waiting_for="another host of its model to serve", waited_s=180.0)
     line = host_line("lab2", info, status="failed")
     assert line.startswith("lab2: failed after waiting 180.0s for another host of its model to serve: lab2 is the")
     assert line.endswith("; not rolled back"), line
@@ -46,30 +83,38 @@ def test_the_last_healthy_host_refusal_has_no_waits_before_it():
 def test_hosts_never_restarted_say_why():
     stopped = "batch 1: 1 of 1 hosts failed (> 0%): not starting the next batch"
     lines = host_lines(["lab1", "lab2", "lab4"], {
-        "lab1": {"status": "failed", "rollout": NOT_READY},
-        "lab2": {"status": "ok", "rollout": None},
-        "lab4": {"status": "failed", "message": "install failed: pip exit 1", "rollout": None},
+        "lab1": _result("lab1", Status.FAILED, "did not come back ready", NOT_READY),
+        "lab2": _result("lab2", Status.OK, ""),
+        "lab4": _result("lab4", Status.FAILED, "install failed: pip exit 1"),
     }, stopped)
     assert [ln.split(":")[0] for ln in lines] == ["lab1", "lab2", "lab4"]
     assert lines[1] == f"lab2: not restarted: {stopped}"
     assert lines[2] == "lab4: failed before its restart: install failed: pip exit 1"
 
 
+def _result(name: str, status: Status, message: str, info: RolloutInfo | None = None) -> HostResult:
+    r = HostResult(name)
+    r.add(StepResult("rollout", "rollout", name, status, message))
+    if info is not None:
+        r.note(info)
+    return r
+
+
 def test_a_long_error_is_cut_to_one_line():
-    info = {**NOT_READY, "error": "x" * 1000}
+    info = dataclasses.replace(NOT_READY, error="x" * 1000)
     line = host_line("lab1", info)
     assert "x" * 200 in line and "x" * 300 not in line and "x..." in line, line
 
 
 def test_failed_records_the_phase_the_host_was_in_and_how_long():
     ctx = SimpleNamespace(result=HostResult("lab1"))
-    info: dict = {}
+    info = RolloutInfo(started=True)
     waiting(ctx, "vLLM to be ready")
     time.sleep(0.05)
     failed(ctx, info, RuntimeError("not ready"))
-    assert info["error"] == "not ready" and info["waiting_for"] == "vLLM to be ready"
-    assert info["waited_s"] >= 0.0
-    assert "since" not in info  # the monotonic clock stays out of the report
+    assert info.error == "not ready" and info.waiting_for == "vLLM to be ready"
+    assert info.waited_s >= 0.0
+    assert "since" not in info.to_dict()  # the monotonic clock stays out of the report
 
 
 def _loading_host(monkeypatch, probe_state: str):

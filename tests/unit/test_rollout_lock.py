@@ -13,6 +13,7 @@ from invoke.exceptions import Exit
 
 from vfleet.engine import lock
 from vfleet.roles.rollout import rolling as rollout_role
+from vfleet.roles.rollout.records import RolloutSummary
 from vfleet.roles.install import venv as vllm_install
 from vfleet.cli import rollout
 
@@ -27,8 +28,12 @@ def fleet(tmp_path, monkeypatch):
                    "    gateways:\n      hosts:\n        gw1:\n")
     ran: list[str] = []
     monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: ran.append(f"install {ctx.name}"))
-    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: ran.append("rollout") or {})
+    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: ran.append("rollout") or summary())
     return inv, path, ran
+
+
+def summary(lines: list[str] | None = None) -> RolloutSummary:
+    return RolloutSummary(batches=[], stopped=None, converged=[], serving={}, drained=[], lines=lines or [])
 
 
 def _foreign_lock(path, since: int) -> None:
@@ -55,7 +60,7 @@ def test_a_held_fleet_stops_restart_and_upgrade_with_one_line(task, fleet, capsy
 def test_a_free_fleet_is_locked_for_the_run_and_given_back(task, fleet, monkeypatch):
     inv, path, ran = fleet
     seen: list[str] = []
-    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: seen.append(path.read_text()) or {})
+    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: seen.append(path.read_text()) or summary())
     task(Context(), inventory=str(inv))
     holder = lock.parse_holder(seen[0])
     assert holder is not None and holder.task == task.name, seen  # held while the rollout ran
@@ -72,6 +77,6 @@ def test_an_expired_lock_is_taken_over(fleet):
 def test_the_rollout_lines_are_the_last_lines_of_the_run(fleet, monkeypatch, capsys):
     inv, path, ran = fleet
     lines = ["gpu1: restarted in 40.0s; waited ...", "gpu2: not restarted: batch 1: ..."]
-    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: {"lines": lines})
+    monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: summary(lines))
     rollout.restart(Context(), inventory=str(inv))
     assert capsys.readouterr().out.strip().splitlines()[-2:] == lines

@@ -10,8 +10,9 @@ from invoke.exceptions import Exit
 
 from vfleet.engine.errors import VfleetError
 from vfleet.config.hostconfig import HostConfig
-from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
+from vfleet.config.variables import VLLM_GROUP
 from vfleet.cli.common import cli_errors, helptext, load, select
+from vfleet.cli.options import TaskOptions
 
 DEFAULT_CONCURRENCY = "1,4,16,64"
 
@@ -68,24 +69,26 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
     from vfleet.clients.bench.run import parse_levels, run_sweep
     from vfleet.clients.bench.sweep import SweepSettings
 
-    inv = load(inventory, set_)
-    vllm_hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups]
+    opts = TaskOptions.of(locals())
+    fleet = load(opts)
+    inv = fleet.inventory
+    vllm_hosts = select(fleet, opts.limit, VLLM_GROUP)
     if host:
         if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
             raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
-        h = HostConfig.from_host(inv.hosts[host])
+        h = fleet.config(host)
         ep = Endpoint(h.base_url, _model(h), h.api_key)
         tgt = {"kind": "host", "name": h.name, "url": ep.base_url}
         behind = [h]
     else:
-        gws = [g for g in inv.hosts.values() if GATEWAY_GROUP in g.groups and (target is None or g.name == target)]
+        gws = [g for g in fleet.gateways if target is None or g.name == target]
         if not gws:
             raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
                               "give --target NAME or --host for one vLLM host")
-        g = HostConfig.from_host(gws[0])
+        g = fleet.config(gws[0])
         ep = Endpoint(g.gateway_url, _model(g), g.api_key)
         tgt = {"kind": "gateway", "name": g.name, "url": ep.base_url}
-        behind = [HostConfig.from_host(h) for h in vllm_hosts]
+        behind = fleet.configs_of(vllm_hosts)
     levels = parse_levels(concurrency if (concurrency or rate) else DEFAULT_CONCURRENCY, rate)
     settings = SweepSettings(
         requests=int(requests) or None, seconds=parse_duration(seconds), max_seconds=float(max_seconds),
@@ -100,10 +103,10 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
                        target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
                        slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,
                        console=output_console())
-    if report:
+    if opts.report:
         from vfleet.clients.bench.output import write_json
 
-        write_json(report, result)
+        write_json(opts.report, result)
     if any(not lv["completed"] for lv in result["levels"]):
         print("error: a level completed no request (see errors above)")
         raise Exit(code=1)

@@ -6,18 +6,18 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from vfleet.engine.errors import InventoryError, VfleetError
-from vfleet.engine.inventory import Host, Inventory, load_inventory, parse_set_args
+from vfleet.engine.inventory import Host, load_inventory, parse_set_args
 from vfleet.engine.report import print_recap, report_dict, write_json_atomic
 from vfleet.engine.runner import Play, PlayAborted, RunOptions
-from vfleet.config import replicas as replica
-from vfleet.config.hostconfig import HostConfig
+from vfleet.config.fleet import Fleet
 from vfleet.config.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
+from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
     from vfleet.roles.gateway.render import Backend
@@ -75,17 +75,17 @@ def resolve_inventory_path(inventory: str | None) -> str:
     return path
 
 
-def load(inventory: str | None, set_: list[str] | None = None) -> Inventory:
-    """The inventory, checked against vfleet's variables; its warnings go to stderr."""
-    inv = load_inventory(resolve_inventory_path(inventory), parse_set_args(list(set_ or [])), schema=SCHEMA)
+def load(opts: TaskOptions) -> Fleet:
+    """The inventory, checked against vfleet's variables (its warnings go to stderr), as the
+    run's one fleet model: a multi-host replica is checked here, before anything connects."""
+    inv = load_inventory(resolve_inventory_path(opts.inventory), parse_set_args(list(opts.set_)), schema=SCHEMA)
     for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
-    replica.find_replicas(inv)  # a multi-host replica is checked before anything connects
-    return inv
+    return Fleet.of(inv)
 
 
-def select(inv: Inventory, limit: str | None, group: str | None = None) -> list[Host]:
-    hosts = inv.select(limit)
+def select(fleet: Fleet, limit: str | None, group: str | None = None) -> list[Host]:
+    hosts = fleet.inventory.select(limit)
     if group is not None:
         hosts = [h for h in hosts if group in h.groups]
     return hosts
@@ -103,43 +103,41 @@ def gateway_names(hosts: list[Host]) -> list[str]:
     return in_group(GATEWAY_GROUP, hosts)
 
 
-def backends(inv: Inventory, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
+def backends(fleet: Fleet, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
     """Every vLLM host of the inventory that serves (single hosts, replica heads), as the gateways route to it (--limit or not);
     `max_concurrency`: the planner's per host, where preflight ran."""
     from vfleet.roles.gateway.render import Backend  # here, not above: it loads jinja2, which `run` never needs
 
     plans = max_concurrency or {}
-    return [Backend.of(HostConfig.from_host(h), plans.get(h.name)) for h in replica.serving_hosts(inv)]
+    return [Backend.of(fleet.config(h), plans.get(h.name)) for h in fleet.serving_hosts]
 
 
-def make_play(task: str, hosts: list[Host], *, forks: int = 10, check: bool = False, diff: bool = False,
-              no_host_key_checking: bool = False, connect_timeout: float | None = None,
-              command_timeout: float | None = None, verbose: bool = False,
-              max_fail_percentage: float | None = None) -> Play:
-    """The one way every task builds its Play: each host gets its HostConfig."""
-    if forks < 1:
-        raise VfleetError(f"--forks must be at least 1, got {forks}")
+def make_play(task: str, fleet: Fleet, hosts: list[Host], opts: TaskOptions) -> Play:
+    """The one way every task builds its Play: each host's context gets its config from the
+    run's fleet model (built once there, not per play)."""
+    if opts.forks < 1:
+        raise VfleetError(f"--forks must be at least 1, got {opts.forks}")
     options = RunOptions(
-        forks=forks, check=check, diff=diff, connect_timeout=connect_timeout, command_timeout=command_timeout,
-        host_key_checking=False if no_host_key_checking else None, verbose=verbose,
-        max_fail_percentage=max_fail_percentage,
+        forks=opts.forks, check=opts.check, diff=opts.diff, connect_timeout=opts.connect_timeout,
+        command_timeout=opts.command_timeout, host_key_checking=False if opts.no_host_key_checking else None,
+        verbose=opts.verbose,
     )
     # emoji=False: hosts' output is printed as they wrote it (":ok:" stays ":ok:", not an emoji),
     # and rich's 13 ms emoji table is not loaded at the first print.
     console = Console(highlight=False, emoji=False)
-    return Play(task, hosts, options, console=console, configure=replica.member_config)
+    return Play(task, hosts, options, console=console, configure=fleet.config)
 
 
-def finish(play: Play, report: str | None, extra: dict[str, Any] | None = None, *, recap: bool = True) -> dict[str, Any]:
-    """Close connections, print the recap, write the report, exit non-zero if a host failed."""
+def finish(play: Play, opts: TaskOptions, *, last_lines: Sequence[str] = ()) -> dict[str, Any]:
+    """Close connections, print the recap, write the report (--report), then `last_lines`
+    (a rollout ends saying, per host, why), and exit non-zero if a host failed."""
     play.finish()
-    if recap:
-        print_recap(play)
-    data = report_dict(play, extra)
-    if report:
-        write_json_atomic(report, data)
-        play.console.print(f"report written to {report}", highlight=False)
-    for line in (play.data.get("rollout") or {}).get("lines", []):  # a rollout ends saying, per host, why
+    print_recap(play)
+    data = report_dict(play)
+    if opts.report:
+        write_json_atomic(opts.report, data)
+        play.console.print(f"report written to {opts.report}", highlight=False)
+    for line in last_lines:
         play.console.print(line, markup=False, highlight=False, soft_wrap=True)
     if play.exit_code:
         raise Exit(code=play.exit_code)

@@ -5,9 +5,11 @@ import json
 
 from invoke import task
 
+from vfleet.engine.inventory import masked_vars
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.engine.results import Status
 from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+from vfleet.cli.options import TaskOptions
 
 
 @task(help=helptext("inventory", "set", "limit", host="Show only this host's merged variables",
@@ -18,9 +20,7 @@ def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
     """Print resolved hosts, groups and merged variables as JSON (secrets masked).
 
     Exit 2 with every error when the inventory is invalid."""
-    from vfleet.engine.inventory import masked_vars
-
-    inv = load(inventory, set_)
+    inv = load(TaskOptions.of(locals())).inventory
     if graph:
         print(inv.graph())
         return
@@ -46,10 +46,9 @@ def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
 def run(c, command, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
         connect_timeout=None, command_timeout=None, quiet=False):
     """Run one shell command on every selected host in parallel (like `ansible all -a CMD`)."""
-    inv = load(inventory, set_)
-    hosts = select(inv, limit)
-    play = make_play("run", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
-                     connect_timeout=connect_timeout, command_timeout=command_timeout)
+    opts = TaskOptions.of(locals())
+    fleet = load(opts)
+    play = make_play("run", fleet, select(fleet, opts.limit), opts)
 
     def step(ctx: HostContext) -> None:
         r = ctx.run(command)
@@ -63,4 +62,4 @@ def run(c, command, inventory=None, limit=None, set_=None, forks=10, report=None
             play.print(f"[{ctx.name}] {r.stdout.rstrip()}", markup=False, soft_wrap=True)
 
     play.run_step("command", step)
-    finish(play, report)
+    finish(play, opts)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from invoke import task
 
 from vfleet.engine.lock import locked
-from vfleet.cli.common import cli_errors, finish, gateway_names, helptext, load, select, vllm_names
+from vfleet.cli.common import cli_errors, finish, helptext, load, select
+from vfleet.cli.options import TaskOptions
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
             "connect_timeout", "command_timeout", "verbose")
@@ -25,11 +26,11 @@ def weights_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     a copy feed the next (fan-out)."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("weights", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                                connect_timeout, command_timeout, verbose)
+    opts = TaskOptions.of(locals())
+    _, play = steps.open_play("weights", opts)
     with locked(play):
         steps.step_weights(play)
-    finish(play, report)
+    finish(play, opts)
 
 
 @task(help=helptext(*CHANGING), iterable=["set_"])
@@ -41,11 +42,11 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
     Online or from the wheelhouse; verify it imports with that version, point `current` at it."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("install", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                                connect_timeout, command_timeout, verbose)
+    opts = TaskOptions.of(locals())
+    _, play = steps.open_play("install", opts)
     with locked(play):
         steps.step_install(play)
-    finish(play, report)
+    finish(play, opts)
 
 
 @task(name="service", help=helptext(*CHANGING, batch=BATCH_HELP), iterable=["set_"])
@@ -55,14 +56,14 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("service", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                                connect_timeout, command_timeout, verbose, batch=batch)
+    opts = TaskOptions.of(locals())
+    fleet, play = steps.open_play("service", opts, batch=batch)
     steps.require_serving(play)
     with locked(play):
         steps.step_rollback_point(play, batch)
-        steps.step_service(play, rolling=bool(batch), inv=inv)
-        steps.step_restart_changed(play, inv, batch)
-    finish(play, report)
+        steps.step_service(play, fleet, rolling=bool(batch))
+        steps.step_restart_changed(play, fleet, batch)
+    finish(play, opts, last_lines=steps.last_lines(play))
 
 
 @task(name="gateway", help=helptext(*CHANGING), iterable=["set_"])
@@ -72,11 +73,11 @@ def gateway_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     """Configure nginx on the gateways group: upstream of every vLLM host, `nginx -t`, graceful reload."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("gateway", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                                connect_timeout, command_timeout, verbose)
+    opts = TaskOptions.of(locals())
+    fleet, play = steps.open_play("gateway", opts)
     with locked(play):
-        steps.step_gateway(play, inv)
-    finish(play, report)
+        steps.step_gateway(play, fleet)
+    finish(play, opts)
 
 
 @task(name="smoke", help=helptext(*READING), iterable=["set_"])
@@ -86,10 +87,10 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
     """Smoke-check every vLLM host and every gateway: health, models, completion, stream, metrics, auth."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("smoke", inventory, limit, set_, forks, no_host_key_checking=no_host_key_checking,
-                                connect_timeout=connect_timeout)
-    steps.step_smoke(play, inv)
-    finish(play, report)
+    opts = TaskOptions.of(locals())
+    fleet, play = steps.open_play("smoke", opts)
+    steps.step_smoke(play, fleet)
+    finish(play, opts)
 
 
 @task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
@@ -106,26 +107,24 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     works against the gateway."""
     from vfleet.cli import deploy_steps as steps
 
-    inv, play = steps.open_play("deploy", inventory, limit, set_, forks, check, diff, no_host_key_checking,
-                                connect_timeout, command_timeout, verbose, batch=batch)
+    opts = TaskOptions.of(locals())
+    fleet, play = steps.open_play("deploy", opts, batch=batch)
     steps.require_serving(play)
     with locked(play):
         if not skip_preflight:
-            steps.step_preflight(play, inv, strict=strict, force=force)
+            steps.step_preflight(play, fleet, strict=strict, force=force)
         steps.step_rollback_point(play, batch)
         steps.step_weights(play)
         steps.step_install(play)
-        steps.step_service(play, rolling=bool(batch), inv=inv)
-        steps.step_gateway(play, inv)
-        steps.step_restart_changed(play, inv, batch)
-        steps.step_smoke(play, inv)
-    gws = [n for n in gateway_names(play.hosts) if n in play.active]
-    if gws and not check:
-        first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
-        play.data["curl"] = steps.curl_line(play.contexts[gws[0]].config, first.served_model_name if first else None)
-    finish(play, report)
-    if play.data.get("curl"):
-        print("\nTry it:\n  " + play.data["curl"], flush=True)  # plain print: no wrapping inside the command
+        steps.step_service(play, fleet, rolling=bool(batch))
+        steps.step_gateway(play, fleet)
+        steps.step_restart_changed(play, fleet, batch)
+        steps.step_smoke(play, fleet)
+    steps.note_curl(play)
+    finish(play, opts, last_lines=steps.last_lines(play))
+    curl = play.get(steps.CurlHint)
+    if curl is not None:
+        print("\nTry it:\n  " + curl.command, flush=True)  # plain print: no wrapping inside the command
 
 
 @task(help=helptext("inventory", "limit", "set", "no_host_key_checking",
@@ -141,7 +140,9 @@ def verify(c, inventory=None, limit=None, set_=None, no_host_key_checking=False,
 
     from vfleet.roles.verify import run_verify
 
-    inv = load(inventory, set_)
-    rc = run_verify(select(inv, limit), junitxml=junitxml, no_host_key_checking=no_host_key_checking)
+    opts = TaskOptions.of(locals())
+    fleet = load(opts)
+    rc = run_verify(fleet, select(fleet, opts.limit), junitxml=junitxml,
+                    no_host_key_checking=opts.no_host_key_checking)
     if rc:
         raise Exit(code=rc)

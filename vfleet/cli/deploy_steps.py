@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
 
-from vfleet.engine.inventory import Inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play
 from vfleet.engine.systemd import journal_tail
@@ -20,30 +21,42 @@ from vfleet.roles.service import unit as service
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
+from vfleet.roles.weights.totals import WeightsBySource
+from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
 from vfleet.roles.rollout.rolling import Rollout, batch_sizes
 from vfleet.roles.service.unit import ServiceOutcome
 from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
+from vfleet.cli.options import TaskOptions
 from vfleet.cli.preflight_steps import replica_checks
 
 
-def open_play(name: str, inventory, limit, set_, forks, check=False, diff=False, no_host_key_checking=False,
-          connect_timeout=None, command_timeout=None, verbose=False,
-          batch: str | None = None) -> tuple[Inventory, Play]:
-    """The play over the --limit selection. With a --batch (checked here, before anything
-    runs) it also holds every gateway, for draining only: steps that configure gateways still
-    run on the selected ones."""
-    inv = load(inventory, set_)
-    hosts = select(inv, limit)
+@dataclass(frozen=True)
+class CurlHint:
+    """A command that works against the gateway (the report's "curl", printed last)."""
+
+    REPORT_KEY: ClassVar[str] = "curl"
+
+    command: str
+
+    def to_dict(self) -> str:
+        return self.command
+
+
+def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[Fleet, Play]:
+    """The run's fleet and the play over the --limit selection. With a --batch (checked here,
+    before anything runs) it also holds every gateway, for draining only: steps that
+    configure gateways still run on the selected ones."""
+    fleet = load(opts)
+    hosts = select(fleet, opts.limit)
     selected = [h.name for h in hosts]
     if batch:
         batch_sizes(str(batch), 1)
-        hosts += [inv.hosts[n] for n in gateway_names(list(inv.hosts.values())) if n not in selected]
-    play = make_play(name, hosts, forks=forks, check=check, diff=diff,
-                     no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
-                     command_timeout=command_timeout, verbose=verbose)
+        hosts += [g for g in fleet.gateways if g.name not in selected]
+    play = make_play(name, fleet, hosts, opts)
     play.selected = selected
-    return inv, play
+    return fleet, play
 
 
 def _selected_gateways(play: Play) -> list[str]:
@@ -65,27 +78,26 @@ def step_weights(play: Play) -> None:
         groups.setdefault(str(play.contexts[n].config.model_source), []).append(n)
     totals = {src: weights.run(play, names) for src, names in groups.items()}
     if len(groups) > 1:
-        play.data["weights"] = {"per_model_source": totals}
+        play.note(WeightsBySource(totals))
 
 
 def step_install(play: Play) -> None:
     play.run_step("install", lambda ctx: vllm_install.install_venv(ctx), hosts=vllm_names(play.hosts))
 
 
-def step_service(play: Play, rolling: bool = False, inv: Inventory | None = None) -> None:
+def step_service(play: Play, fleet: Fleet, rolling: bool = False) -> None:
     """Single-host vLLM services; then the multi-host replicas, which start as one
     (vfleet/roles/replica/deploy.py)."""
-    members = replica_deploy.members_in(inv) if inv is not None else set()
+    members = fleet.members
     play.run_step("service", service.configure, hosts=[n for n in vllm_names(play.hosts) if n not in members],
                   handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
-    if inv is not None:
-        replica_deploy.run(play, inv)
+    replica_deploy.run(play, fleet)
 
 
-def step_gateway(play: Play, inv: Inventory) -> None:
+def step_gateway(play: Play, fleet: Fleet) -> None:
     """Preflight's capacity plans (when it ran) give each host's max_conns unless the
     inventory sets gateway_max_conns."""
-    bs = backends(inv, _planned(play))
+    bs = backends(fleet, _planned(play))
     play.run_step("gateway", lambda ctx: gateway.configure(ctx, bs), hosts=_selected_gateways(play))
 
 
@@ -100,7 +112,7 @@ def _outcome(play: Play, name: str) -> ServiceOutcome:
     return play.results[name].get(ServiceOutcome) or ServiceOutcome(was_active=False)
 
 
-def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
+def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
     """With --batch: restart the hosts whose service changed while they served, batch by
     batch through the gateways, like `vfleet restart --batch` (the failure budget is the
     inventory's max_fail_percentage, else 0: the first failed batch stops the rest); a host
@@ -114,15 +126,22 @@ def step_restart_changed(play: Play, inv: Inventory, batch: str | None) -> None:
     deferred = [n for n in vllm_names(play.hosts)
                 if batch and n in play.active and _outcome(play, n).restart_deferred]
     gws = [g for g in gateway_names(play.hosts) if g in play.active]
-    rollout = Rollout(play, backends(inv, _planned(play)), deferred, gws, restore=rollback_point.restore)
+    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore)
     if not deferred:
         healed = rollout.converge() if gws else []
         if healed:
-            play.data["converged"] = healed
+            play.note(Converged(healed))
         return
-    play.data["rollout"] = rollout.run(str(batch), _batch_budget(play, deferred))
-    if play.data["rollout"]["stopped"]:
+    summary = rollout.run(str(batch), _batch_budget(play, deferred))
+    play.note(summary)
+    if summary.stopped:
         _restore_untried(play, deferred)
+
+
+def last_lines(play: Play) -> Sequence[str]:
+    """What a rollout of this run says last, per host (nothing when none ran)."""
+    summary = play.get(RolloutSummary)
+    return summary.lines if summary is not None else ()
 
 
 def _batch_budget(play: Play, among: list[str]) -> float:
@@ -141,33 +160,30 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
     (the next crash or reboot would start it)."""
     def put_back(ctx) -> None:
         what = rollback_point.restore(ctx)
-        ctx.result.data["restored_untried"] = True
+        ctx.result.note(RestoredUntried())
         ctx.record("rollout", ctx.name, Status.SKIPPED,
                    f"not restarted: the batches stopped; {what} put back (what it serves)")
 
-    untried = [n for n in deferred if n in play.active and "rollout" not in play.results[n].data]
+    untried = [n for n in deferred if n in play.active and play.results[n].get(RolloutInfo) is None]
     play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
 
 
-def step_smoke(play: Play, inv: Inventory | None = None) -> None:
+def step_smoke(play: Play, fleet: Fleet) -> None:
     if play.options.check:
         return
-    workers = replica_deploy.workers_in(inv) if inv is not None else set()  # no HTTP on a replica's workers
+    workers = fleet.workers  # no HTTP on a replica's workers
     play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])
     play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
-    for name in play.hosts:
-        s = play.results[name.name].data.get("smoke") or {}
-        for kind, res in s.items():
-            st = res.get("streamed completion") or {}
-            if st.get("ttft_s") is not None:
-                play.print(f"smoke [{name.name}] {kind}: all checks passed, TTFT "
-                           f"{st['ttft_s'] * 1000:.0f} ms", markup=False)
+    for host in play.hosts:
+        done = play.results[host.name].get(smoke.SmokeResults)
+        for label, ttft in done.ttfts() if done is not None else ():
+            play.print(f"smoke [{host.name}] {label}: all checks passed, TTFT {ttft * 1000:.0f} ms", markup=False)
 
 
 def _smoke_gateway(play: Play):
     """Smoke every model through each gateway with the gateway's checks, asking for it by
-    name the way its clients do (results under "gateway", or "gateway <model>" when there
-    are several)."""
+    name the way its clients do (results labelled "gateway", or "gateway <model>" when
+    there are several)."""
     models: dict[str, bool] = {}
     for n in vllm_names(play.hosts):
         cfg = play.contexts[n].config
@@ -177,14 +193,9 @@ def _smoke_gateway(play: Play):
         if len(models) <= 1:
             smoke.run_smoke(ctx, smoke.gateway_target(ctx.config))
             return
-        for model, chat in models.items():
+        for model, chat in models.items():   # kind stays "gateway" (the gateway's checks), kept per model
             t = smoke.gateway_target(ctx.config)
-            try:
-                smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat))
-            finally:   # kind stays "gateway" (the gateway's checks); the results are kept per model
-                done = ctx.result.data.get("smoke", {})
-                if "gateway" in done:
-                    done[f"gateway {model}"] = done.pop("gateway")
+            smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat), label=f"gateway {model}")
     return step
 
 
@@ -202,10 +213,11 @@ def _smoke_host(ctx) -> None:
                          {**(exc.data or {}), "journal": lines, "systemd": state}) from None
 
 
-def step_preflight(play: Play, inv: Inventory, *, strict: bool, force: bool) -> None:
+def step_preflight(play: Play, fleet: Fleet, *, strict: bool, force: bool) -> None:
     """The preflight audit of the vLLM hosts; a host that fails it leaves the run unless --force."""
     facts = audit.gather(play, hosts=vllm_names(play.hosts))
-    audit.audit(play, inv, facts, strict=strict, fail_hosts=not force, extra_checks=replica_checks(play, inv, facts))
+    audit.audit(play, fleet.inventory, facts, strict=strict, fail_hosts=not force,
+                extra_checks=replica_checks(play, fleet, facts))
 
 
 def _warn_serving_restarted(play: Play) -> None:
@@ -219,6 +231,15 @@ def require_serving(play: Play) -> None:
     """Every vLLM host's config has what serving needs, before anything connects."""
     for name in vllm_names(play.hosts):
         play.contexts[name].config.require_serving()
+
+
+def note_curl(play: Play) -> None:
+    """When the run ends serving through a gateway: a curl command against the first one,
+    for the first vLLM host's model (printed after the recap, and in the report)."""
+    gws = [n for n in gateway_names(play.hosts) if n in play.active]
+    if gws and not play.options.check:
+        first = next((play.contexts[n].config for n in vllm_names(play.hosts)), None)
+        play.note(CurlHint(curl_line(play.contexts[gws[0]].config, first.served_model_name if first else None)))
 
 
 def curl_line(cfg: HostConfig, model: str | None = None) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 from invoke import task
 
 from vfleet.engine.errors import VfleetError
-from vfleet.config.hostconfig import HostConfig
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
 from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+from vfleet.cli.options import TaskOptions
 
 CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
             "connect_timeout", "command_timeout", "verbose")
@@ -36,30 +36,29 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     from vfleet.roles.monitoring import exporter
     from vfleet.roles.monitoring.files import monitoring_files, write_tree
 
+    opts = TaskOptions.of(locals())
     if not dest and not deploy:
         raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
                           f"(Prometheus on the '{MONITORING_GROUP}' group)")
-    inv = load(inventory, set_)
-    vllm = [HostConfig.from_host(h) for h in inv.hosts.values() if VLLM_GROUP in h.groups]
+    fleet = load(opts)
+    vllm = fleet.configs_of(fleet.vllm_hosts)
     if not vllm:
-        raise VfleetError(f"{inv.path}: no host in group '{VLLM_GROUP}': nothing to monitor")
-    gateways = [HostConfig.from_host(h) for h in inv.hosts.values() if GATEWAY_GROUP in h.groups]
+        raise VfleetError(f"{fleet.inventory.path}: no host in group '{VLLM_GROUP}': nothing to monitor")
+    gateways = fleet.configs_of(fleet.gateways)
     if dest:
-        monitors = [inv.hosts[n] for n in inv.group_hosts(MONITORING_GROUP)]
-        settings = HostConfig.from_host(monitors[0]).monitoring if monitors else MonitoringSettings.defaults()
+        monitors = fleet.monitoring_hosts
+        settings = fleet.config(monitors[0]).monitoring if monitors else MonitoringSettings.defaults()
         for path in write_tree(Path(dest), monitoring_files(vllm, settings, gateways)):
             print(path)
     if deploy:
-        monitors = [h.name for h in select(inv, limit, MONITORING_GROUP)]
+        monitors = [h.name for h in select(fleet, opts.limit, MONITORING_GROUP)]
         if not monitors:
-            raise VfleetError(f"--deploy: no host of group '{MONITORING_GROUP}' in {inv.path}"
-                              + (f" matches --limit {limit}" if limit else ""))
-        exporters = [h.name for h in select(inv, limit, GATEWAY_GROUP)]
-        hosts = [h for h in inv.select(limit) if h.name in monitors or h.name in exporters]
-        play = make_play("monitor", hosts, forks=forks, check=check, diff=diff,
-                         no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
-                         command_timeout=command_timeout, verbose=verbose)
+            raise VfleetError(f"--deploy: no host of group '{MONITORING_GROUP}' in {fleet.inventory.path}"
+                              + (f" matches --limit {opts.limit}" if opts.limit else ""))
+        exporters = [h.name for h in select(fleet, opts.limit, GATEWAY_GROUP)]
+        hosts = [h for h in select(fleet, opts.limit) if h.name in monitors or h.name in exporters]
+        play = make_play("monitor", fleet, hosts, opts)
         # exporters first: a new gateway target is answered by the time Prometheus reads it
         play.run_step("gateway exporter", exporter.configure, hosts=exporters)
         play.run_step("monitoring", lambda ctx: monitoring_deploy.configure(ctx, vllm, gateways), hosts=monitors)
-        finish(play, report)
+        finish(play, opts)

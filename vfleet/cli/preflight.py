@@ -2,8 +2,9 @@
 beyond their flags is in vfleet/cli/preflight_steps.py, loaded when one of them runs."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from invoke import Collection, Task, task
 from rich.console import Console
@@ -11,6 +12,7 @@ from rich.console import Console
 from vfleet.engine.errors import VfleetError
 from vfleet.config.variables import VLLM_GROUP
 from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+from vfleet.cli.options import TaskOptions
 
 COMMON = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
 
@@ -24,6 +26,18 @@ class LetterShortflags(Task):
 
     def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
         return super().arg_opts(name, default, taken_names | {"-"})
+
+
+@dataclass(frozen=True)
+class AuditSource:
+    """Where an audit's facts came from: "live", or "snapshot:DIR" (the report's "source")."""
+
+    REPORT_KEY: ClassVar[str] = "source"
+
+    snapshot: str | None
+
+    def to_dict(self) -> str:
+        return f"snapshot:{self.snapshot}" if self.snapshot else "live"
 
 
 @task(name="preflight", default=True, klass=LetterShortflags,
@@ -43,23 +57,22 @@ def preflight_task(c, inventory=None, limit=None, set_=None, forks=10, report=No
     from vfleet.roles.preflight import audit
     from vfleet.cli.preflight_steps import replica_checks
 
+    opts = TaskOptions.of(locals())
     if nccl_bandwidth and snapshot:
         raise VfleetError("--nccl-bandwidth needs the hosts themselves, not --snapshot")
     if replica_allreduce and snapshot:
         raise VfleetError("--replica-allreduce needs the hosts themselves, not --snapshot")
-    inv = load(inventory, set_)
-    hosts = select(inv, limit)
-    play = make_play("preflight", hosts, forks=forks, no_host_key_checking=no_host_key_checking,
-                     connect_timeout=connect_timeout)
+    fleet = load(opts)
+    play = make_play("preflight", fleet, select(fleet, opts.limit), opts)
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     extra = {}
     if nccl_bandwidth:
         extra = {h: [d["check"]] for h, d in audit.bandwidth_checks(play, facts).items()}
-    for h, checks in ({} if snapshot else replica_checks(play, inv, facts, replica_allreduce)).items():
+    for h, checks in ({} if snapshot else replica_checks(play, fleet, facts, replica_allreduce)).items():
         extra.setdefault(h, []).extend(checks)
-    audit.audit(play, inv, facts, strict=strict, extra_checks=extra)
-    play.data["source"] = f"snapshot:{snapshot}" if snapshot else "live"
-    finish(play, report)
+    audit.audit(play, fleet.inventory, facts, strict=strict, extra_checks=extra)
+    play.note(AuditSource(snapshot))
+    finish(play, opts)
 
 
 @task(help=helptext(*COMMON, dest="Folder to write DIR/<host>/ snapshots into (GPU profile layout + facts.json)"),
@@ -70,12 +83,12 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
     """Write each host's facts to DEST/<host>/ for offline audits (`preflight --snapshot DEST`)."""
     from vfleet.roles.preflight import audit
 
-    inv = load(inventory, set_)
-    play = make_play("preflight.capture", select(inv, limit), forks=forks,
-                     no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout)
+    opts = TaskOptions.of(locals())
+    fleet = load(opts)
+    play = make_play("preflight.capture", fleet, select(fleet, opts.limit), opts)
     Path(dest).mkdir(parents=True, exist_ok=True)
     audit.gather(play, capture_dir=dest)
-    finish(play, report)
+    finish(play, opts)
 
 
 @task(klass=LetterShortflags,
@@ -105,6 +118,7 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     from vfleet.roles.preflight import audit
     from vfleet.cli import preflight_steps as steps
 
+    opts = TaskOptions.of(locals())
     console = Console(highlight=False)
     if config:
         steps.plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host, hosts, tp=int(tp),
@@ -114,12 +128,12 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
                            kv_cache_dtype=kv_cache_dtype, enforce_eager=bool(enforce_eager),
                            max_num_batched_tokens=int(max_num_batched_tokens) if max_num_batched_tokens else None)
         return
-    inv = load(inventory, set_)
-    hosts = [h for h in select(inv, limit) if VLLM_GROUP in h.groups] or select(inv, limit)
-    play = make_play("plan", hosts, forks=forks, no_host_key_checking=no_host_key_checking)
+    fleet = load(opts)
+    hosts = select(fleet, opts.limit, VLLM_GROUP) or select(fleet, opts.limit)
+    play = make_play("plan", fleet, hosts, opts)
     facts = audit.from_snapshots(play, snapshot) if snapshot else audit.gather(play)
     steps.plan_hosts(play, facts, console)
-    finish(play, report)
+    finish(play, opts)
 
 
 preflight = Collection("preflight")

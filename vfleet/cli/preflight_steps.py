@@ -13,7 +13,7 @@ from rich.table import Table
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.runner import Play
 from vfleet.roles.preflight import capacity
-from vfleet.config import replicas as replica
+from vfleet.config.fleet import Fleet
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
@@ -22,10 +22,10 @@ from vfleet.roles.preflight.checks import check_tp_heads
 from vfleet.roles.preflight.model_facts import with_model_source
 
 
-def replica_checks(play, inv, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
+def replica_checks(play: Play, fleet: Fleet, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
     """Cross-member checks of multi-host replicas (vfleet/roles/replica/preflight.py), with the
     optional all-reduce across members (vfleet/roles/replica/allreduce.py); live only."""
-    replicas = replica.find_replicas(inv)
+    replicas = fleet.replicas
     if not replicas or not facts:
         return {}
     member_facts = replica_preflight.gather(play, replicas)

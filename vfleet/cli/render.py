@@ -9,8 +9,8 @@ from pathlib import Path
 from invoke import task
 
 from vfleet.engine.errors import VfleetError
-from vfleet.config.hostconfig import HostConfig
 from vfleet.cli.common import cli_errors, helptext, load, select
+from vfleet.cli.options import TaskOptions
 
 
 def _write(dest: Path, host: str, path: str, text: str, mode: str) -> Path:
@@ -39,16 +39,16 @@ def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, syste
     from vfleet.cli.render_files import render_host
     from vfleet.roles.service.render import RenderError
 
-    inv = load(inventory, set_)
-    hosts = select(inv, limit)
+    opts = TaskOptions.of(locals())
+    fleet = load(opts)
+    hosts = select(fleet, opts.limit)
     if host is not None:
-        if host not in inv.hosts:
-            raise VfleetError(f"--host {host}: no such host in {inv.path}")
-        hosts = [inv.hosts[host]]
+        if host not in fleet.inventory.hosts:
+            raise VfleetError(f"--host {host}: no such host in {fleet.inventory.path}")
+        hosts = [fleet.inventory.hosts[host]]
     for h in hosts:
-        cfg = HostConfig.from_host(h)
         try:
-            files = render_host(cfg, inv, systemd_version=int(systemd_version) if systemd_version else None)
+            files = render_host(fleet, h.name, systemd_version=int(systemd_version) if systemd_version else None)
         except (RenderError, GatewayRenderError) as exc:
             raise VfleetError(f"host '{h.name}': {exc}") from None
         for f in files:

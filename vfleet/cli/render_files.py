@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from vfleet.engine.inventory import Inventory
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, render_gateway
+from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.replica.ray_render import render_member
-from vfleet.config.replicas import member_config, replica_of, serving_hosts
 from vfleet.roles.service.render import render_service
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.config.vllm_facts import flag_available
@@ -42,20 +41,21 @@ def masked(cfg: HostConfig) -> HostConfig:
                                hf_token=MASK if cfg.hf_token else None, vllm_env=env)
 
 
-def render_host(cfg: HostConfig, inventory: Inventory, *, systemd_version: int | None = None) -> list[RenderedFile]:
+def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) -> list[RenderedFile]:
     """Files deploy would write on this host (a vLLM host, a gateway, or both)."""
     out: list[RenderedFile] = []
-    replica = replica_of(inventory, cfg.name)
+    cfg = fleet.config(host)
+    replica = fleet.replica_of(host)
     if replica is not None:  # a multi-host replica's member: Ray units, the head's vLLM (vfleet/roles/replica/ray_render.py)
         cfg.require_serving()
         out += [RenderedFile(f.path, f.mode, f.text) for f in render_member(
-            inventory, replica, cfg.name, flag_available, systemd_version=systemd_version,
-            configure=lambda h: masked(member_config(h)))]
+            replica, masked(cfg), masked(fleet.config(replica.head)), flag_available,
+            systemd_version=systemd_version)]
     elif VLLM_GROUP in cfg.groups:
         cfg.require_serving()
         r = render_service(masked(cfg), flag_available, systemd_version=systemd_version)
         out += [RenderedFile(r.unit_path, "0644", r.unit_text), RenderedFile(r.env_path, "0600", r.env_text)]
     if GATEWAY_GROUP in cfg.groups:
-        backends = [Backend.of(HostConfig.from_host(h)) for h in serving_hosts(inventory)]
+        backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
         out.append(RenderedFile(GATEWAY_CONF_PATH, "0644", render_gateway(backends, cfg)))
     return out

@@ -8,10 +8,11 @@ from invoke import task
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.lock import locked
-from vfleet.engine.runner import HostContext
-from vfleet.config.replicas import find_replicas
+from vfleet.engine.runner import HostContext, Play
+from vfleet.config.fleet import Fleet
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
-from vfleet.cli.common import backends, cli_errors, finish, gateway_names, helptext, load, make_play, select
+from vfleet.cli.common import backends, cli_errors, finish, helptext, load, make_play, select
+from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
     from vfleet.roles.rollout.rolling import Rollout
@@ -25,32 +26,31 @@ ROLL_HELP = dict(
 )
 
 
-def _rollout_play(name, inventory, limit, set_, forks=10, **kw):
-    inv = load(inventory, set_)
-    selected = select(inv, limit)
+def _rollout_play(name: str, opts: TaskOptions) -> tuple[Fleet, Play, list[str], list[str]]:
+    fleet = load(opts)
+    selected = select(fleet, opts.limit)
     vllm = [h.name for h in selected if VLLM_GROUP in h.groups]
-    gws = [h for h in inv.hosts.values() if GATEWAY_GROUP in h.groups]
+    gws = fleet.gateways
     if not vllm:
-        raise VfleetError(f"no host of group '{VLLM_GROUP}' selected in {inv.path}"
-                          + (f" by --limit {limit}" if limit else ""))
+        raise VfleetError(f"no host of group '{VLLM_GROUP}' selected in {fleet.inventory.path}"
+                          + (f" by --limit {opts.limit}" if opts.limit else ""))
     # every vLLM host is in the play (drained ones may need undraining) but only the
     # selected ones are restarted
-    others = [h for h in inv.hosts.values() if VLLM_GROUP in h.groups and h.name not in vllm]
+    others = [h for h in fleet.vllm_hosts if h.name not in vllm]
     hosts = [h for h in selected if VLLM_GROUP in h.groups] + others + [g for g in gws if g.name not in vllm]
-    play = make_play(name, hosts, forks=forks, **kw)
-    return inv, play, vllm, [g.name for g in gws]
+    play = make_play(name, fleet, hosts, opts)
+    return fleet, play, vllm, [g.name for g in gws]
 
 
-def _rollout(inv, play, vllm: list[str], gws: list[str], **kw) -> Rollout:
+def _rollout(fleet: Fleet, play: Play, vllm: list[str], gws: list[str], **kw) -> Rollout:
     """The rollout over these hosts; with multi-host replicas, over units (a replica counts once
     and restarts as a whole: vfleet/roles/replica/rollout.py)."""
     from vfleet.roles.replica.rollout import ReplicaRollout, unit_keys
     from vfleet.roles.rollout.rolling import Rollout
 
-    replicas = find_replicas(inv)
-    if not replicas:
-        return Rollout(play, backends(inv), vllm, gws, **kw)
-    return ReplicaRollout(play, backends(inv), unit_keys(vllm, replicas), gws, inventory=inv, **kw)
+    if not fleet.replicas:
+        return Rollout(play, backends(fleet), vllm, gws, **kw)
+    return ReplicaRollout(play, backends(fleet), unit_keys(vllm, fleet.replicas), gws, fleet=fleet, **kw)
 
 
 @task(help=helptext(*ROLL, **ROLL_HELP), iterable=["set_"])
@@ -58,13 +58,13 @@ def _rollout(inv, play, vllm: list[str], gws: list[str], **kw) -> Rollout:
 def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
             command_timeout=None, verbose=False, batch="1", max_fail_percentage=0, drain_timeout=180):
     """Rolling restart of the vLLM hosts: drain, wait in-flight, restart, wait ready, undrain."""
-    inv, play, vllm, gws = _rollout_play("restart", inventory, limit, set_, no_host_key_checking=no_host_key_checking,
-                                         connect_timeout=connect_timeout, command_timeout=command_timeout,
-                                         verbose=verbose)
+    opts = TaskOptions.of(locals())
+    fleet, play, vllm, gws = _rollout_play("restart", opts)
     with locked(play):  # a second controller would interleave its drains and restarts with ours
-        r = _rollout(inv, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
-        play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
-    finish(play, report)
+        r = _rollout(fleet, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
+        summary = r.run(str(batch), float(max_fail_percentage))
+        play.note(summary)
+    finish(play, opts, last_lines=summary.lines)
 
 
 @task(help=helptext(*ROLL, "forks", **ROLL_HELP), iterable=["set_"])
@@ -74,29 +74,30 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     """Rolling upgrade to the vllm_version in the inventory (or --set): install first, then roll."""
     from vfleet.roles.install import venv as vllm_install
 
-    inv, play, vllm, gws = _rollout_play("upgrade", inventory, limit, set_, forks=forks,
-                                         no_host_key_checking=no_host_key_checking, connect_timeout=connect_timeout,
-                                         command_timeout=command_timeout, verbose=verbose)
+    opts = TaskOptions.of(locals())
+    fleet, play, vllm, gws = _rollout_play("upgrade", opts)
     with locked(play):  # taken before the install: nothing changes on a fleet another run holds
         play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False),
                       hosts=vllm)
-        r = _rollout(inv, play, [h for h in vllm if h in play.active], gws, upgrade=True,
+        r = _rollout(fleet, play, [h for h in vllm if h in play.active], gws, upgrade=True,
                      drain_timeout=float(drain_timeout))
-        play.data["rollout"] = r.run(str(batch), float(max_fail_percentage))
-    finish(play, report)
+        summary = r.run(str(batch), float(max_fail_percentage))
+        play.note(summary)
+    finish(play, opts, last_lines=summary.lines)
 
 
-def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_checking, drained: bool) -> None:
+def _drain_task(name: str, host: str, opts: TaskOptions, drained: bool) -> None:
     from vfleet.roles.gateway import nginx as gateway
 
-    inv = load(inventory, set_)
+    fleet = load(opts)
+    inv = fleet.inventory
     if host not in inv.hosts or VLLM_GROUP not in inv.hosts[host].groups:
         raise VfleetError(f"--host {host}: not a host of group '{VLLM_GROUP}' in {inv.path}")
-    gws = [inv.hosts[n] for n in gateway_names(list(inv.hosts.values()))]
+    gws = fleet.gateways
     if not gws:
         raise VfleetError(f"no host in group '{GATEWAY_GROUP}' in {inv.path}: nothing to drain from")
-    play = make_play(name, gws, no_host_key_checking=no_host_key_checking)
-    bs = backends(inv)
+    play = make_play(name, fleet, gws, opts)
+    bs = backends(fleet)
     model = next(b.model for b in bs if b.name == host)
     peers = {b.name for b in bs if b.model == model}   # the last healthy host is judged per model
 
@@ -111,7 +112,7 @@ def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_check
 
     with locked(play):  # not in the middle of another controller's rolling restart
         play.run_step(f"{name} {host}", step)
-    finish(play, report)
+    finish(play, opts)
 
 
 @task(help=helptext("inventory", "set", "report", "no_host_key_checking", host="The vLLM host to take out"),
@@ -119,7 +120,7 @@ def _drain_task(name: str, host: str, inventory, set_, report, no_host_key_check
 @cli_errors
 def drain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=False):
     """Take one vLLM host out of every gateway for maintenance by hand (refuses the last one)."""
-    _drain_task("drain", host, inventory, set_, report, no_host_key_checking, True)
+    _drain_task("drain", host, TaskOptions.of(locals()), True)
 
 
 @task(help=helptext("inventory", "set", "report", "no_host_key_checking", host="The vLLM host to put back"),
@@ -127,4 +128,4 @@ def drain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=
 @cli_errors
 def undrain(c, host, inventory=None, set_=None, report=None, no_host_key_checking=False):
     """Put a drained vLLM host back into every gateway."""
-    _drain_task("undrain", host, inventory, set_, report, no_host_key_checking, False)
+    _drain_task("undrain", host, TaskOptions.of(locals()), False)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
 
 import httpx
 from httpx_sse import connect_sse
@@ -18,6 +18,43 @@ from vfleet.config.hostconfig import HostConfig
 
 RUNNING_GAUGES = ("vllm:num_requests_running",)
 PROMPT = [{"role": "user", "content": "Say hello to the fleet."}]
+STREAMED = "streamed completion"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check against one target: passed, what it saw, and what it measured (`details`:
+    the check's own fields in the report, e.g. completion_tokens, chunks, ttft_s)."""
+
+    ok: bool
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "message": self.message, **self.details}
+
+
+@dataclass
+class SmokeResults:
+    """Every smoke run on one host, per target label ("host", "gateway", "gateway <model>"
+    for several models), check by check: the host's "smoke" section of the report."""
+
+    REPORT_KEY: ClassVar[str] = "smoke"
+
+    targets: dict[str, dict[str, CheckResult]] = field(default_factory=dict)
+
+    def ttfts(self) -> list[tuple[str, float]]:
+        """(label, seconds to the first streamed token) for each target whose stream had one."""
+        out = []
+        for label, checks in self.targets.items():
+            streamed = checks.get(STREAMED)
+            ttft = streamed.details.get("ttft_s") if streamed else None
+            if ttft is not None:
+                out.append((label, ttft))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {label: {name: c.to_dict() for name, c in checks.items()} for label, checks in self.targets.items()}
 
 
 @dataclass
@@ -131,12 +168,14 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         return r.status_code == 401, f"without key: HTTP {r.status_code}", {}
 
     return [("/health", health), ("/v1/models", models), ("chat completion", completion),
-            ("streamed completion", streamed), ("/metrics", metrics), ("api key required", auth)]
+            (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
 
 
-def run_smoke(ctx: HostContext, target: Target, *, timeout: float = 120) -> dict[str, Any]:
-    """Run every check against one target; record each; fail the host if any failed."""
-    results: dict[str, Any] = {}
+def run_smoke(ctx: HostContext, target: Target, *, label: str | None = None,
+              timeout: float = 120) -> dict[str, CheckResult]:
+    """Run every check against one target; record each, and keep them in the host's
+    SmokeResults under `label` (default: the target's kind); fail the host if any failed."""
+    results: dict[str, CheckResult] = {}
     failed = []
     with httpx.Client(timeout=timeout) as client:
         for name, fn in checks_for(target):
@@ -147,10 +186,14 @@ def run_smoke(ctx: HostContext, target: Target, *, timeout: float = 120) -> dict
                 ok, msg, data = False, f"{type(exc).__name__}: {exc}", {}
             status = Status.SKIPPED if data.get("skipped") else (Status.OK if ok else Status.FAILED)
             ctx.record(f"smoke {target.kind}", name, status, msg, elapsed_s=time.monotonic() - t0, data=data)
-            results[name] = {"ok": ok, "message": msg, **data}
+            results[name] = CheckResult(ok, msg, data)
             if not ok:
                 failed.append(name)
-    ctx.result.data.setdefault("smoke", {})[target.kind] = results
+    kept = ctx.result.get(SmokeResults)
+    if kept is None:
+        kept = SmokeResults()
+        ctx.result.note(kept)
+    kept.targets[label or target.kind] = results
     if failed:
         raise HostFailed(f"smoke checks failed against {target.base_url}: {', '.join(failed)}")
     return results

@@ -8,14 +8,16 @@ naming the file, the group that set `replica`, the key and the fix. What only th
 tell (their GPUs, driver, versions, NIC, clock) is vfleet/roles/replica/preflight.py.
 
     replicas = find_replicas(inv)          # {name: Replica}; raises VfleetError when invalid
-    r = replica_of(inv, "gpu02")           # None for a single-host replica
+
+A run finds them once, in its fleet model (vfleet/config/fleet.py), which also answers which
+replica a host is in and which hosts serve.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host, Inventory
@@ -24,8 +26,7 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import VLLM_GROUP
 
-__all__ = ["Replica", "find_replicas", "replica_of", "check_inventory", "member_config", "serving_hosts",
-           "SAME_ON_EVERY_MEMBER"]
+__all__ = ["Replica", "find_replicas", "check_inventory", "member_config", "SAME_ON_EVERY_MEMBER"]
 
 # Every member must agree on these (they define one engine): a difference is an inventory error.
 SAME_ON_EVERY_MEMBER = (
@@ -78,7 +79,9 @@ def _where(host: Host, key: str) -> str:
     return m.group(1) if m else f"host '{host.name}'"
 
 
-def _problems(inv: Inventory, name: str, hosts: list[Host]) -> tuple[list[str], Replica | None]:
+def _problems(inv: Inventory, name: str, hosts: list[Host], cfg: HostConfig) -> tuple[list[str], Replica | None]:
+    """`cfg` is the first member's config: the parallel sizes, backend and version it reads
+    must be the same on every member (SAME_ON_EVERY_MEMBER)."""
     first = hosts[0]
     at = f"{inv.path}: {_where(first, 'replica')}: replica '{name}'"
     out: list[str] = []
@@ -96,7 +99,6 @@ def _problems(inv: Inventory, name: str, hosts: list[Host]) -> tuple[list[str], 
     heads = [h for h in hosts if ReplicaSettings.from_vars(h.vars).head]
     if len(heads) > 1:
         out.append(f"{at}: replica_head: true on {', '.join(h.name for h in heads)}; fix: mark one head")
-    cfg = HostConfig.from_host(first)
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     n = len(hosts)
     g = cfg.replica.gpus_per_host
@@ -154,26 +156,24 @@ def _grouped(inv: Inventory) -> dict[str, list[Host]]:
 
 def check_inventory(inv: Inventory) -> list[str]:
     """Every problem of every replica, one line each (empty: valid or no replica)."""
-    return [line for name, hosts in _grouped(inv).items() for line in _problems(inv, name, hosts)[0]]
+    return [line for name, hosts in _grouped(inv).items()
+            for line in _problems(inv, name, hosts, HostConfig.from_host(hosts[0]))[0]]
 
 
-def find_replicas(inv: Inventory) -> dict[str, Replica]:
-    """The inventory's multi-host replicas; VfleetError listing every problem when one is invalid."""
+def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = None) -> dict[str, Replica]:
+    """The inventory's multi-host replicas; VfleetError listing every problem when one is invalid.
+    `configs`: the run's configs by host (the fleet model's), so none is built twice."""
     out: dict[str, Replica] = {}
     errors: list[str] = []
     for name, hosts in _grouped(inv).items():
-        problems, r = _problems(inv, name, hosts)
+        cfg = configs[hosts[0].name] if configs is not None else HostConfig.from_host(hosts[0])
+        problems, r = _problems(inv, name, hosts, cfg)
         errors += problems
         if r is not None:
             out[name] = r
     if errors:
         raise VfleetError("\n".join(errors))
     return out
-
-
-def replica_of(inv: Inventory, host: str) -> Replica | None:
-    """The replica a host belongs to (None: it serves on its own)."""
-    return next((r for r in find_replicas(inv).values() if host in r.members), None)
 
 
 def member_config(host: Host) -> HostConfig:
@@ -186,9 +186,3 @@ def member_config(host: Host) -> HostConfig:
         cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={cfg.replica.ray.version}",))
     return cfg
 
-
-def serving_hosts(inv: Inventory) -> list[Host]:
-    """The vLLM hosts that answer requests: single-host replicas and each replica's head
-    (a worker serves no HTTP), in inventory order. The gateway balances over these."""
-    workers = {w for r in find_replicas(inv).values() for w in r.workers}
-    return [h for h in inv.hosts.values() if VLLM_GROUP in h.groups and h.name not in workers]

@@ -88,9 +88,9 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def acquire(play: Play, task: str, ttl: int = LOCK_TTL_S) -> Holder:
+def acquire(play: Play, task: str, ttl: int = LOCK_TTL_S) -> tuple[Holder, list[str]]:
     """Take the lock on every active host of the play, or raise one line naming the holder
-    (after giving back the hosts taken)."""
+    (after giving back the hosts taken); returns our holder and the hosts it was taken on."""
     mine = Holder(owner_id(), os.getpid(), int(time.time()), ttl, task)
     held: dict[str, Holder] = {}
     taken: list[str] = []
@@ -117,14 +117,12 @@ def acquire(play: Play, task: str, ttl: int = LOCK_TTL_S) -> Holder:
         raise VfleetError(f"fleet is locked: {other.describe(time.time())} holds {LOCK_PATH} on {name}"
                           + (f" and {len(held) - 1} more host(s)" if len(held) > 1 else "")
                           + "; wait for it, or remove that file if that run is dead")
-    play.data["_lock_hosts"] = taken
-    return mine
+    return mine, taken
 
 
-def release(play: Play, mine: Holder, hosts: list[str] | None = None) -> None:
+def release(play: Play, mine: Holder, names: list[str]) -> None:
     """Give the lock back on the hosts it was taken on, failed ones too (in parallel: one
     round trip each, never stopping at a host that went away)."""
-    names = hosts if hosts is not None else play.data.pop("_lock_hosts", [])
 
     def give(name: str) -> None:
         try:
@@ -144,8 +142,8 @@ def locked(play: Play) -> Iterator[None]:
     if play.options.check:
         yield
         return
-    mine = acquire(play, play.task)
+    mine, taken = acquire(play, play.task)
     try:
         yield
     finally:
-        release(play, mine)
+        release(play, mine, taken)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vfleet.engine.results import Status
+from vfleet.engine.results import Status, plain
 from vfleet.engine.runner import Play
 
 
@@ -33,7 +33,7 @@ def report_dict(play: Play, extra: dict[str, Any] | None = None) -> dict[str, An
         "hosts": {name: r.to_dict() for name, r in play.results.items()},
         "summary": summary(play),
     }
-    d.update(play.data)
+    d.update(plain(play.data))
     if extra:
         d.update(extra)
     return d

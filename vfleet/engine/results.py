@@ -7,9 +7,32 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class Reported(Protocol):
+    """A typed record that is also a section of the JSON report, under `REPORT_KEY`: steps
+    pass it on as a value (`get(Type)`), and the report still shows it as plain JSON."""
+
+    REPORT_KEY: ClassVar[str]
+
+    def to_dict(self) -> Any: ...
+
+
+def keep(record: Any, notes: dict[type, Any], sections: dict[str, Any]) -> None:
+    """Note a record by its type; a Reported one also takes its place among the report's
+    sections (where it was first noted: a later record of its kind replaces it there)."""
+    notes[type(record)] = record
+    if isinstance(record, Reported):
+        sections[record.REPORT_KEY] = record
+
+
+def plain(sections: dict[str, Any]) -> dict[str, Any]:
+    """The sections as JSON values: each record as its to_dict(), in order."""
+    return {k: (v.to_dict() if isinstance(v, Reported) else v) for k, v in sections.items()}
 
 
 class Status(str, Enum):
@@ -58,13 +81,16 @@ class HostResult:
     checks: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
+    # The host's sections of the report, in the order they were first set: Reported records
+    # (note() puts them here) and plain values; steps read records back with get(), never
+    # by key.
     data: dict[str, Any] = field(default_factory=dict)
     # What steps tell later steps about this host, one typed record per kind (the service
-    # step's outcome, say): never string keys in `data`, which is for the report.
+    # step's outcome, say).
     notes: dict[type, Any] = field(default_factory=dict, repr=False)
 
     def note(self, record: Any) -> None:
-        self.notes[type(record)] = record
+        keep(record, self.notes, self.data)
 
     def get(self, kind: type[T]) -> T | None:
         return self.notes.get(kind)
@@ -105,5 +131,5 @@ class HostResult:
             "facts": self.facts,
             "checks": self.checks,
         }
-        d.update(self.data)
+        d.update(plain(self.data))
         return d

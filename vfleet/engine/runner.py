@@ -11,7 +11,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -26,7 +26,7 @@ from vfleet.engine.connection import (
 )
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
-from vfleet.engine.results import HostResult, Status, StepResult
+from vfleet.engine.results import HostResult, Status, StepResult, keep
 
 
 class HostFailed(VfleetError):
@@ -162,10 +162,14 @@ class HostContext:
 
 StepFn = Callable[[HostContext], Any]
 ConfigFactory = Callable[[Host], Any]
+T = TypeVar("T")
 
 
 class Play:
-    """One task invocation over a set of hosts: runs steps, tracks who is still in, recaps."""
+    """One task invocation over a set of hosts: runs steps, tracks who is still in, recaps.
+
+    `configure` gives each host's context its config (the caller's model of the run: the
+    engine only hands it on), called once per host here."""
 
     def __init__(self, task: str, hosts: list[Host], options: RunOptions | None = None,
                  console: Console | None = None, configure: ConfigFactory | None = None):
@@ -184,10 +188,20 @@ class Play:
         self.started = time.monotonic()
         self.wall_started = time.time()
         self._lock = threading.Lock()
+        # The run's own sections of the report (Reported records, in the order first noted)
+        # and what its steps tell later steps, one typed record per kind: as HostResult's.
         self.data: dict[str, Any] = {}
+        self.notes: dict[type, Any] = {}
         from vfleet.engine.progress import HostProgress
 
         self.progress = HostProgress(self.console)
+
+    # -- what steps pass on ----------------------------------------------------------------
+    def note(self, record: Any) -> None:
+        keep(record, self.notes, self.data)
+
+    def get(self, kind: type[T]) -> T | None:
+        return self.notes.get(kind)
 
     # -- output -------------------------------------------------------------------------
     def print_result(self, host: str, res: StepResult) -> None:

@@ -4,18 +4,18 @@ config is put back at once: the running nginx never sees it), and reloaded grace
 (never restarted, so open streams finish).
 
 Drained hosts (rolling restarts, `vfleet drain`) are kept in a state file on each gateway,
-so a deploy in the middle of maintenance does not put a drained host back. `plan` is a pure
+so a deploy in the middle of maintenance does not put a drained host back; the connection
+caps it was rendered with are kept beside it (vfleet/roles/gateway/caps.py). `plan` is a pure
 function of the config, the rendered text and the facts; `apply_config` gathers and applies."""
 from __future__ import annotations
 
-import dataclasses
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from vfleet.engine.changes import Change, apply, command, file_change, service_changes
 from vfleet.engine.facts import CommandOk, Fact, FileFact, UnitFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
+from vfleet.roles.gateway.caps import CAPS_STATE, GatewayCaps
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
 from vfleet.config.hostconfig import HostConfig
 
@@ -26,27 +26,15 @@ DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
 DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
 
 
-def facts_for() -> dict[str, Fact]:
-    """What the gateway step reads; the config with its content always (small, and a run
-    without a plan keeps the max_conns it holds)."""
+def facts_for(*, diff: bool = False) -> dict[str, Fact]:
+    """What the gateway step reads: the state files with their content (small, and read as
+    data), the config's only for --diff."""
     return {"nginx": CommandOk("command -v nginx"),
-            "conf": FileFact(GATEWAY_CONF_PATH, with_content=True),
+            "conf": FileFact(GATEWAY_CONF_PATH, with_content=diff),
             "default_site": FileFact(DEFAULT_SITE),
             "drained": FileFact(DRAINED_STATE, with_content=True),
+            "caps": FileFact(CAPS_STATE, with_content=True),
             "unit": UnitFact("nginx")}
-
-
-_SERVER_CAP = re.compile(r" max_conns=(\d+)[^;\n]*;\s+# (\S+)")
-
-
-def kept_max_conns(backends: Sequence[Backend], current: str | None) -> list[Backend]:
-    """A host with no cap from the inventory or this run's plan (preflight skipped: `vfleet
-    gateway`, `restart`, `deploy --skip-preflight`) keeps the cap the gateway already has for
-    it, so runs with and without preflight render the same config; max_num_seqs stands in
-    only for a host the gateway has never capped."""
-    have = {name: int(n) for n, name in _SERVER_CAP.findall(current or "")}
-    return [dataclasses.replace(b, max_conns=have[b.name]) if not b.max_conns_settled and b.name in have else b
-            for b in backends]
 
 
 def drained_names(facts: Mapping[str, Any]) -> set[str]:
@@ -54,10 +42,11 @@ def drained_names(facts: Mapping[str, Any]) -> set[str]:
     return {line.strip() for line in content.splitlines() if line.strip()}
 
 
-def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable[str] | None = None) -> list[Change]:
-    """Changes that make this gateway serve `text`; [] when it already does. With `drained`,
-    the state file is written first, so a controller that dies in between leaves intent and
-    config converging on the next run."""
+def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable[str] | None = None,
+         caps: GatewayCaps | None = None) -> list[Change]:
+    """Changes that make this gateway serve `text`; [] when it already does. With `drained`
+    and `caps` (what `text` was rendered with), their state files are written first, so a
+    controller that dies in between leaves intent and config converging on the next run."""
     changes: list[Change] = []
     if not facts["nginx"]:
         changes.append(command("package", "nginx", "install",
@@ -65,6 +54,8 @@ def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable
     if drained is not None:
         state = "".join(f"{n}\n" for n in sorted(set(drained)))
         changes += file_change(DRAINED_STATE, state, facts["drained"], mode="0644", action="drained state")
+    if caps is not None and (caps.max_conns or facts["caps"].kind != "missing"):  # none to keep: no file
+        changes += file_change(CAPS_STATE, caps.text(), facts["caps"], mode="0644", action="gateway caps")
     if cfg.gateway_port == 80 and facts["default_site"].kind != "missing":
         changes.append(command("nginx config", DEFAULT_SITE, "disabled (it also claims port 80)",
                                f"mv -f {DEFAULT_SITE} {DEFAULT_SITE_PARKED}"))
@@ -86,15 +77,15 @@ def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str
     """Render for the hosts not drained (the state file's set, or `drained` to set it) and
     apply. A config nginx -t rejects fails the host with nginx's words."""
     cfg: HostConfig = ctx.config
-    facts = gather(ctx, facts_for())
+    facts = gather(ctx, facts_for(diff=ctx.diff))
     names = {b.name for b in backends}
     down = (drained if drained is not None else drained_names(facts)) & names
-    backends = kept_max_conns(backends, facts["conf"].content)
+    backends = GatewayCaps.parse(facts["caps"].content).kept(backends)
     try:
         text = render_gateway(backends, cfg, drained=down)
     except GatewayRenderError as exc:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
-    changes = plan(cfg, text, facts, drained=drained)
+    changes = plan(cfg, text, facts, drained=drained, caps=GatewayCaps.of(backends))
     if not changes:
         ctx.record("nginx config", GATEWAY_CONF_PATH, Status.OK)
     apply(ctx, changes)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.preflight.check_base import FAIL, PASS, Check
@@ -29,9 +29,21 @@ from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import Route
 
-__all__ = ["AllReduceJob", "plan", "run", "to_check", "PROBE"]
+__all__ = ["AllReduceJob", "AllReduceResult", "plan", "run", "to_check", "PROBE"]
 
 q = shlex.quote
+
+
+@dataclass(frozen=True)
+class AllReduceResult:
+    """One member's probe result as it printed it (the host's "replica_allreduce" section)."""
+
+    REPORT_KEY: ClassVar[str] = "replica_allreduce"
+
+    result: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result
 
 # Reads {"head", "port", "rank", "world", "numel", "iters", "timeout_s", "env"} on stdin and
 # prints one JSON line; never raises (a failure is {"ok": false, "error": ...}).
@@ -125,7 +137,8 @@ def run(play: Play, replicas: Mapping[str, Replica], member_facts: Mapping[str, 
             if not result:
                 tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or [f"exit {res.exited}"]
                 result = {"ok": False, "error": f"{python}: {tail[0][:300]}"}
-            out[ctx.name] = ctx.result.data["replica_allreduce"] = result
+            out[ctx.name] = result
+            ctx.result.note(AllReduceResult(result))
 
         play.run_step(f"preflight: replica {r.name} all-reduce", step, hosts=list(r.members),
                       forks=len(r.members))

@@ -1,7 +1,7 @@
 """Deploy step for multi-host replicas: write each member's files, then start the replica in
 order (workers, then the head) and wait until the head serves.
 
-    replica_deploy.run(play, inv)      # after install and weights; instead of the service step
+    replica_deploy.run(play, fleet)    # after install and weights; instead of the service step
 
 Why a step of its own rather than the single-host service step: a member's files depend on
 the other members (the head's address, its node rank, the route to the head, a fact read
@@ -14,34 +14,40 @@ not running, is (re)started; nothing changed and everything active: nothing rest
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from vfleet.engine.changes import apply, command, daemon_reload, file_change, service_changes
 from vfleet.engine.facts import CommandOk, FileFact, UnitFact, gather
-from vfleet.engine.inventory import Inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
 from vfleet.engine.systemd import restart
 from vfleet.roles.service import readiness
 from vfleet.roles.service.unit import RESTART, user_change
 from vfleet.roles.replica.ray_render import ray_unit, render_member
-from vfleet.config.replicas import Replica, find_replicas, member_config
-from vfleet.roles.replica.facts import RouteFact
+from vfleet.config.fleet import Fleet
+from vfleet.config.replicas import Replica
+from vfleet.roles.replica.facts import Route, RouteFact
 from vfleet.roles.replica.preflight import peer_of
 from vfleet.config.vllm_facts import flag_available
 
-__all__ = ["members_in", "workers_in", "configure_member", "run"]
+__all__ = ["Placement", "configure_member", "run"]
 
 q = shlex.quote
 CHANGED = "replica member changed"
 
 
-def members_in(inv: Inventory) -> set[str]:
-    return {h for r in find_replicas(inv).values() for h in r.members}
+@dataclass(frozen=True)
+class Placement:
+    """A member's replica and its route to the others (the host's "replica" report section)."""
 
+    REPORT_KEY: ClassVar[str] = "replica"
 
-def workers_in(inv: Inventory) -> set[str]:
-    return {h for r in find_replicas(inv).values() for h in r.workers}
+    replica: Replica
+    route: Route
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.replica.as_dict(), "route": {"dev": self.route.dev, "src": self.route.src}}
 
 
 def _units(cfg: Any, replica: Replica, host: str) -> list[str]:
@@ -51,12 +57,12 @@ def _units(cfg: Any, replica: Replica, host: str) -> list[str]:
     return ray + vllm
 
 
-def configure_member(ctx: HostContext, inv: Inventory, replica: Replica) -> None:
+def configure_member(ctx: HostContext, fleet: Fleet, replica: Replica) -> None:
     """Files and enabled units of one member (nothing started here: `run` orders that)."""
     cfg = ctx.config
-    address = {h: inv.hosts[h].address for h in replica.members}
+    address = {h: fleet.config(h).address for h in replica.members}
     route = gather(ctx, {"r": RouteFact(peer_of(replica, ctx.name, address))})["r"]
-    files = render_member(inv, replica, ctx.name, flag_available, route=route, configure=member_config)
+    files = render_member(replica, cfg, fleet.config(replica.head), flag_available, route=route)
     facts = gather(ctx, {f.path: FileFact(f.path, with_content=ctx.diff) for f in files}
                    | {u: UnitFact(u) for u in _units(cfg, replica, ctx.name)}
                    | {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}")})
@@ -74,7 +80,7 @@ def configure_member(ctx: HostContext, inv: Inventory, replica: Replica) -> None
         if facts[u].active != "active":
             ctx.notify(CHANGED)
     apply(ctx, changes)
-    ctx.result.data["replica"] = {**replica.as_dict(), "route": {"dev": route.dev, "src": route.src}}
+    ctx.result.note(Placement(replica, route))
 
 
 def _start(ctx: HostContext, replica: Replica) -> None:
@@ -92,13 +98,13 @@ def _start(ctx: HostContext, replica: Replica) -> None:
         ctx.record("ready", cfg.unit, Status.OK, f"replica {replica.name} serving after {waited:.0f}s")
 
 
-def run(play: Play, inv: Inventory) -> None:
+def run(play: Play, fleet: Fleet) -> None:
     """Every replica whose members are all in the play: files, then workers, then heads."""
-    replicas = [r for r in find_replicas(inv).values() if all(h in play.contexts for h in r.members)]
+    replicas = [r for r in fleet.replicas.values() if all(h in play.contexts for h in r.members)]
     if not replicas:
         return
     by_host = {h: r for r in replicas for h in r.members}
-    play.run_step("replica: files", lambda ctx: configure_member(ctx, inv, by_host[ctx.name]), hosts=list(by_host))
+    play.run_step("replica: files", lambda ctx: configure_member(ctx, fleet, by_host[ctx.name]), hosts=list(by_host))
     for r in replicas:
         broken = [h for h in r.members if h not in play.active]
         if broken:

@@ -2,7 +2,7 @@
 unit and its environment, the head's vLLM unit (drop-in included) or, for the mp backend,
 each member's vLLM unit with its node rank.
 
-    files = render_member(inv, replica, "gpu02", route=Route(...), systemd_version=252)
+    files = render_member(replica, cfg, head_cfg, flag_available, route=Route(...), systemd_version=252)
 
 Why the vLLM unit is the single-host renderer's (vfleet/roles/service/render.py) with a changed
 config rather than a second template: one command-line builder, so a replica's head gets the
@@ -21,7 +21,6 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from vfleet.engine.inventory import Inventory
 from vfleet.config.hostconfig import UNIT_DIR, HostConfig
 from vfleet.config import vllm_facts
 from vfleet.config.quoting import QuotingError, systemd_quote
@@ -167,12 +166,11 @@ def _headless_start(cfg: HostConfig, unit: str) -> str:
     return unit.replace(before, f"ExecStart={spell(new[:3])} \\\n    {spell(new[3:])}", 1)
 
 
-def render_member(inv: Inventory, replica: Replica, host: str, flag_available: FlagCheck, *,
-                  route: Route | None = None, systemd_version: int | None = None,
-                  configure=HostConfig.from_host) -> list[MemberFile]:
-    """Files deploy writes on one member. `configure` turns a Host into its HostConfig (the
-    renderer passes one that masks secrets)."""
-    cfg, head = configure(inv.hosts[host]), configure(inv.hosts[replica.head])
+def render_member(replica: Replica, cfg: HostConfig, head: HostConfig, flag_available: FlagCheck, *,
+                  route: Route | None = None, systemd_version: int | None = None) -> list[MemberFile]:
+    """Files deploy writes on one member: `cfg` its config, `head` its replica's head's (the
+    renderer passes configs whose secrets are masked)."""
+    host = cfg.name
     net = member_net(cfg, route)
     out: list[MemberFile] = []
     if replica.backend == "ray":

@@ -19,7 +19,6 @@ import shlex
 import time
 from typing import Any, Mapping
 
-from vfleet.engine.inventory import Inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.systemd import start
@@ -27,7 +26,9 @@ from vfleet.roles.service import readiness
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.replica.ray_render import ray_unit
-from vfleet.config.replicas import Replica, find_replicas
+from vfleet.config.fleet import Fleet
+from vfleet.config.replicas import Replica
+from vfleet.roles.rollout.records import RestartTimes
 from vfleet.roles.rollout.rolling import Rollout, plan_batches
 
 __all__ = ["unit_key", "unit_members", "unit_batches", "restart_steps", "unit_keys", "ReplicaRollout"]
@@ -86,20 +87,19 @@ class ReplicaRollout(Rollout):
     replica's one backend. A failed member fails the head's unit and the rollback of
     vfleet/roles/rollout/rolling.py then restarts the head on its previous venv."""
 
-    def __init__(self, *args: Any, inventory: Inventory, **kw: Any) -> None:
+    def __init__(self, *args: Any, fleet: Fleet, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.inventory = inventory
-        self.replicas = find_replicas(inventory)
+        self.fleet = fleet
 
-    def restart_host(self, ctx: HostContext, new_venv: str | None) -> dict[str, float]:
-        replica = next((r for r in self.replicas.values() if r.head == ctx.name), None)
+    def restart_host(self, ctx: HostContext, new_venv: str | None) -> RestartTimes:
+        replica = next((r for r in self.fleet.replicas.values() if r.head == ctx.name), None)
         if replica is None:
             return super().restart_host(ctx, new_venv)
         t0 = time.monotonic()
         for host, action in restart_steps(replica, upgrade=bool(new_venv)):
             self._member_step(self.play.contexts[host], replica, action)
         total = time.monotonic() - t0
-        return {"restart_s": total, "ready_s": total}
+        return RestartTimes(ready_s=total, restart_s=total)
 
     def _member_step(self, mctx: HostContext, replica: Replica, action: str) -> None:
         cfg = mctx.config
@@ -108,7 +108,7 @@ class ReplicaRollout(Rollout):
             mctx.must(f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}", timeout=float(cfg.shutdown_timeout) + 120)
         elif action == "switch-venv":
             vllm_install.link_current(mctx, cfg, cfg.venv_path)
-            replica_deploy.configure_member(mctx, self.inventory, replica)
+            replica_deploy.configure_member(mctx, self.fleet, replica)
         elif action == "restart-ray":
             mctx.must(f"systemctl restart -- {q(ray_unit(cfg))}", what=f"restart {ray_unit(cfg)}", timeout=120)
         elif action == "start-vllm":

@@ -21,7 +21,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -38,6 +38,7 @@ from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.gateway.render import Backend
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.lines import failed, host_lines, waiting
+from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
 
 q = shlex.quote
 
@@ -203,12 +204,11 @@ class Rollout:
     def _render_unit(ctx: HostContext, version: str) -> None:
         service.write_files(ctx, dataclasses.replace(ctx.config, vllm_version=version))
 
-    def restart_host(self, ctx: HostContext, new_venv: str | None) -> dict[str, float]:
+    def restart_host(self, ctx: HostContext, new_venv: str | None) -> RestartTimes:
         cfg: HostConfig = ctx.config
-        t: dict[str, float] = {}
         t0 = time.monotonic()
         waiting(ctx, "vLLM to stop")
-        t["stop_s"] = service.stop_and_check(ctx)  # also: no vLLM process left behind
+        stop_s = service.stop_and_check(ctx)  # also: no vLLM process left behind
         if new_venv:
             vllm_install.link_current(ctx, cfg, new_venv)
             self._render_unit(ctx, str(cfg.vllm_version))
@@ -224,9 +224,7 @@ class Rollout:
             raise HostFailed(f"ready but a real completion failed: {type(exc).__name__}: {exc}") from None
         if not smoke.reply_text(chat):
             raise HostFailed("ready but a real completion returned no text")
-        t["ready_s"] = time.monotonic() - t1
-        t["restart_s"] = time.monotonic() - t0
-        return t
+        return RestartTimes(ready_s=time.monotonic() - t1, restart_s=time.monotonic() - t0, stop_s=stop_s)
 
     @staticmethod
     def wait_loaded(ctx: HostContext, *, plain: bool) -> float:
@@ -266,30 +264,30 @@ class Rollout:
             return False
 
     def one_host(self, ctx: HostContext) -> None:
-        info: dict[str, Any] = {}
-        ctx.result.data["rollout"] = info
+        info = RolloutInfo()
+        ctx.result.note(info)
         cfg: HostConfig = ctx.config
         old_venv = _current_venv(ctx)
         old_version = _venv_version(ctx, old_venv)
         new_venv = cfg.venv_path if self.upgrade else None
         if new_venv == old_venv:
             new_venv = None
-        info["from"] = old_venv
+        info.started, info.from_venv = True, old_venv
         waiting(ctx, "another host of its model to serve")
         try:
-            info["drain_s"] = round(self.drain(ctx), 2)
+            info.drain_s = round(self.drain(ctx), 2)
         except HostFailed as exc:
             failed(ctx, info, exc)
             raise
         try:
             waiting(ctx, "its in-flight requests to finish")
-            info["inflight_wait_s"] = round(self.wait_inflight(ctx), 2)
-            info.update({k: round(v, 2) for k, v in self.restart_host(ctx, new_venv).items()})
+            info.inflight_wait_s = round(self.wait_inflight(ctx), 2)
+            info.took(self.restart_host(ctx, new_venv))
         except HostFailed as exc:
             failed(ctx, info, exc)
             ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
-            info["rolled_back"] = True
-            info["serving"] = old_venv if ok else None
+            info.rolled_back = True
+            info.serving = old_venv if ok else None
             if ok:
                 self.undrain(ctx)
             else:
@@ -297,11 +295,11 @@ class Rollout:
                     self._cond.notify_all()
             raise HostFailed(f"did not come back ready: {exc}; "
                              + ("rolled back and serving again" if ok else "rolled back but still failing: left out of the gateways"))
-        info["undrain_s"] = round(self.undrain(ctx), 2)
-        info["serving"] = new_venv or old_venv
+        info.undrain_s = round(self.undrain(ctx), 2)
+        info.serving = new_venv or old_venv
         ctx.record("rollout", ctx.name, Status.CHANGED,
-                   f"drain {info['drain_s']:.1f}s, in-flight wait {info['inflight_wait_s']:.1f}s, "
-                   f"restart {info['restart_s']:.1f}s (ready {info['ready_s']:.1f}s)")
+                   f"drain {info.drain_s:.1f}s, in-flight wait {info.inflight_wait_s:.1f}s, "
+                   f"restart {info.restart_s:.1f}s (ready {info.ready_s:.1f}s)")
 
     # -- the run ---------------------------------------------------------------------------
     def converge(self) -> list[str]:
@@ -324,7 +322,7 @@ class Rollout:
                 self.out_of_service.add(name)
         return healed
 
-    def run(self, batch_spec: str, max_fail_percentage: float) -> dict[str, Any]:
+    def run(self, batch_spec: str, max_fail_percentage: float) -> RolloutSummary:
         healed = self.converge()
         hosts = [h for h in self.vllm_hosts if h in self.play.active]
         sizes: dict[str, int] = {}
@@ -341,21 +339,18 @@ class Rollout:
                            f"(> {max_fail_percentage:g}%): not starting the next batch")
                 self.play.print(f"[bold red]STOP[/]: {stopped}")
                 break
-        serving = {h: (self.play.results[h].data.get("rollout") or {}).get("serving")
-                   or _current_venv(self.play.contexts[h])
-                   for h in self.vllm_hosts if h in self.play.contexts}
-        return {"batches": batches, "stopped": stopped, "converged": healed, "serving": serving,
-                "drained": sorted(self.drained), "lines": self.last_lines(stopped)}
+        serving = {h: self._serving(h) for h in self.vllm_hosts if h in self.play.contexts}
+        return RolloutSummary(batches, stopped, healed, serving, sorted(self.drained), self.last_lines(stopped))
+
+    def _serving(self, name: str) -> str | None:
+        """Where a host serves from: what its restart left, else its `current` link now."""
+        info = self.play.results[name].get(RolloutInfo)
+        return (info.serving if info is not None and info.over else None) or _current_venv(self.play.contexts[name])
 
     def last_lines(self, stopped: str | None) -> list[str]:
         """One line per host to restart: what it waited for and how long (printed last)."""
-        def of(name: str) -> dict[str, Any]:
-            r = self.play.results[name]
-            last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
-            return {"status": r.status.value, "message": last.message if last else "",
-                    "rollout": r.data.get("rollout")}
         hosts = [h for h in self.vllm_hosts if h in self.play.results]
-        return host_lines(hosts, {h: of(h) for h in hosts}, stopped)
+        return host_lines(hosts, self.play.results, stopped)
 
 
 def _current_venv(ctx: HostContext) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
+from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 
 SUITE = Path(__file__).resolve().parent / "test_deployed.py"
@@ -58,14 +59,15 @@ def expected_state(cfg: HostConfig) -> dict:
             "vllm_version": cfg.vllm_version, "model_path": cfg.model_path, "env_file": cfg.env_file}
 
 
-def run_verify(hosts: list[Host], *, junitxml: str | None = None, no_host_key_checking: bool = False,
+def run_verify(fleet: Fleet, hosts: list[Host], *, junitxml: str | None = None, no_host_key_checking: bool = False,
                extra_args: list[str] | None = None) -> int:
-    """Run the testinfra suite against hosts; returns pytest's exit code."""
+    """Run the testinfra suite against hosts (the fleet's configs say what each should hold);
+    returns pytest's exit code."""
     with tempfile.TemporaryDirectory(prefix="vfleet-verify-") as tmp:
         cfg = Path(tmp) / "ssh_config"
         cfg.write_text(ssh_config(hosts, no_host_key_checking))
         facts = Path(tmp) / "hosts.json"
-        facts.write_text(json.dumps({h.name: expected_state(HostConfig.from_host(h)) for h in hosts}))
+        facts.write_text(json.dumps({h.name: expected_state(fleet.config(h)) for h in hosts}))
         args = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider", "-q", "-rA",
                 f"--hosts={','.join('ssh://' + h.name for h in hosts)}", f"--ssh-config={cfg}",
                 "--rootdir", tmp, "-o", "addopts=", "-o", "testpaths="]

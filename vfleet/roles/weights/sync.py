@@ -30,6 +30,7 @@ from vfleet.engine.transfer import TransferStats, rsync_push
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service.unit import RESTART
 from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
+from vfleet.roles.weights.totals import WeightsTotals
 
 q = shlex.quote
 VERIFIED_MARK = ".vfleet-verified"
@@ -174,7 +175,7 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_
                elapsed_s=time.monotonic() - t0, data={"source": peer.name, "bytes_received": stats.bytes_received})
 
 
-def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, int]) -> None:
+def _push_from_controller(ctx: HostContext, src: ModelSource, totals: WeightsTotals) -> None:
     cfg: HostConfig = ctx.config
     _, _, staging = _paths(cfg, src.manifest_id)
     assert src.controller_dir is not None
@@ -186,7 +187,7 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: dict[str, 
         extra.append(f"--bwlimit={cfg.weights_bwlimit}")
     stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
                        on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
-    totals["controller_bytes_sent"] += stats.bytes_sent
+    totals.controller_bytes_sent += stats.bytes_sent
     ctx.record("copy", staging, Status.CHANGED, f"from controller: {stats.bytes_sent} bytes sent",
                elapsed_s=time.monotonic() - t0, data={"source": "controller", "bytes_sent": stats.bytes_sent})
 
@@ -213,17 +214,18 @@ def assign_wave(missing: list[str], have: list[str], *, fanout: bool, controller
     return assignments
 
 
-def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
-    """The weights step on every active host (or `hosts`): returns accounting for the report."""
+def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
+    """The weights step on every active host (or `hosts`): returns accounting for the report
+    (None: no host left to copy to)."""
     names = [n for n in (hosts or play.active) if n in play.active]
     if not names:
-        return {}
+        return None
     first: HostConfig = play.contexts[names[0]].config
     src = resolve_source(first)
     if src.host:
         src = _resolve_host_source(play, src)
-    totals = {"controller_bytes_sent": 0, "waves": 0, "copies": 0}
-    play.data["weights"] = totals  # in the report even when nothing needed copying
+    totals = WeightsTotals()
+    play.note(totals)  # in the report even when nothing needed copying
     state: dict[str, str] = {}
 
     def probe(ctx: HostContext) -> None:
@@ -259,7 +261,7 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
     # host:path source: that host feeds others from its own path (it holds no verified copy here)
     raw_source = src.host if src.host and src.host not in have else None
     while missing:
-        totals["waves"] += 1
+        totals.waves += 1
         assignments = assign_wave(missing, have, fanout=fanout, controller=src.controller_dir is not None,
                                   source_host=src.host, raw_source=raw_source)
         if not assignments:
@@ -278,7 +280,7 @@ def run(play: Play, hosts: list[str] | None = None) -> dict[str, Any]:
             else:
                 _pull_from_peer(ctx, play.contexts[source], src.manifest_id)
             _finish_copy(ctx, src.manifest_id)
-            totals["copies"] += 1
+            totals.copies += 1
 
-        have.extend(play.run_step(f"weights: copy (wave {totals['waves']})", copy, hosts=list(assignments)))
+        have.extend(play.run_step(f"weights: copy (wave {totals.waves})", copy, hosts=list(assignments)))
     return totals

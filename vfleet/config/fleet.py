@@ -1,0 +1,86 @@
+"""One run's model of the fleet: every host's HostConfig and the multi-host replicas, built
+once from the loaded inventory, and who serves, routes and watches.
+
+    fleet = Fleet.of(inventory)            # raises VfleetError when a replica is invalid
+    fleet.config("gpu01")                  # the one HostConfig of that host in this run
+    fleet.serving_hosts                    # what the gateways balance over
+
+Why one model: the replicas used to be found again at each step that needed them (the
+gateway's backends, the smoke step, the replica deploy, the rollout, the renderer), and a
+host's config was built again by each of them, so one run could hold several copies that
+had to agree. Here both are made once, when the inventory is loaded, and passed on; the
+runner's host contexts get their configs from this same model (Play's `configure`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from vfleet.engine.inventory import Host, Inventory
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.replicas import Replica, find_replicas, member_config
+from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
+
+__all__ = ["Fleet"]
+
+
+@dataclass(frozen=True, eq=False)
+class Fleet:
+    """The validated inventory with each host's config (a replica member's with its Ray pin,
+    vfleet/config/replicas.py member_config) and the replicas by name. Compared by identity:
+    a run has one."""
+
+    inventory: Inventory
+    replicas: Mapping[str, Replica]
+    configs: Mapping[str, HostConfig]
+
+    @classmethod
+    def of(cls, inventory: Inventory) -> "Fleet":
+        """Check the replicas (before anything connects) and build every host's config."""
+        configs = {h.name: member_config(h) for h in inventory.hosts.values()}
+        return cls(inventory, find_replicas(inventory, configs), configs)
+
+    # -- configs --------------------------------------------------------------------------
+    def config(self, host: str | Host) -> HostConfig:
+        """A host's config; a Host is also accepted so Play(configure=fleet.config) works."""
+        return self.configs[host if isinstance(host, str) else host.name]
+
+    def configs_of(self, hosts: list[Host]) -> list[HostConfig]:
+        return [self.configs[h.name] for h in hosts]
+
+    # -- hosts by role, in inventory order --------------------------------------------------
+    def in_group(self, group: str) -> list[Host]:
+        return [h for h in self.inventory.hosts.values() if group in h.groups]
+
+    @property
+    def vllm_hosts(self) -> list[Host]:
+        return self.in_group(VLLM_GROUP)
+
+    @property
+    def gateways(self) -> list[Host]:
+        return self.in_group(GATEWAY_GROUP)
+
+    @property
+    def monitoring_hosts(self) -> list[Host]:
+        return self.in_group(MONITORING_GROUP)
+
+    @property
+    def serving_hosts(self) -> list[Host]:
+        """The vLLM hosts that answer requests: single-host replicas and each replica's head
+        (a worker serves no HTTP). The gateway balances over these."""
+        workers = self.workers
+        return [h for h in self.vllm_hosts if h.name not in workers]
+
+    # -- replicas -------------------------------------------------------------------------
+    def replica_of(self, host: str) -> Replica | None:
+        """The replica a host belongs to (None: it serves on its own)."""
+        return next((r for r in self.replicas.values() if host in r.members), None)
+
+    @property
+    def members(self) -> set[str]:
+        """Every host of a multi-host replica (they deploy and restart as one)."""
+        return {h for r in self.replicas.values() for h in r.members}
+
+    @property
+    def workers(self) -> set[str]:
+        """Every replica member but the heads (no HTTP: never smoked, never a backend)."""
+        return {h for r in self.replicas.values() for h in r.workers}

@@ -1,0 +1,38 @@
+"""What the weights step sent, as typed values: the report's "weights" section.
+
+Kept apart from the copy itself (sync.py) so that what a run reports is one small, plain
+type: the controller's bytes, the fan-out's waves and the copies made, per model source
+when a run deploys several."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["WeightsTotals", "WeightsBySource"]
+
+
+@dataclass
+class WeightsTotals:
+    """One weights run (one model source), counted as the copies go."""
+
+    REPORT_KEY: ClassVar[str] = "weights"
+
+    controller_bytes_sent: int = 0
+    waves: int = 0
+    copies: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"controller_bytes_sent": self.controller_bytes_sent, "waves": self.waves, "copies": self.copies}
+
+
+@dataclass(frozen=True)
+class WeightsBySource:
+    """A run over several model sources: each source's totals (None: no host was left to
+    copy to)."""
+
+    REPORT_KEY: ClassVar[str] = "weights"
+
+    totals: dict[str, WeightsTotals | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_model_source": {src: t.to_dict() if t else {} for src, t in self.totals.items()}}
