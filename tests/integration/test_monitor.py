@@ -156,7 +156,7 @@ def firing(api: str, alert: str) -> set[str]:
 def stop_until_it_fires(monitored: dict, host: str, unit: str, alert: str, figure: str, health_url: str,
                         ready_s: float, resolve_s: float) -> None:
     """Stop `unit` on `host` and wait until `alert` fires for that host alone (how long it took
-    goes to `figure` in the work folder: the README's measurements); then start it again and
+    goes to `figure` in the work folder: docs/measurements.md); then start it again and
     wait until health_url answers and the alert resolves."""
     api, inv = monitored["api"], monitored["inv"]
     assert firing(api, alert) == set()

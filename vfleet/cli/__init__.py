@@ -6,7 +6,7 @@ flags), so a task module imports at its top only what the menu and the common pa
 (invoke, vfleet/engine/, vfleet.cli.common); a task's roles are imported when that task runs, in
 its body or through its *_steps module. Why: importing every role for every command cost
 `vfleet run` ~0.2 s of its start (httpx, jinja2, the audit), more than pyinfra's whole lead
-at 5 and 20 hosts (README "Speed against Ansible and pyinfra"; tests/unit/test_startup.py)."""
+at 5 and 20 hosts (docs/measurements.md "Speed against Ansible and pyinfra"; tests/unit/test_startup.py)."""
 from invoke import Collection
 
 from vfleet.cli import bench, core, deploy, lab, monitor, preflight, render, rollout

@@ -16,7 +16,7 @@ _DEFAULT_TASK = re.compile(r"(?P<coll>[\w.-]+)\.[\w-]+ \((?P=coll)\)")
 
 class VfleetProgram(Program):
     """Invoke's Program, but `--list` names each task once: a collection's default task (bench,
-    preflight) by the name users type and the README gives, not also as bench.bench. Both
+    preflight) by the name users type and the docs give, not also as bench.bench. Both
     names still run it, and bench.compare stays bench.compare."""
 
     def list_flat(self) -> None:

@@ -45,7 +45,7 @@ def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
     if not lay.fits:
         console.print(f"[{title}] [red]no layout fits[/]: " + "; ".join(lay.tried), markup=True)
         return
-    where = f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (README 'Multi-node replicas')" \
+    where = f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (docs/replicas.md)" \
         if lay.multi_host else "one host"
     console.print(f"[{title}] smallest layout: tensor_parallel_size {lay.tensor_parallel_size} x "
                   f"pipeline_parallel_size {lay.pipeline_parallel_size} = {lay.gpus} GPUs on {where}", markup=False)

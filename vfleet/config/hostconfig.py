@@ -235,7 +235,7 @@ class HostConfig:
                    if not val]
         if missing:
             raise VfleetError(f"host '{self.name}': {', '.join(missing)} not set in the inventory "
-                              f"(group {VLLM_GROUP}); see README 'Variables'")
+                              f"(group {VLLM_GROUP}); see docs/variables.md")
 
     # -- systemd ------------------------------------------------------------------------
     @property

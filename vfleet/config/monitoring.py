@@ -12,7 +12,7 @@ __all__ = ["Thresholds", "MonitoringSettings"]
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Where each alert fires (see README 'Monitoring')."""
+    """Where each alert fires (see docs/monitoring.md)."""
 
     kv_cache_usage_max: float
     kv_cache_for: str

@@ -1,6 +1,6 @@
-"""The variables vfleet understands: one table, read by the inventory checker and the README.
+"""The variables vfleet understands: one table, read by the inventory checker and docs/variables.md.
 
-Why a table: the schema check, the defaults the roles fall back on and the README's
+Why a table: the schema check, the defaults the roles fall back on and docs/variables.md's
 variable list all come from the same rows, so a variable cannot be documented with one
 type and checked with another. The engine (vfleet/engine/) only knows how to check a table; which
 variables exist, and what vLLM needs, is decided here.
@@ -228,7 +228,7 @@ VARIABLES: list[Variable] = [
              "Port of nginx's stub_status on each gateway, bound to 127.0.0.1 only (read by the exporter there)."),
     Variable("monitoring_gateway_exporter_port", _PORT, 9113,
              "Port prometheus-nginx-exporter listens on, on each gateway (scraped by the monitoring host)."),
-    # --- multi-node replicas (vfleet/config/replicas.py; README "Multi-node replicas") ---
+    # --- multi-node replicas (vfleet/config/replicas.py; docs/replicas.md) ---
     Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
                          "examples": ["llama70b-r1"]}, None,
              "Name of the multi-host replica this host is a member of (set it on one group per "
@@ -277,7 +277,7 @@ SCHEMA = VarSchema(VARIABLES, aliases=ALIASES)
 
 
 def markdown_table() -> str:
-    """The README's variable table, generated so docs and checks cannot disagree."""
+    """The variable table of docs/variables.md, generated so docs and checks cannot disagree."""
     rows = ["| Variable | Accepts | Default | Meaning |", "|---|---|---|---|"]
     for v in VARIABLES:
         default = "" if v.default is None else f"`{json.dumps(v.default)}`"

@@ -139,7 +139,7 @@ def _bounds(schema: dict[str, Any]) -> str:
 def describe(schema: dict[str, Any]) -> str:
     """Plain words for what a schema accepts: 'an integer >= 1 or null', 'one of: a, b'.
 
-    Used both for error messages and for the README's variable table, so the two never drift.
+    Used both for error messages and for the variable table of docs/variables.md, so the two never drift.
     """
     if "enum" in schema:
         return "one of: " + ", ".join(str(v) for v in schema["enum"])
