@@ -206,6 +206,8 @@ def test_controller_killed_during_the_rolling_phase_then_the_next_run_converges(
     assert set(restarts(again).values()) == {0}
 
 
+# Soak (make soak): a big model copied at a limited rate takes ~4 min; every run kills a controller during the rolling phase (above).
+@pytest.mark.soak
 def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deployed, tmp_path):
     """A plain `deploy` (no --batch) of a new model version, SIGKILLed in its weights step once
     lab1 has switched its model link and lab2 (slow link) still copies: lab1's vLLM still runs

