@@ -82,9 +82,8 @@ def test_flags_check() -> None:
     c = by_id(host_checks(v, facts(v)), "vllm.flags")
     assert c.status == "fail" and "--swap-space (vllm_extra_args.--swap-space) was removed in vLLM 0.18.0" in c.message
     assert "remove `vllm_extra_args.--swap-space`" in c.fix
-    # shutdown_timeout 0: the schema's 30 renders --shutdown-timeout, which 0.5.4 lacks (the next case)
-    v = config({**V100, "vllm_version": "0.5.4", "vllm_extra_args": ["--swap-space 4", "--enforce-eager"],
-                "shutdown_timeout": 0})
+    # shutdown_timeout's default asks 0.5.4 for no --shutdown-timeout; set, it is reported (the next case)
+    v = config({**V100, "vllm_version": "0.5.4", "vllm_extra_args": ["--swap-space 4", "--enforce-eager"]})
     assert by_id(host_checks(v, facts(v)), "vllm.flags").status == "pass"
     v = config({**V100, "vllm_version": "0.5.4", "shutdown_timeout": 30})
     c = by_id(host_checks(v, facts(v)), "vllm.flags")
@@ -120,6 +119,6 @@ def test_pre_upgrade_audit_of_the_seed_box() -> None:
     assert got["vllm.metrics"].status == "warn"
     assert by_id(host_checks(new, f), "vllm.installed").message == "vllm 0.5.4 installed; upgrade to 0.20.0 pending"
     # The same audit against the version it runs now is clean.
-    cur = config({**V100, "swap_space": 4, "shutdown_timeout": 0})  # 0: no --shutdown-timeout (0.5.4 lacks it)
+    cur = config({**V100, "swap_space": 4})
     assert all(c.status == "pass" for c in upgrade_checks(cur, facts(cur, vllm_installed={"package": "vllm",
                                                                                           "version": "0.5.4"})))
