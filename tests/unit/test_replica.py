@@ -9,10 +9,19 @@ import pytest
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import load_inventory
 from vfleet.config.fleet import Fleet
-from vfleet.config.replicas import check_inventory, find_replicas, member_config
+from vfleet.config.replicas import find_replicas, member_config
 from vfleet.config.variables import SCHEMA
 
 INV = Path(__file__).parent / "data" / "replica" / "inventory.yaml"
+
+
+def problems(inv) -> list[str]:
+    """Every line find_replicas refuses the inventory with (empty: valid)."""
+    try:
+        find_replicas(inv)
+    except VfleetError as exc:
+        return str(exc).splitlines()
+    return []
 
 
 def _load(**overrides):
@@ -65,7 +74,7 @@ def test_members_must_agree_and_the_difference_is_named(tmp_path):
     text = INV.read_text().replace("gpu02: {ansible_host: 10.0.0.2}", "gpu02: {ansible_host: 10.0.0.2, vllm_version: '0.32.0'}")
     p = tmp_path / "inv.yaml"
     p.write_text(text)
-    [line] = check_inventory(load_inventory(p, schema=SCHEMA))
+    [line] = problems(load_inventory(p, schema=SCHEMA))
     assert "vllm_version differs between members (gpu01='0.20.0', gpu02='0.32.0')" in line
 
 
@@ -73,10 +82,10 @@ def test_one_member_replica_and_two_heads(tmp_path):
     text = INV.read_text().replace("            gpu02: {ansible_host: 10.0.0.2}\n", "")
     p = tmp_path / "inv.yaml"
     p.write_text(text)
-    assert any("only gpu01 is a member" in x for x in check_inventory(load_inventory(p, schema=SCHEMA)))
+    assert any("only gpu01 is a member" in x for x in problems(load_inventory(p, schema=SCHEMA)))
     both = INV.read_text().replace("replica: r1", "replica: r1\n            replica_head: true")
     p.write_text(both)
-    assert any("replica_head: true on gpu01, gpu02" in x for x in check_inventory(load_inventory(p, schema=SCHEMA)))
+    assert any("replica_head: true on gpu01, gpu02" in x for x in problems(load_inventory(p, schema=SCHEMA)))
 
 
 def test_ray_is_pinned_into_the_vllm_venv_of_ray_members_only():

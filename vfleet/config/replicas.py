@@ -26,7 +26,7 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import VLLM_GROUP
 
-__all__ = ["Replica", "find_replicas", "check_inventory", "member_config", "SAME_ON_EVERY_MEMBER"]
+__all__ = ["Replica", "find_replicas", "member_config", "SAME_ON_EVERY_MEMBER"]
 
 # Every member must agree on these (they define one engine): a difference is an inventory error.
 SAME_ON_EVERY_MEMBER = (
@@ -152,12 +152,6 @@ def _grouped(inv: Inventory) -> dict[str, list[Host]]:
         if name:
             groups.setdefault(name, []).append(h)
     return groups
-
-
-def check_inventory(inv: Inventory) -> list[str]:
-    """Every problem of every replica, one line each (empty: valid or no replica)."""
-    return [line for name, hosts in _grouped(inv).items()
-            for line in _problems(inv, name, hosts, HostConfig.from_host(hosts[0]))[0]]
 
 
 def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = None) -> dict[str, Replica]:
