@@ -1,6 +1,6 @@
 """Broken and hostile inputs through the real CLI: one clear line and exit 2, no traceback, no
 secret in any output, and nothing ran (no connection was even attempted: asserted on the
-runner's connection factory, not on timing). Cases: tests/unit/data/hostile/cases.yaml."""
+runner's connection factory, not on timing). Cases: tests/unit/data/hostile/cases*.yaml."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,9 @@ import yaml
 import vfleet.engine.runner
 from vfleet.cli.main import program
 
-CASES = yaml.safe_load((Path(__file__).parent / "data" / "hostile" / "cases.yaml").read_text())
+# cases.yaml and cases-<topic>.yaml: one file per class of input, so they grow apart.
+CASES = [case for path in sorted((Path(__file__).parent / "data" / "hostile").glob("cases*.yaml"))
+         for case in yaml.safe_load(path.read_text())]
 BASE_VARS = {"ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny",
              "model_source": "/srv/weights/tiny"}
 

@@ -122,6 +122,7 @@ class HostConfig:
     serve_completions_only: bool
     vllm_extra_args: tuple[str, ...]
     vllm_env: Mapping[str, str]
+    vllm_allow_unsafe: tuple[str, ...]
     nccl_env: Mapping[str, str] | None
     cuda_visible_devices: str | tuple[int, ...] | None
     cpu_kvcache_space_gib: int | None
@@ -199,6 +200,7 @@ class HostConfig:
             chat_template=v.get("chat_template"), serve_completions_only=bool(v["serve_completions_only"]),
             vllm_extra_args=tuple(v["vllm_extra_args"]),
             vllm_env=dict(v["vllm_env"]),
+            vllm_allow_unsafe=tuple(v["vllm_allow_unsafe"]),
             nccl_env=None if v.get("nccl_env") is None else dict(v["nccl_env"]),
             cuda_visible_devices=tuple(cvd) if isinstance(cvd, list) else cvd,
             cpu_kvcache_space_gib=v.get("cpu_kvcache_space_gib"),

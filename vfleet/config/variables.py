@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from vfleet.config.unsafe_features import UNSAFE_FEATURES
 from vfleet.engine.varschema import VariableSpec, VarSchema, describe
 
 __all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP",
@@ -145,6 +146,10 @@ VARIABLES: list[Variable] = [
     Variable("vllm_extra_args", _STR_LIST, [],
              "Extra vLLM command-line words, e.g. [\"--enforce-eager\"]; each flag is checked "
              "against what the pinned version accepts."),
+    Variable("vllm_allow_unsafe", {"type": "array", "uniqueItems": True,
+                                   "items": {"enum": sorted(UNSAFE_FEATURES)}}, [],
+             "Features that turn off or widen vLLM's protection, allowed on purpose (each then "
+             "warns in preflight and smoke); see docs/security.md."),
     Variable("vllm_env", _ENV_MAP, {},
              "Extra environment for the service (values are strings)."),
     Variable("cpu_kvcache_space_gib", {"type": ["integer", "null"], "minimum": 1}, None,
