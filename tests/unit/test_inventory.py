@@ -66,7 +66,7 @@ def errors_of(path: str, overrides=None) -> list[str]:
      "bad/range_reversed.yaml: line 3: all.hosts: host range 'gpu[10:01]': start after end"),
     ("bad/wrong_type.yaml",
      "bad/wrong_type.yaml: line 4: host 'gpu01': vars.tensor_parallel_size: expected an "
-     "integer >= 1, got 'two'"),
+     "integer from 1 to 1024, got 'two'"),
     ("bad/bad_enum.yaml",
      "bad/bad_enum.yaml: line 3: group 'all': vars.dtype: expected one of: auto, float16, "
      "half, bfloat16, float32, got 'bf16'"),
@@ -176,7 +176,7 @@ def test_set_values_are_validated():
     errs = errors_of("good/ranges.yaml", parse_set_args(["max_num_seqs=0", "max_num_seq=3"]))
     assert errs == [
         "--set: unknown variable 'max_num_seq'; did you mean 'max_num_seqs'?",
-        "--set: vars.max_num_seqs: expected an integer >= 1 or null, got 0",
+        "--set: vars.max_num_seqs: expected an integer from 1 to 1048576 or null, got 0",
     ]
 
 

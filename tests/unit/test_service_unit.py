@@ -113,7 +113,8 @@ def test_renderer_still_refuses_what_it_cannot_render():
     with pytest.raises(sr.RenderError, match="vllm_user"):
         sr.render_unit(dataclasses.replace(cfg, vllm_user="root; rm"), stub_flag_available)
     with pytest.raises(sr.RenderError, match="control character"):
-        sr.render_unit(lab(served_model_name="a\nExecStartPre=/bin/sh"), stub_flag_available)
+        sr.render_unit(dataclasses.replace(cfg, served_model_name="a\nExecStartPre=/bin/sh"),
+                       stub_flag_available)
 
 
 def test_environment_file_path_is_unquoted_and_checked():
@@ -123,7 +124,7 @@ def test_environment_file_path_is_unquoted_and_checked():
     # quoting, so the renderer refuses them rather than write a path systemd ignores
     for path in ("/etc/vllm/a b.env", "/etc/vllm/%n.env", '/etc/vllm/"q".env', "/etc/vllm/$x",
                  "/etc/vllm/ü.env"):
-        cfg = lab(vllm_env_file=path)
+        cfg = dataclasses.replace(lab(), env_file=path)   # the schema refuses ü already
         with pytest.raises(sr.RenderError, match="vllm_env_file"):
             sr.render_unit(cfg, stub_flag_available)
         with pytest.raises(sr.RenderError, match="vllm_env_file"):

@@ -34,7 +34,7 @@ def test_check_reports_path_expected_and_got():
 
 def test_bool_is_not_an_integer():
     assert SCHEMA.check("tensor_parallel_size", True) == [
-        "vars.tensor_parallel_size: expected an integer >= 1, got true"]
+        "vars.tensor_parallel_size: expected an integer from 1 to 1024, got true"]
 
 
 def test_secret_value_never_in_message():
@@ -46,7 +46,7 @@ def test_secret_value_never_in_message():
 def test_secret_companions_are_known_and_checked():
     assert {"api_key_file", "api_key_env", "hf_token_file", "hf_token_env"} <= SCHEMA.known_names
     assert SCHEMA.check("api_key_file", 5) == [
-        "vars.api_key_file: expected a non-empty string, got 5"]
+        "vars.api_key_file: expected a non-empty string (a normalized path on the controller), got 5"]
 
 
 @pytest.mark.parametrize("key, hint", [

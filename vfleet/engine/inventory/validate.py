@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from vfleet.engine.inventory.common import Entry, unsafe_name
 from vfleet.engine.inventory.merge import ADDRESS, PORT, USER
-from vfleet.engine.varschema import VarSchema, VariableSpec
+from vfleet.engine.varschema import MAX_NAME, VarSchema, VariableSpec, short_value, text_problem
 
 __all__ = ["Checker"]
 
@@ -21,7 +21,8 @@ __all__ = ["Checker"]
 # not list them (ansible_ssh_port: "2222.0" must not silently become port 22).
 _BUILTIN = VarSchema(
     [VariableSpec(n, {"type": "integer", "minimum": 1, "maximum": 65535}) for n in PORT]
-    + [VariableSpec(n, {"type": "string", "minLength": 1}) for n in ADDRESS + USER])
+    + [VariableSpec(n, {"type": "string", "minLength": 1, "maxLength": MAX_NAME})
+       for n in ADDRESS + USER])
 
 
 @dataclass
@@ -40,9 +41,20 @@ class Checker:
 
     def names(self, layer: dict[str, Entry]) -> None:
         """Unknown names in one layer: an error for a likely typo, a warning for a
-        possible one; Ansible's own settings (ansible_*) pass as they are."""
+        possible one; Ansible's own settings (ansible_*) pass as they are. A name with a
+        control character (or one too long) is an error: it would break the one line of
+        every message that names it."""
         for k, e in layer.items():
-            if k in self.schema.known_names or (k.startswith("ansible_")):
+            if k in self.schema.known_names:
+                continue
+            why = text_problem(k) or (f"is longer than {MAX_NAME} characters"
+                                      if len(k) > MAX_NAME else None)
+            if why:
+                why = why if why.startswith("is ") else f"has {why}"
+                self._add(self.errors, f"{e.where}: variable name {short_value(k)} {why}; "
+                                       "name variables with letters, digits and '_'")
+                continue
+            if k.startswith("ansible_"):
                 continue
             typo = self.schema.suggest(k)
             if typo:
@@ -55,14 +67,16 @@ class Checker:
                                          f"it); did you mean '{hint}'?")
 
     def value(self, name: str, entry: Entry) -> None:
-        """Coerce and check one entry (once); connection settings also for safety."""
+        """Coerce and check one entry (once); connection settings also for safety (that
+        check first: its words say what an address or user name may not hold)."""
         entry.checked = True
         schema = self.schema if name in self.schema.known_names else _BUILTIN
         entry.value = schema.coerce(name, entry.value)
-        for problem in schema.check(name, entry.value):
-            self._add(self.errors, f"{entry.where}: {problem}")
         if name in ADDRESS + USER and isinstance(entry.value, str):
             why = unsafe_name(entry.value)
             if why:
-                self._add(self.errors, f"{entry.where}: vars.{name}: {entry.value!r} {why}; "
-                                       "give a plain host name, address or user name")
+                self._add(self.errors, f"{entry.where}: vars.{name}: {short_value(entry.value)} "
+                                       f"{why}; give a plain host name, address or user name")
+                return
+        for problem in schema.check(name, entry.value):
+            self._add(self.errors, f"{entry.where}: {problem}")

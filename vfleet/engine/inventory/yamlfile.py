@@ -12,7 +12,11 @@ operator-facing loader needs on top of it:
   200 nested groups (which Ansible parses) is ~400 levels of mappings;
 - construction without recursion: mappings are built by generators (deep=False), the
   way PyYAML builds its own, so nesting costs no Python frames there;
-- `!vault` values refused with a message saying what to do instead.
+- `!vault` values refused with a message saying what to do instead;
+- integers too long to print refused (Python refuses str() of an int over 4300 digits, so a
+  5000-digit number would fail later, in a message or a JSON report, as a traceback), and
+  lone surrogates ("\\udc80" is a valid YAML escape, but not text: writing it to a file or a
+  terminal raises UnicodeEncodeError) refused in every key and value, with the line.
 """
 from __future__ import annotations
 
@@ -24,11 +28,24 @@ import yaml
 
 from vfleet.engine.inventory.tree import copy_tree
 
-__all__ = ["LineMap", "parse_yaml", "YamlProblem", "plain", "MAX_ALIAS_NODES", "MAX_DEPTH"]
+__all__ = ["LineMap", "parse_yaml", "YamlProblem", "plain", "MAX_ALIAS_NODES", "MAX_DEPTH",
+           "MAX_INT_BITS", "has_surrogate"]
 
 MAX_ALIAS_NODES = 100_000   # nodes aliases may add to a document once expanded
 MAX_DEPTH = 500             # nested mappings/lists in one document (200 groups need ~405)
+MAX_INT_BITS = 14_000       # ~4200 decimal digits: under Python's 4300-digit str() limit
 _FRAMES_PER_LEVEL = 4       # Python frames PyYAML's composer (and our hook) uses per level
+
+
+def has_surrogate(text: str) -> bool:
+    """True when a string holds a lone surrogate (it cannot be encoded as UTF-8)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class YamlProblem(Exception):
@@ -72,7 +89,22 @@ class _LineLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
         node.vf_size = 1 + sum(_child_sizes(node))
+        if isinstance(node, yaml.ScalarNode) and has_surrogate(node.value):
+            raise YamlProblem("a lone surrogate escape (like \\udc80) is not text; write the "
+                              "character itself, or remove it", node.start_mark.line + 1)
         return node
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """PyYAML's int, refusing one too long to print (see MAX_INT_BITS)."""
+        too_long = YamlProblem("an integer too long to use (more than 4000 digits); no "
+                               "setting takes one: check the value", node.start_mark.line + 1)
+        try:
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            raise too_long from None
+        if value.bit_length() > MAX_INT_BITS:
+            raise too_long
+        return value
 
     def construct_line_map(self, node: yaml.MappingNode) -> Iterator[LineMap]:
         out = LineMap()
@@ -112,6 +144,7 @@ def _child_sizes(node: yaml.Node) -> Iterator[int]:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                             _LineLoader.construct_line_map)
 _LineLoader.add_constructor("!vault", _LineLoader.construct_vault)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _LineLoader.construct_yaml_int)
 
 
 @contextmanager
