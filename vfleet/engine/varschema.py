@@ -5,34 +5,27 @@ table of *which* variables exist lives with the roles (vfleet/config/variables.p
 its own small JSON schema so an error points at one variable (and inside it, at the list
 item or mapping key) and can be worded for an operator: "expected an integer >= 1, got
 'two'", never a jsonschema dump. Types, ranges and enums are jsonschema's job; nothing here
-re-implements them by hand.
+re-implements them by hand. The validator, with vfleet's stricter `pattern` and `type` and its
+`path` and `reserved` keywords, is vfleet/engine/schemakeywords.py.
 """
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
-from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema import Draft202012Validator
 
-from vfleet.engine.pathrules import kind_words, path_problem
+from vfleet.engine.pathrules import kind_words
+from vfleet.engine.schemakeywords import MAX_NAME, MAX_TEXT, OWN_WORDS, Validator, text_problem
 
 __all__ = ["VariableSpec", "VarSchema", "describe", "short_value", "looks_secret",
            "ENV_NAME_PATTERN", "text_problem", "MAX_TEXT", "MAX_NAME"]
 
 # The pattern of a POSIX environment variable name, for `propertyNames` of env mappings.
 ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
-MAX_TEXT = 4096     # longest string value of any variable (a path: PATH_MAX is 4096 on Linux)
-MAX_NAME = 255      # longest name (of a variable, a unit, an account, a file name part)
-# Characters no value may hold: control (Cc: newline, tab, NUL, ESC), format (Cf: bidi
-# overrides, zero-width), lone surrogates (Cs: not text, they fail to encode later) and the
-# Unicode line/paragraph separators (str.splitlines splits on them, so one-line messages and
-# one-line config directives would break).
-_BAD_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
 # Ansible's boolean() (module_utils/parsing/convert_bool.py): the strings it accepts.
 _TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
 _FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
@@ -57,83 +50,6 @@ def looks_secret(name: str) -> bool:
     if not parts or parts[-1] in _COMPANION_PARTS:
         return False
     return any(p in _SECRET_PARTS for p in parts)
-
-
-def _is_integer(_checker: Any, instance: Any) -> bool:
-    # jsonschema counts 4.0 as an integer; a variable typed integer must not render "4.0".
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _is_number(_checker: Any, instance: Any) -> bool:
-    # NaN and infinity compare false with every bound, so ranges alone would let them in.
-    # An int is always finite (and math.isfinite would overflow on one over ~308 digits).
-    if isinstance(instance, bool):
-        return False
-    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
-
-
-_draft_type = Draft202012Validator.VALIDATORS["type"]
-
-
-def text_problem(text: str) -> str | None:
-    """Why a string cannot be a value (a control, format or surrogate character), or None."""
-    if text.isascii() and text.isprintable():
-        return None
-    for i, ch in enumerate(text):
-        if unicodedata.category(ch) in _BAD_CATEGORIES:
-            return f"the control character U+{ord(ch):04X} at position {i + 1}"
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.ASCII)
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-    """`pattern` as a FULL, ASCII match: jsonschema's re.search lets '$' match before a
-    trailing newline ("20r/s\n" passed ^...$) and lets \\d match Arabic-Indic digits, values
-    that then break nginx or Prometheus. A string over maxLength is left to maxLength."""
-    if not isinstance(instance, str) or len(instance) > schema.get("maxLength", MAX_TEXT):
-        return
-    if not _compiled(pattern).fullmatch(instance):
-        yield ValidationError(f"does not match {pattern!r}")
-
-
-def _type_and_text(validator: Any, types: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-    """jsonschema's `type`, and for every string (values, list items, mapping keys checked by
-    propertyNames) no control characters: no variable needs one, and each one is a way to
-    add a line to a unit, an env file, an nginx or Prometheus config."""
-    yield from _draft_type(validator, types, instance, schema)
-    if isinstance(instance, str) and "string" in ([types] if isinstance(types, str) else types):
-        why = text_problem(instance)
-        if why:
-            yield ValidationError(why, validator="text")
-
-
-def _path(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-    """`path`: the named path rules of vfleet/engine/pathrules.py."""
-    if (isinstance(instance, str) and len(instance) <= schema.get("maxLength", MAX_TEXT)
-            and text_problem(instance) is None):
-        why = path_problem(instance, kind)
-        if why:
-            yield ValidationError(why, validator="path")
-
-
-def _reserved(validator: Any, rule: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-    """`reserved`: {"names": [...], "prefixes": [...], "why": ..., "fix": ...}: names that
-    would take over something that is not ours (a distribution's unit)."""
-    if isinstance(instance, str) and (instance in rule.get("names", ()) or instance.startswith(
-            tuple(rule.get("prefixes", ())))):
-        yield ValidationError(f"{rule['why']}; {rule['fix']}", validator="reserved")
-
-
-_Validator = validators.extend(
-    Draft202012Validator,
-    validators={"pattern": _pattern, "type": _type_and_text, "path": _path,
-                "reserved": _reserved},
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_number}))
 
 
 @dataclass(frozen=True)
@@ -396,7 +312,7 @@ class VarSchema:
             else:
                 return None
             Draft202012Validator.check_schema(schema)
-            self._validators[name] = _Validator(schema)
+            self._validators[name] = Validator(schema)
         return self._validators[name]
 
     def check(self, name: str, value: Any) -> list[str]:
@@ -412,7 +328,7 @@ class VarSchema:
         seen: set[str] = set()
         # By place; at one place the character and path rules first: they say what to fix.
         errors = sorted(validator.iter_errors(value), key=lambda e: (
-            [str(p) for p in e.absolute_path], e.validator not in _OWN_WORDS))
+            [str(p) for p in e.absolute_path], e.validator not in OWN_WORDS))
         for err in errors:
             where = f"vars.{name}{_path_text(err.absolute_path)}"
             if "propertyNames" in err.relative_schema_path:
@@ -432,8 +348,6 @@ class VarSchema:
         return out
 
 
-# Validators whose message is ours (worded for an operator), not jsonschema's.
-_OWN_WORDS = ("text", "path", "reserved")
 _DESCRIBED = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
               "pattern", "minLength", "anyOf", "oneOf", "minItems", "uniqueItems")
 
