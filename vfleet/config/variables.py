@@ -46,7 +46,9 @@ _HOST_DIR = {"type": "string", "maxLength": MAX_TEXT, "path": "host_dir",
 # A file on the host that is only read (an interpreter, a key).
 _HOST_FILE = {"type": "string", "maxLength": MAX_TEXT, "path": "host_file",
               "examples": ["/usr/bin/python3"]}
-# A file or folder on the controller (may be relative, or start with '~/').
+# A file or folder on the controller (may be relative, or start with '~/'). known_hosts_file
+# also takes no space: ssh reads UserKnownHostsFile as files "separated by whitespace"
+# (ssh_config(5)), so "/etc/my hosts" would be two files.
 _CONTROLLER = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "controller"}
 _ACCOUNT = {"type": "string", "pattern": r"^[a-z_][a-z0-9_-]*$", "maxLength": 32,
             "examples": ["vllm"]}
@@ -108,7 +110,8 @@ VARIABLES: list[Variable] = [
              "How to reach the host: ssh (smart and paramiko mean ssh) or local."),
     Variable("connection", {"enum": ["ssh", "local"]}, None,
              "ssh or local (default: local for 'localhost', else ssh)."),
-    Variable("known_hosts_file", _opt(_CONTROLLER), None,
+    Variable("known_hosts_file", _opt(_CONTROLLER, pattern=r"^[!-~]+$", examples=["~/.ssh/known_hosts"]),
+             None,
              "known_hosts file to check host keys against (default: ~/.ssh/known_hosts)."),
     Variable("host_key_checking", {"type": "boolean"}, True,
              "Refuse hosts whose key is unknown or changed."),
