@@ -87,7 +87,7 @@ def plan_parallel(config: dict[str, Any], gpu_memory_mib: int, *, gpus_per_host:
     if not (1 <= gpus_per_host <= MAX_GPUS_PER_HOST and 1 <= hosts <= MAX_HOSTS):
         raise VfleetError(f"plan: --gpus-per-host must be 1 to {MAX_GPUS_PER_HOST} and --hosts 1 to {MAX_HOSTS}, "
                           f"got {gpus_per_host} and {hosts}")
-    shape = ModelShape.from_config(config)
+    shape = ModelShape.from_config(config, plan_kwargs.get("config_label", "config.json"))
     wb = dtype_bytes(shape.dtype if (not dtype or dtype == "auto") else dtype)
     tried: list[str] = []
     candidates = sorted(((tp, pp) for tp in range(1, gpus_per_host + 1) if gpus_per_host % tp == 0 and _tp_ok(shape, tp)
