@@ -209,10 +209,22 @@ def test_good_safetensors_and_odd_files(tmp_path: Path) -> None:
     _one_line(exc, "c.safetensors: shorter than the 8-byte header length")
 
 
-def test_probe_refuses_too_many_files() -> None:
+@pytest.mark.parametrize("output,message", [
+    ("@@ST-TOO-MANY\n", "/srv/m: more than 10000 .safetensors files"),
+    ("@@ST 999999999 99999999 a.safetensors\n\n@@ST-TOO-MUCH\n", "/srv/m: the .safetensors headers add up to more than"),
+    ("@@ST 100 -5 a.safetensors\n\n", "/srv/m/a.safetensors: header length -5 is not within"),
+    ("@@ST many 5 a.safetensors\n{}\n", "/srv/m/a.safetensors: size unreadable"),
+])
+def test_probe_output_bounds(output: str, message: str) -> None:
     with pytest.raises(JsonFileError) as exc:
-        parse_probe("@@ST-TOO-MANY\n", "/srv/m")
-    _one_line(exc, "/srv/m: more than 10000 .safetensors files")
+        parse_probe(output, "/srv/m")
+    _one_line(exc, message)
+
+
+def test_folder_listings_are_bounded() -> None:
+    with pytest.raises(JsonFileError) as exc:
+        F.facts_for(HOST)["model_files"].parse("\n".join(f"f{i}" for i in range(100_001)))
+    _one_line(exc, "/srv/models/m: more than 100000 entries")
 
 
 # --- model.safetensors.index.json -------------------------------------------------------------

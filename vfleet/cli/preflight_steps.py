@@ -65,7 +65,8 @@ def number_flag(flag: str, value: object, kind: type = int) -> int | float | Non
     try:
         number = kind(value)
     except (TypeError, ValueError):
-        raise VfleetError(f"--{flag}: expected {'an integer' if kind is int else 'a number'}, got {str(value)[:40]!r}") from None
+        what = "an integer" if kind is int else "a number"
+        raise VfleetError(f"--{flag}: expected {what}, got {str(value)[:40]!r}") from None
     if kind is float and not math.isfinite(number):
         raise VfleetError(f"--{flag}: expected a finite number, got {str(value)[:40]!r}")
     return number

@@ -249,10 +249,12 @@ class ModelFiles(PreflightFact):
     model_dir: str
 
     def command(self) -> str:
-        return f"ls -1A {shlex.quote(self.model_dir)}"
+        d = shlex.quote(self.model_dir)
+        # one name more than allowed, so the parser sees an oversized folder as one
+        return f"[ -d {d} ] || exit 2\nls -1A {d} | head -n {model_facts.MAX_FOLDER_ENTRIES + 1}"
 
     def parse(self, output: str) -> Any:
-        return model_facts.model_files(output)
+        return model_facts.model_files(output, self.model_dir)
 
 
 @dataclass(frozen=True)

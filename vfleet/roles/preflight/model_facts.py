@@ -20,9 +20,13 @@ TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 MAX_FOLDER_ENTRIES = 100_000
 
 
-def model_files(output: str) -> list[str]:
-    """`ls -1A <model dir>` -> sorted file names (top level only)."""
-    return sorted({ln.strip() for ln in (output or "").splitlines() if ln.strip()})
+def model_files(output: str, model_dir: str = "the model folder") -> list[str]:
+    """`ls -1A <model dir>` -> sorted file names (top level only); more than MAX_FOLDER_ENTRIES
+    is refused, as for a local folder (folder_names)."""
+    names = sorted({ln.strip() for ln in (output or "").splitlines() if ln.strip()})
+    if len(names) > MAX_FOLDER_ENTRIES:
+        raise JsonFileError(f"{model_dir}: more than {MAX_FOLDER_ENTRIES} entries; is this a model folder?")
+    return names
 
 
 def custom_code_files(files: list[str], config: dict[str, Any] | None) -> list[str]:

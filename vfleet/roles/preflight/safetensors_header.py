@@ -29,6 +29,9 @@ __all__ = ["DTYPE_BYTES", "MAX_HEADER_SIZE", "MAX_FILES", "header_tensor_bytes",
 MAX_HEADER_SIZE = 100_000_000
 MAX_FILES = 10_000            # shards in one folder (the largest checkpoints have a few hundred)
 MAX_DIMS = 16
+# All headers of a folder, as the host's probe sends them back: real checkpoints stay under ~20 MB
+# (a header lists its tensors' names and shapes), the gather's output must stay small.
+MAX_TOTAL_HEADERS = 256 * 2 ** 20
 # Element sizes of the format's dtypes (safetensors Dtype::bitsize, in bytes).
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
@@ -133,13 +136,14 @@ def probe_command(model_dir: str) -> str:
     range; never the tensor data. `od -t u8` reads the length in host byte order: little-endian on
     x86_64 and aarch64, as the format is. `[ -f ]` passes regular files only (no FIFO, no device)."""
     d = shlex.quote(model_dir)
-    return (f"i=0\nfor f in {d}/*.safetensors; do\n"
+    return (f"i=0\nt=0\nfor f in {d}/*.safetensors; do\n"
             "  [ -f \"$f\" ] || continue\n"
             f"  i=$((i+1)); [ \"$i\" -le {MAX_FILES} ] || {{ echo '@@ST-TOO-MANY'; break; }}\n"
             "  n=$(od -An -t u8 -N8 \"$f\" | tr -d ' \\n')\n"
             "  s=$(wc -c <\"$f\" | tr -d ' ')\n"
             "  printf '@@ST %s %s %s\\n' \"$s\" \"${n:-none}\" \"$(printf '%s' \"${f##*/}\" | tr -d '\\r\\n')\"\n"
             f"  if [ \"$n\" -gt 0 ] 2>/dev/null && [ \"$n\" -le {MAX_HEADER_SIZE} ] && [ \"$((n + 8))\" -le \"$s\" ]; then\n"
+            f"    t=$((t + n)); [ \"$t\" -le {MAX_TOTAL_HEADERS} ] || {{ printf '\\n@@ST-TOO-MUCH\\n'; break; }}\n"
             "    tail -c +9 \"$f\" | head -c \"$n\" | tr -d '\\r\\n'\n"
             "  fi\n"
             "  printf '\\n'\n"
@@ -156,9 +160,12 @@ def parse_probe(output: str, model_dir: str) -> dict[str, Any] | None:
     file, as it is for a local folder (read_header)."""
     files, dtypes = 0, {}
     lines = (output or "").split("\n")
+    if "@@ST-TOO-MANY" in lines:
+        raise JsonFileError(f"{model_dir}: more than {MAX_FILES} .safetensors files; is this a model folder?")
+    if "@@ST-TOO-MUCH" in lines:
+        raise JsonFileError(f"{model_dir}: the .safetensors headers add up to more than {MAX_TOTAL_HEADERS} "
+                            f"bytes; {FIX}")
     for i, ln in enumerate(lines):
-        if ln == "@@ST-TOO-MANY":
-            raise JsonFileError(f"{model_dir}: more than {MAX_FILES} .safetensors files; is this a model folder?")
         if not ln.startswith("@@ST "):
             continue
         fields = ln.split(" ", 3)
