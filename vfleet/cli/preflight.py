@@ -121,12 +121,15 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
     opts = TaskOptions.of(locals())
     console = Console(highlight=False)
     if config:
-        steps.plan_offline(config, report, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host, hosts, tp=int(tp),
-                           gpu_memory_utilization=float(utilization),
-                           max_model_len=int(max_model_len) if max_model_len else None,
-                           max_num_seqs=int(max_num_seqs) if max_num_seqs else None, dtype=dtype,
+        num = steps.number_flag
+        steps.plan_offline(config, report, num("gpu-memory-mib", gpu_memory_mib),
+                           num("cpu-kvcache-space-gib", cpu_kvcache_space_gib, float),
+                           num("gpus-per-host", gpus_per_host), num("hosts", hosts), tp=num("tp", tp),
+                           gpu_memory_utilization=num("utilization", utilization, float),
+                           max_model_len=num("max-model-len", max_model_len),
+                           max_num_seqs=num("max-num-seqs", max_num_seqs), dtype=dtype,
                            kv_cache_dtype=kv_cache_dtype, enforce_eager=bool(enforce_eager),
-                           max_num_batched_tokens=int(max_num_batched_tokens) if max_num_batched_tokens else None)
+                           max_num_batched_tokens=num("max-num-batched-tokens", max_num_batched_tokens))
         return
     fleet = load(opts)
     hosts = select(fleet, opts.limit, VLLM_GROUP) or select(fleet, opts.limit)

@@ -5,6 +5,7 @@ vfleet/cli/preflight.py so that the audit's roles load only when one of those ta
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from rich.console import Console
@@ -16,6 +17,8 @@ from vfleet.roles.preflight import capacity
 from vfleet.config.fleet import Fleet
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
 from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.preflight.capacity import DEFAULT_BLOCK_SIZE
+from vfleet.roles.preflight.capacity.figures import check_inputs
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
 from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.checks import check_tp_heads
@@ -53,34 +56,49 @@ def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
         print_plan(console, f"{title}: busiest pipeline stage" if lay.pipeline_parallel_size > 1 else title, lay.stage)
 
 
+def number_flag(flag: str, value: object, kind: type = int) -> int | float | None:
+    """A `plan --config` number flag (invoke hands them over as text): None when not given, else
+    a finite number of `kind`, or a one-line error naming the flag. Its range is the planner's
+    to judge (capacity/figures.py)."""
+    if value is None or value == "":
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        what = "an integer" if kind is int else "a number"
+        raise VfleetError(f"--{flag}: expected {what}, got {str(value)[:40]!r}") from None
+    if kind is float and not math.isfinite(number):
+        raise VfleetError(f"--{flag}: expected a finite number, got {str(value)[:40]!r}")
+    return number
+
+
 def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None,
                   hosts=None, **engine) -> None:
     """`plan --config`: the same planner and the same heads check as a preflight, no host."""
     console = Console(highlight=False)
-    try:
-        cfg = capacity.load_config(config)
-    except (OSError, ValueError) as exc:
-        raise VfleetError(f"--config {config}: cannot read the model's config.json: {exc}") from None
-    if cpu_kvcache_space_gib:
-        tokens = capacity.cpu_kv_capacity_tokens(cfg, float(cpu_kvcache_space_gib))
+    cfg = capacity.load_config(config)  # bounded, strict, checked: errors name the file and the key
+    engine["config_label"] = str(Path(config) / "config.json" if Path(config).is_dir() else config)
+    if cpu_kvcache_space_gib is not None:
+        tokens = capacity.cpu_kv_capacity_tokens(cfg, cpu_kvcache_space_gib, config_label=engine["config_label"])
         print(json.dumps({"kv_capacity_tokens": tokens, "source": "cpu_kvcache_space_gib"}, indent=2))
         return
-    if not gpu_memory_mib:
+    if gpu_memory_mib is None:
         raise VfleetError("--config needs --gpu-memory-mib (memory of one GPU, e.g. 32768 for a V100 32GB)")
+    check_inputs(gpu_memory_mib=gpu_memory_mib, tp=engine["tp"], block_size=DEFAULT_BLOCK_SIZE)  # before tp divides
     heads = check_tp_heads(engine["tp"], {"model_config": cfg, "gpu_count": engine["tp"]})
     if heads.status == "fail":
         raise VfleetError(f"{heads.message}; {heads.fix}")
     weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
     if gpus_per_host:
         engine.pop("tp")
-        lay = plan_parallel(cfg, int(gpu_memory_mib), gpus_per_host=int(gpus_per_host), hosts=int(hosts or 1),
+        lay = plan_parallel(cfg, gpu_memory_mib, gpus_per_host=gpus_per_host, hosts=hosts or 1,
                             weights_bytes=weights, **engine)
         print_layout(console, "layout", lay)
         if report:
             from vfleet.engine.report import write_json_atomic
             write_json_atomic(report, lay.to_dict())
         return
-    p = capacity.plan(cfg, int(gpu_memory_mib), weights_bytes=weights, **engine)
+    p = capacity.plan(cfg, gpu_memory_mib, weights_bytes=weights, **engine)
     print_plan(console, "plan", p.to_dict())
     if report:
         from vfleet.engine.report import write_json_atomic

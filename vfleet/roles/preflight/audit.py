@@ -10,6 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from vfleet.engine.errors import VfleetError
+from vfleet.engine.strict_json import JsonFileError
 from vfleet.engine.inventory import Inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
@@ -109,7 +110,10 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
         ctx = play.contexts[host]
         checks = [c.to_dict() for c in host_checks(ctx.config, f)] + [c.to_dict() for c in extra.get(host, [])]
         checks += (extra_checks or {}).get(host, [])
-        plan = capacity.plan_for_host(ctx.config, f)
+        try:
+            plan = capacity.plan_for_host(ctx.config, f)
+        except JsonFileError:  # a key the planner needs is missing: check_capacity said so
+            plan = None
         ctx.result.checks = checks
         if plan is not None:
             CapacityRecord(plan).note_on(ctx.result)

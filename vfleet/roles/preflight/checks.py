@@ -19,7 +19,9 @@ from typing import Any
 
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.strict_json import JsonFileError
 from vfleet.roles.preflight import capacity
+from vfleet.roles.preflight.model_files import config_view
 
 from . import nccl
 from .check_base import FAIL, GIB, PASS, WARN, Check, is_cpu_build
@@ -133,9 +135,12 @@ def check_tp_heads(tp: int, facts: dict[str, Any]) -> Check:
     if not model:
         return Check("tp.heads", PASS, "not checked yet: no config.json in the model directory "
                      "(re-run after the weights step)")
-    c = {**model, **model["text_config"]} if isinstance(model.get("text_config"), dict) else model
-    heads = int(c["num_attention_heads"])
-    kv = int(c.get("num_key_value_heads") or heads)
+    c = config_view(model)  # keys already held to model_files' bounds when the facts were assembled
+    heads = c.get("num_attention_heads")
+    if not heads:
+        return Check("tp.heads", WARN, "not checked: config.json has no num_attention_heads",
+                     "use the model's own config.json")
+    kv = c.get("num_key_value_heads") or heads
     valid = _valid_tp_sizes(heads, kv, max(int(facts.get("gpu_count") or 0), tp))
     fix = f"set tensor_parallel_size to one of {valid}"
     if heads % tp:
@@ -246,7 +251,7 @@ def _weights_needed(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int | None,
         try:
             shape = capacity.ModelShape.from_config(model)
             return capacity.estimate_weight_bytes(shape), "estimate from config.json"
-        except (KeyError, ValueError, TypeError):
+        except JsonFileError:  # a key the estimate needs is missing: size unknown
             pass
     return None, ""
 
@@ -335,8 +340,8 @@ def check_installed(cfg: HostConfig, facts: dict[str, Any]) -> Check:
 def check_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     try:
         p = capacity.plan_for_host(cfg, facts)
-    except (KeyError, ValueError, TypeError) as e:
-        return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
+    except JsonFileError as e:  # a key the planner needs is missing (present ones were checked)
+        return Check("capacity.kv", WARN, f"capacity not planned: {e}")
     if p is None:
         return None
     base = (f"KV cache ~{p.kv_capacity_tokens} tokens ({_gib(p.kv_cache_bytes_per_gpu)}/GPU, "
@@ -363,8 +368,8 @@ def check_cpu_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
         return None
     try:
         tokens = capacity.cpu_kv_capacity_tokens(model, float(space), cfg.kv_cache_dtype, cfg.dtype)
-    except (KeyError, ValueError, TypeError) as e:
-        return Check("capacity.kv", WARN, f"capacity not planned: config.json lacks {e}")
+    except JsonFileError as e:  # a key the planner needs is missing (present ones were checked)
+        return Check("capacity.kv", WARN, f"capacity not planned: {e}")
     mml = cfg.max_model_len or model.get("max_position_embeddings")
     seqs = cfg.max_num_seqs
     base = f"CPU KV cache {space} GiB = {tokens} tokens"

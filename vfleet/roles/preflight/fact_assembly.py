@@ -8,7 +8,8 @@ from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
 
-from .fact_paths import report_paths
+from . import model_files, safetensors_header
+from .fact_paths import model_dir, report_paths
 from .parsers import nvidia_smi_table
 
 
@@ -40,6 +41,19 @@ def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> li
     return gpus
 
 
+def _check_model_facts(facts: dict[str, Any], cfg: HostConfig) -> None:
+    """The model folder's facts held to model_files.py's rules, whether a live parse or a
+    snapshot's facts.json gave them: a key of the wrong type or out of range is a one-line error
+    naming the file and the key, never a figure the planner would use."""
+    where = model_dir(cfg)
+    if facts["model_config"] is not None:
+        facts["model_config"] = model_files.check_config(facts["model_config"], f"{where}/config.json")
+    if facts["tokenizer_config"] is not None:
+        facts["tokenizer_config"] = model_files.check_tokenizer_meta(facts["tokenizer_config"],
+                                                                     f"{where}/tokenizer_config.json")
+    facts["weights"] = safetensors_header.check_weights_fact(facts["weights"], f"{where}/*.safetensors")
+
+
 def assemble(values: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
     """Facts dict (JSON-serialisable) from fact values. Both a live gather and a snapshot go
     through here, which is what makes snapshot -> facts equal live -> facts."""
@@ -69,7 +83,6 @@ def assemble(values: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
         "nccl_reason": decision.reason,
         "nccl_operator_env": decision.operator_env,
     }
-    weights = values.get("weights")
     facts: dict[str, Any] = {
         "gpu_state": gpu_state,
         "gpus": gpus,
@@ -83,6 +96,7 @@ def assemble(values: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
         facts[k] = values.get(k)
     facts["nccl_env_file"] = facts["nccl_env_file"] or {}
     facts["nccl_conf"] = facts["nccl_conf"] or {}
-    facts["weights_bytes"] = weights["bytes"] if weights else None
+    _check_model_facts(facts, cfg)
+    facts["weights_bytes"] = facts["weights"]["bytes"] if facts["weights"] else None
     facts["paths"] = report_paths(cfg)
     return facts

@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.fact_protocol import Output
+from vfleet.engine.strict_json import loads_strict, mapping
 
-from . import model_facts
+from . import model_facts, model_files, safetensors_header
 from .fact_paths import model_dir
 from .parsers import misc, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
 
@@ -210,16 +211,35 @@ class VllmInstalled(PreflightFact):
         return misc.vllm_installed(output)
 
 
+def bounded_cat(path: str, limit: int) -> str:
+    """`cat` of a regular file, at most limit + 1 bytes (one more than allowed, so the parser
+    sees an oversized file as one): a FIFO would block `cat` forever, a huge file would fill the
+    gather's output. A path that is not a regular file exits 1, as a missing one does."""
+    p = shlex.quote(path)
+    return f"[ -f {p} ] || exit 1\nhead -c {limit + 1} {p}"
+
+
+def _sized(output: str, label: str, limit: int) -> bytes:
+    data = output.encode("utf-8", "surrogatepass")
+    if len(data) > limit:
+        raise model_files.JsonFileError(f"{label}: more than the {limit // 2**20} MiB such a file can be; "
+                                        "fix the file")
+    return data
+
+
 @dataclass(frozen=True)
 class ModelConfig(PreflightFact):
+    """config.json, read bounded and parsed strictly (model_files.py); the checks on its keys
+    run when the facts are assembled, so a snapshot's copy gets them too."""
     name, key = "model_config", "model_config"
     model_dir: str
 
     def command(self) -> str:
-        return f"cat {shlex.quote(self.model_dir + '/config.json')}"
+        return bounded_cat(self.model_dir + "/config.json", model_files.CONFIG_LIMIT)
 
     def parse(self, output: str) -> Any:
-        return misc.model_config(output)
+        label = posixpath.join(self.model_dir, "config.json")
+        return dict(mapping(loads_strict(_sized(output, label, model_files.CONFIG_LIMIT), label), label))
 
 
 @dataclass(frozen=True)
@@ -229,10 +249,12 @@ class ModelFiles(PreflightFact):
     model_dir: str
 
     def command(self) -> str:
-        return f"ls -1A {shlex.quote(self.model_dir)}"
+        d = shlex.quote(self.model_dir)
+        # one name more than allowed, so the parser sees an oversized folder as one
+        return f"[ -d {d} ] || exit 2\nls -1A {d} | head -n {model_facts.MAX_FOLDER_ENTRIES + 1}"
 
     def parse(self, output: str) -> Any:
-        return model_facts.model_files(output)
+        return model_facts.model_files(output, self.model_dir)
 
 
 @dataclass(frozen=True)
@@ -242,32 +264,25 @@ class TokenizerConfig(PreflightFact):
     model_dir: str
 
     def command(self) -> str:
-        return f"cat {shlex.quote(self.model_dir + '/tokenizer_config.json')}"
+        return bounded_cat(self.model_dir + "/tokenizer_config.json", model_files.TOKENIZER_CONFIG_LIMIT)
 
     def parse(self, output: str) -> Any:
-        return model_facts.tokenizer_meta(output)
+        label = posixpath.join(self.model_dir, "tokenizer_config.json")
+        return model_files.parse_tokenizer_meta(_sized(output, label, model_files.TOKENIZER_CONFIG_LIMIT), label)
 
 
 @dataclass(frozen=True)
 class Weights(PreflightFact):
-    """Safetensors headers only (8-byte length + JSON), never tensor data. `od -t u8` reads the
-    length in host byte order: little-endian on x86_64 and aarch64, as the format is."""
+    """Safetensors headers only (8-byte length + JSON), never tensor data: the probe and its
+    parser are in safetensors_header.py."""
     name, key = "weights", "weights"
     model_dir: str
 
     def command(self) -> str:
-        d = shlex.quote(self.model_dir)
-        return (f"for f in {d}/*.safetensors; do\n"
-                "  [ -f \"$f\" ] || continue\n"
-                "  n=$(od -An -t u8 -N8 \"$f\" | tr -d ' ')\n"
-                "  s=$(wc -c <\"$f\" | tr -d ' ')\n"
-                "  [ \"$n\" -gt 0 ] 2>/dev/null && [ \"$n\" -lt 100000000 ] || continue\n"
-                "  printf '@@ST %s %s %s\\n' \"$s\" \"$n\" \"${f##*/}\"\n"
-                "  tail -c +9 \"$f\" | head -c \"$n\"; printf '\\n'\n"
-                "done")
+        return safetensors_header.probe_command(self.model_dir)
 
     def parse(self, output: str) -> Any:
-        return misc.safetensors_probe(output)
+        return safetensors_header.parse_probe(output, self.model_dir)
 
 
 @dataclass(frozen=True)

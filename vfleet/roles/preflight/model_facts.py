@@ -6,37 +6,27 @@ whether a chat template is there, so facts and snapshots keep that, not the file
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from vfleet.engine.strict_json import JsonFileError, read_bounded
+
+from .model_files import TOKENIZER_CONFIG_LIMIT, parse_tokenizer_meta, read_config
+
 # Files whose presence means the checkpoint ships Python that transformers/vLLM would import.
 CUSTOM_CODE_RE = re.compile(r"^(modeling|configuration|tokenization|processing|image_processing)_.+\.py$")
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+MAX_FOLDER_ENTRIES = 100_000
 
 
-def model_files(output: str) -> list[str]:
-    """`ls -1A <model dir>` -> sorted file names (top level only)."""
-    return sorted({ln.strip() for ln in (output or "").splitlines() if ln.strip()})
-
-
-def tokenizer_meta(output: str) -> dict[str, Any] | None:
-    """tokenizer_config.json -> {"chat_template": bool, "tokenizer_class": str | None}; None when
-    missing or not JSON. A list of named templates (HF's multi-template form) counts when any has
-    a body."""
-    try:
-        cfg = json.loads(output)
-    except (ValueError, TypeError):
-        return None
-    if not isinstance(cfg, dict):
-        return None
-    tpl = cfg.get("chat_template")
-    if isinstance(tpl, list):
-        has = any(isinstance(t, dict) and str(t.get("template") or "").strip() for t in tpl)
-    else:
-        has = bool(str(tpl or "").strip())
-    return {"chat_template": has, "tokenizer_class": cfg.get("tokenizer_class")}
+def model_files(output: str, model_dir: str = "the model folder") -> list[str]:
+    """`ls -1A <model dir>` -> sorted file names (top level only); more than MAX_FOLDER_ENTRIES
+    is refused, as for a local folder (folder_names)."""
+    names = sorted({ln.strip() for ln in (output or "").splitlines() if ln.strip()})
+    if len(names) > MAX_FOLDER_ENTRIES:
+        raise JsonFileError(f"{model_dir}: more than {MAX_FOLDER_ENTRIES} entries; is this a model folder?")
+    return names
 
 
 def custom_code_files(files: list[str], config: dict[str, Any] | None) -> list[str]:
@@ -57,23 +47,29 @@ def custom_code_files(files: list[str], config: dict[str, Any] | None) -> list[s
     return found
 
 
+def folder_names(folder: Path) -> list[str]:
+    """Top-level names of a local folder, sorted; more than MAX_FOLDER_ENTRIES is refused (a model
+    folder holds tens of files, a few thousand shards at most)."""
+    names = []
+    for entry in folder.iterdir():
+        names.append(entry.name)
+        if len(names) > MAX_FOLDER_ENTRIES:
+            raise JsonFileError(f"{folder}: more than {MAX_FOLDER_ENTRIES} entries; is this a model folder?")
+    return sorted(names)
+
+
 def model_facts_from_folder(path: str | Path) -> dict[str, Any]:
     """{model_config, model_files, tokenizer_config} of a local model folder: the facts the model
-    checks read, for the controller's `model_source` (missing files give None / [])."""
+    checks read, for the controller's `model_source` (missing files give None / []). The files
+    are read bounded and checked (model_files.py): a hostile one is a one-line JsonFileError."""
     p = Path(path)
-    files = model_files("\n".join(f.name for f in p.iterdir())) if p.is_dir() else []
-
-    def read(name: str) -> str:
-        f = p / name
-        return f.read_text(encoding="utf-8") if f.is_file() else ""
-
-    config = None
-    try:
-        config = json.loads(read("config.json")) if "config.json" in files else None
-    except ValueError:
-        config = None
-    return {"model_config": config if isinstance(config, dict) else None, "model_files": files,
-            "tokenizer_config": tokenizer_meta(read("tokenizer_config.json"))}
+    files = folder_names(p) if p.is_dir() else []
+    config = read_config(p / "config.json") if "config.json" in files else None
+    tokenizer = None
+    if "tokenizer_config.json" in files:
+        f = p / "tokenizer_config.json"
+        tokenizer = parse_tokenizer_meta(read_bounded(f, TOKENIZER_CONFIG_LIMIT), str(f))
+    return {"model_config": config, "model_files": files, "tokenizer_config": tokenizer}
 
 
 def with_model_source(facts: dict[str, Any], source: str | None) -> dict[str, Any]:

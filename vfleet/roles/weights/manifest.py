@@ -15,9 +15,11 @@ refused (sha256sum would escape them, and a model has no business with such name
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from pathlib import Path
+
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.strict_json import MIB, mapping, read_json
 
 MANIFEST_NAME = "MANIFEST.sha256"
 INDEX_NAME = "model.safetensors.index.json"
@@ -25,10 +27,12 @@ INDEX_NAME = "model.safetensors.index.json"
 IGNORED_NAMES = {MANIFEST_NAME}
 IGNORED_DIRS = {".cache", ".git", "__pycache__"}
 _CHUNK = 1 << 20
+INDEX_LIMIT = 64 * MIB
 
 
-class ManifestError(ValueError):
-    pass
+class ManifestError(VfleetError, ValueError):
+    """A model folder the manifest cannot be made of: one line, the CLI exits 2 (a ValueError
+    too, as it always was)."""
 
 
 def sha256_file(path: Path) -> str:
@@ -61,10 +65,13 @@ def index_shards(model_dir: Path) -> list[str]:
     idx = Path(model_dir) / INDEX_NAME
     if not idx.exists():
         return []
-    try:
-        weight_map = json.loads(idx.read_text())["weight_map"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ManifestError(f"{idx}: not a safetensors index ({e})") from e
+    # Read bounded and strictly (vfleet/engine/strict_json.py): the index is the checkpoint
+    # publisher's file. Its weight_map lists every tensor, ~8 MB for DeepSeek-V3: 64 MiB is ample.
+    weight_map = mapping(read_json(idx, INDEX_LIMIT), str(idx)).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) and 0 < len(v) <= 1024 and "\n" not in v for v in weight_map.values()):
+        raise ManifestError(f"{idx}: key 'weight_map': expected a map of tensor names to shard file names; "
+                            "fix the index or download the model again")
     return sorted(set(weight_map.values()))
 
 

@@ -21,7 +21,6 @@ Units: KiB/GiB are powers of two.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -29,10 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.strict_json import read_json
 from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner's public names)
     DTYPE_BYTES, TIED_BY_DEFAULT, ModelShape, activation_bytes_per_token, dtype_bytes,
     estimate_param_count, estimate_weight_bytes, kv_bytes, kv_bytes_per_request, kv_bytes_per_token,
     kv_bytes_per_token_per_layer, kv_heads_per_gpu)
+from vfleet.roles.preflight.fact_paths import model_dir
+from vfleet.roles.preflight.capacity.figures import check_cpu_space, check_inputs
+from vfleet.roles.preflight.model_files import INDEX_LIMIT, index_total_size, read_config
+from vfleet.roles.preflight.safetensors_header import file_weight_bytes
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -65,27 +69,22 @@ MAX_SUGGESTED_SEQS = 1024
 
 def safetensors_weight_bytes(path: str | Path) -> int | None:
     """Sum of numel x dtype size over every tensor of a file or a directory of *.safetensors,
-    reading only the 8-byte header length and the JSON header of each file."""
-    from vfleet.roles.preflight.parsers.misc import read_safetensors_header, tensor_bytes
-
-    p = Path(path)
-    files = sorted(p.glob("*.safetensors")) if p.is_dir() else [p]
-    files = [f for f in files if f.is_file()]
-    if not files:
-        return None
-    return sum(tensor_bytes(read_safetensors_header(f)) for f in files)
+    reading only the 8-byte header length and the JSON header of each file, each checked
+    (safetensors_header.py)."""
+    return file_weight_bytes(path)
 
 
 def weights_bytes_from_dir(path: str | Path) -> int | None:
     """Weight bytes of a model folder without reading tensors: model.safetensors.index.json's
     metadata.total_size when present (sharded checkpoints, exact for quantised ones), else the
-    safetensors headers; None when the folder has neither (then the planner estimates)."""
+    safetensors headers; None when the folder has neither (then the planner estimates). Every
+    figure is a positive integer below model_files.MAX_WEIGHT_BYTES, or a one-line error."""
     p = Path(path)
     index = p / "model.safetensors.index.json"
-    if index.is_file():
-        total = (json.loads(index.read_text()).get("metadata") or {}).get("total_size")
+    if index.exists():
+        total = index_total_size(read_json(index, INDEX_LIMIT), str(index))
         if total:
-            return int(total)
+            return total
     return safetensors_weight_bytes(p) if p.is_dir() else None
 
 
@@ -133,21 +132,25 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          kv_cache_dtype: str | None = "auto", weights_bytes: int | None = None,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
          max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
-         kv_cache_memory_bytes: int | None = None) -> Plan:
+         kv_cache_memory_bytes: int | None = None, config_label: str = "config.json") -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints), else the
     estimate from config.json in the serving dtype. budget per GPU = memory x utilisation; KV per
     GPU = budget - weights/TP - reserve, or kv_cache_memory_bytes when given (vLLM then skips its
     own sizing: gpu_worker.determine_available_memory returns the flag as is); tokens = KV /
-    per-GPU bytes per token, down to whole blocks."""
-    shape = ModelShape.from_config(config)
+    per-GPU bytes per token, down to whole blocks. `config_label` names the config's file in
+    errors; an impossible figure (capacity/figures.py) is refused, never planned with."""
+    check_inputs(gpu_memory_mib=gpu_memory_mib, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
+                 weights_bytes=weights_bytes or None, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                 max_num_batched_tokens=max_num_batched_tokens, kv_cache_memory_bytes=kv_cache_memory_bytes or None,
+                 block_size=block_size)
+    shape = ModelShape.from_config(config, config_label)
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     wb = dtype_bytes(model_dtype)
     kvb = dtype_bytes(model_dtype if (not kv_cache_dtype or kv_cache_dtype == "auto") else kv_cache_dtype)
-    tp = max(1, int(tp))
     if weights_bytes:
-        weights, source = int(weights_bytes), "safetensors"
+        weights, source = weights_bytes, "safetensors"
     else:
         weights, source = estimate_param_count(shape) * wb, "estimate"
     mem = int(gpu_memory_mib) * MIB
@@ -204,10 +207,12 @@ def _check_fit(p: Plan, mml: int, max_num_seqs: int | None) -> None:
 
 
 def cpu_kv_capacity_tokens(config: dict[str, Any], cpu_kvcache_space_gib: float,
-                           kv_cache_dtype: str | None = "auto", dtype: str | None = "auto") -> int:
+                           kv_cache_dtype: str | None = "auto", dtype: str | None = "auto",
+                           config_label: str = "config.json") -> int:
     """vLLM CPU build: the KV cache is exactly VLLM_CPU_KVCACHE_SPACE GiB, so
     tokens = GiB x 2^30 / KV bytes per token (what it logs as 'CPU KV cache size: N tokens')."""
-    shape = ModelShape.from_config(config)
+    check_cpu_space(cpu_kvcache_space_gib)
+    shape = ModelShape.from_config(config, config_label)
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     kvb = dtype_bytes(model_dtype if (not kv_cache_dtype or kv_cache_dtype == "auto") else kv_cache_dtype)
     return int(float(cpu_kvcache_space_gib) * GIB) // kv_bytes_per_token(shape, kvb)
@@ -268,10 +273,10 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
                 weights_bytes=facts.get("weights_bytes"),
                 max_num_batched_tokens=cfg.max_num_batched_tokens,
                 enforce_eager=cfg.enforce_eager,
-                kv_cache_memory_bytes=cfg.kv_cache_memory_bytes)
+                kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
+                config_label=f"{model_dir(cfg)}/config.json")
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """config.json from a file or a model directory."""
-    p = Path(path)
-    return json.loads((p / "config.json" if p.is_dir() else p).read_text())
+    """config.json from a file or a model directory, read bounded and checked (model_files.py)."""
+    return read_config(path)

@@ -21,6 +21,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from vfleet.engine.strict_json import JsonFileError, nonneg_int, positive_int
+from vfleet.roles.preflight.model_files import (MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS, check_config,
+                                                config_view)
+
 DTYPE_BYTES = {
     "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
     "float32": 4, "float": 4, "fp32": 4,
@@ -37,6 +41,7 @@ SLIDING_PATTERN_DEFAULT = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
 # Config classes whose use_sliding_window defaults to False (Qwen2Config, Qwen2MoeConfig, Qwen3Config,
 # Qwen3MoeConfig): their config.json carries a sliding_window that is off unless switched on.
 SLIDING_OFF_BY_DEFAULT = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+MISSING_FIX = "the planner needs it: use the model's own config.json"
 
 
 def dtype_bytes(dtype: str | None, default: int = 2) -> int:
@@ -56,18 +61,21 @@ class MoE:
     dense_layers: frozenset[int]
 
     @classmethod
-    def from_config(cls, c: dict[str, Any], layers: int) -> "MoE | None":
-        experts = int(c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0)
+    def from_config(cls, c: dict[str, Any], layers: int, label: str) -> "MoE | None":
+        """From a config that model_files.check_config passed: types and ranges are known, so
+        only a missing key can be wrong here."""
+        experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
         if experts <= 1:
             return None
-        inter = int(c.get("moe_intermediate_size") or c["intermediate_size"])
-        shared = int(c.get("shared_expert_intermediate_size") or 0) + int(c.get("n_shared_experts") or 0) * inter
-        first_dense = int(c.get("first_k_dense_replace") or 0)
-        freq = int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1)
+        inter = c.get("moe_intermediate_size") or positive_int(c, "intermediate_size", label, MAX_INTERMEDIATE,
+                                                                fix=MISSING_FIX)
+        shared = (c.get("shared_expert_intermediate_size") or 0) + (c.get("n_shared_experts") or 0) * inter
+        first_dense = c.get("first_k_dense_replace") or 0
+        freq = c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1
         step_ok = (lambda i: i % freq == 0) if "moe_layer_freq" in c else (lambda i: (i + 1) % freq == 0)
         dense = {i for i in range(layers) if i < first_dense or not step_ok(i)}
-        dense |= {int(i) for i in c.get("mlp_only_layers") or []}
-        return cls(experts, inter, int(c.get("num_experts_per_tok") or 1), shared, frozenset(dense))
+        dense |= {i for i in c.get("mlp_only_layers") or [] if i < layers}
+        return cls(experts, inter, c.get("num_experts_per_tok") or 1, shared, frozenset(dense))
 
 
 @dataclass
@@ -80,11 +88,12 @@ class MLA:
     q_lora_rank: int | None
 
     @classmethod
-    def from_config(cls, c: dict[str, Any]) -> "MLA | None":
+    def from_config(cls, c: dict[str, Any], label: str) -> "MLA | None":
         if c.get("kv_lora_rank") is None:
             return None
-        return cls(int(c["kv_lora_rank"]), int(c["qk_rope_head_dim"]), int(c["qk_nope_head_dim"]),
-                   int(c["v_head_dim"]), c.get("q_lora_rank"))
+        dims = [nonneg_int(c, k, label, MAX_HIDDEN, required=True, fix=MISSING_FIX)
+                for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")]
+        return cls(c["kv_lora_rank"], dims[0], dims[1], dims[2], c.get("q_lora_rank"))
 
 
 def _sliding_layers(c: dict[str, Any], layers: int) -> int:
@@ -93,12 +102,12 @@ def _sliding_layers(c: dict[str, Any], layers: int) -> int:
     if not c.get("sliding_window") or not switched_on:
         return 0
     if isinstance(c.get("layer_types"), list):
-        return sum(1 for t in c["layer_types"] if t == "sliding_attention")
+        return min(layers, sum(1 for t in c["layer_types"] if t == "sliding_attention"))
     if c.get("model_type") in SLIDING_OFF_BY_DEFAULT and c.get("max_window_layers") is not None:
-        return max(0, layers - int(c["max_window_layers"]))  # Qwen2: layers from max_window_layers on
+        return max(0, layers - c["max_window_layers"])  # Qwen2: layers from max_window_layers on
     pattern = c.get("sliding_window_pattern") or SLIDING_PATTERN_DEFAULT.get(c.get("model_type"))
     if pattern:
-        return sum(1 for i in range(layers) if (i + 1) % int(pattern))
+        return sum(1 for i in range(layers) if (i + 1) % pattern)
     return layers  # Mistral-7B-v0.1 and others: every layer is windowed
 
 
@@ -122,24 +131,28 @@ class ModelShape:
     sliding_window: int | None = None
     sliding_layers: int = 0
 
+    label: str = "config.json"
+
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "ModelShape":
-        c = dict(config)
-        if isinstance(c.get("text_config"), dict):  # multimodal wrappers keep the LM inside
-            c = {**c, **c["text_config"]}
-        heads = int(c["num_attention_heads"])
-        hidden = int(c.get("hidden_size") or 0)
-        head_dim = c.get("head_dim") or (hidden // heads if hidden else None)
+    def from_config(cls, config: dict[str, Any], label: str = "config.json") -> "ModelShape":
+        """The shape, from a config.json held to model_files.check_config's bounds (a count read
+        from it drives loops and figures); a missing or impossible key is a one-line
+        JsonFileError naming `label` (the file) and the key."""
+        c = config_view(check_config(config, label))  # multimodal wrappers keep the LM in text_config
+        heads = positive_int(c, "num_attention_heads", label, MAX_HEADS, fix=MISSING_FIX)
+        layers = positive_int(c, "num_hidden_layers", label, MAX_LAYERS, fix=MISSING_FIX)
+        hidden = c.get("hidden_size") or 0
+        head_dim = c.get("head_dim") or hidden // heads
         if not head_dim:
-            raise ValueError("config.json has neither head_dim nor hidden_size")
+            raise JsonFileError(f"{label}: key 'head_dim' is missing and 'hidden_size' "
+                                f"({hidden or 'missing'}) gives none over {heads} heads; {MISSING_FIX}")
         model_type = c.get("model_type")
-        layers = int(c["num_hidden_layers"])
         sliding = _sliding_layers(c, layers)
         return cls(
             layers=layers,
             heads=heads,
-            kv_heads=int(c.get("num_key_value_heads") or heads),
-            head_dim=int(head_dim),
+            kv_heads=c.get("num_key_value_heads") or heads,
+            head_dim=head_dim,
             hidden=hidden,
             intermediate=c.get("intermediate_size"),
             vocab=c.get("vocab_size"),
@@ -149,10 +162,11 @@ class ModelShape:
             attention_bias=bool(c.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
             max_position_embeddings=c.get("max_position_embeddings"),
             model_type=model_type,
-            moe=MoE.from_config(c, layers),
-            mla=MLA.from_config(c),
-            sliding_window=int(c["sliding_window"]) if sliding else None,
+            moe=MoE.from_config(c, layers, label),
+            mla=MLA.from_config(c, label),
+            sliding_window=c["sliding_window"] if sliding else None,
             sliding_layers=sliding,
+            label=label,
         )
 
 
@@ -213,7 +227,10 @@ def _mlp_params(shape: ModelShape, layer: int) -> int:
     shared experts (vLLM loads them all on each GPU: expert weights are split by TP, not skipped)."""
     h, moe = shape.hidden, shape.moe
     if moe is None or layer in moe.dense_layers:
-        return 3 * h * int(shape.intermediate)
+        if not shape.intermediate:
+            raise JsonFileError(f"{shape.label}: key 'intermediate_size' is missing (layer {layer} is a dense "
+                                f"MLP); {MISSING_FIX}")
+        return 3 * h * shape.intermediate
     return moe.experts * 3 * h * moe.intermediate + h * moe.experts + 3 * h * moe.shared_intermediate
 
 
@@ -222,7 +239,9 @@ def estimate_param_count(shape: ModelShape) -> int:
     final norm + lm_head (unless tied). Qwen2.5-7B-Instruct comes out at 7.62e9, Mixtral-8x7B at
     46.7e9, DeepSeek-V2-Lite at 15.7e9, as published."""
     if not (shape.hidden and (shape.intermediate or shape.moe) and shape.vocab):
-        raise ValueError("estimate needs hidden_size, intermediate_size and vocab_size")
+        raise JsonFileError(f"{shape.label}: the weight estimate needs hidden_size, intermediate_size and "
+                            "vocab_size; add them, or give the weights' size (model_size_bytes, or the "
+                            "safetensors files beside config.json)")
     h = shape.hidden
     layers = sum(_attention_params(shape) + _mlp_params(shape, i) + 2 * h for i in range(shape.layers))
     embed = int(shape.vocab) * h

@@ -20,9 +20,16 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vfleet.engine.errors import VfleetError
 from vfleet.roles.preflight.capacity.model import ModelShape, dtype_bytes
+from vfleet.roles.preflight.model_files import config_view
 
 __all__ = ["ParallelPlan", "plan_parallel", "stage_config"]
+
+# The candidates are TP sizes dividing the GPUs of a host times PP sizes up to the layer count
+# (model_files.MAX_LAYERS): both ranges bounded, so the search is.
+MAX_GPUS_PER_HOST = 1024
+MAX_HOSTS = 100_000
 
 
 @dataclass
@@ -46,7 +53,7 @@ def stage_config(config: dict[str, Any], pp: int) -> dict[str, Any]:
     c = dict(config)
     inner = c.get("text_config") if isinstance(c.get("text_config"), dict) else c
     inner = dict(inner)
-    layers = int(inner["num_hidden_layers"])
+    layers = config_view(config)["num_hidden_layers"]  # checked by ModelShape.from_config first
     n = math.ceil(layers / pp)
     inner["num_hidden_layers"] = n
     if isinstance(inner.get("layer_types"), list):
@@ -77,7 +84,10 @@ def plan_parallel(config: dict[str, Any], gpu_memory_mib: int, *, gpus_per_host:
     `plan_kwargs` go to capacity.plan (gpu_memory_utilization, max_model_len, max_num_seqs, ...)."""
     from vfleet.roles.preflight.capacity import plan  # the package imports this module's names lazily
 
-    shape = ModelShape.from_config(config)
+    if not (1 <= gpus_per_host <= MAX_GPUS_PER_HOST and 1 <= hosts <= MAX_HOSTS):
+        raise VfleetError(f"plan: --gpus-per-host must be 1 to {MAX_GPUS_PER_HOST} and --hosts 1 to {MAX_HOSTS}, "
+                          f"got {gpus_per_host} and {hosts}")
+    shape = ModelShape.from_config(config, plan_kwargs.get("config_label", "config.json"))
     wb = dtype_bytes(shape.dtype if (not dtype or dtype == "auto") else dtype)
     tried: list[str] = []
     candidates = sorted(((tp, pp) for tp in range(1, gpus_per_host + 1) if gpus_per_host % tp == 0 and _tp_ok(shape, tp)

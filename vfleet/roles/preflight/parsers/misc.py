@@ -1,12 +1,10 @@
 """Small host facts: os-release, uname, df (shm, model filesystem), findmnt, env files,
-/etc/nccl.conf, the installed vLLM version, config.json, safetensors headers."""
+/etc/nccl.conf, the installed vLLM version. (The model folder's files: model_files.py and
+safetensors_header.py.)"""
 from __future__ import annotations
 
-import json
 import re
 import shlex
-import struct
-from pathlib import Path
 from typing import Any
 
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "9p", "glusterfs", "ceph",
@@ -126,64 +124,8 @@ def vllm_installed(output: str) -> dict[str, str] | None:
     return None
 
 
-def model_config(output: str) -> dict[str, Any] | None:
-    """config.json contents; None when missing or not JSON."""
-    try:
-        v = json.loads(output)
-    except (ValueError, TypeError):
-        return None
-    return v if isinstance(v, dict) else None
-
-
 def pcie_acs(output: str) -> dict[str, int]:
     """`lspci -vvv | grep ACSCtl:` -> {bridges: ACS-capable ports, src_valid: ports with ACS
     Source Validation on (SrcValid+), which redirects peer-to-peer traffic and breaks GPU P2P}."""
     lines = [ln for ln in (output or "").splitlines() if "ACSCtl:" in ln]
     return {"bridges": len(lines), "src_valid": sum("SrcValid+" in ln for ln in lines)}
-
-
-# --- safetensors -------------------------------------------------------------------------------
-
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-               "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-               "F8_E8M0": 1, "F4": 0.5, "F6_E2M3": 0.75, "F6_E3M2": 0.75}
-
-
-def tensor_bytes(header: dict[str, Any]) -> int:
-    """Sum over tensors of numel x dtype size, from one safetensors JSON header."""
-    total = 0.0
-    for name, t in header.items():
-        if name == "__metadata__" or not isinstance(t, dict):
-            continue
-        numel = 1
-        for d in t.get("shape", []):
-            numel *= int(d)
-        total += numel * DTYPE_BYTES.get(str(t.get("dtype")), 0)
-    return int(total)
-
-
-def read_safetensors_header(path: str | Path) -> dict[str, Any]:
-    """Only the 8-byte little-endian length and the JSON header: never the tensor data."""
-    with open(path, "rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        return json.loads(fh.read(n))
-
-
-def safetensors_probe(output: str) -> dict[str, Any] | None:
-    """Output of the remote probe: per file a line '@@ST <size> <header_len> <name>' then the raw
-    JSON header on one line. -> {files: n, bytes: total tensor bytes, dtypes: {dtype: bytes}}."""
-    files, total, dtypes = 0, 0, {}
-    lines = (output or "").splitlines()
-    for i, ln in enumerate(lines):
-        if not ln.startswith("@@ST ") or i + 1 >= len(lines):
-            continue
-        try:
-            header = json.loads(lines[i + 1])
-        except ValueError:
-            continue
-        files += 1
-        total += tensor_bytes(header)
-        for name, t in header.items():
-            if name != "__metadata__" and isinstance(t, dict):
-                dtypes[t["dtype"]] = dtypes.get(t["dtype"], 0) + tensor_bytes({name: t})
-    return {"files": files, "bytes": total, "dtypes": dtypes} if files else None
