@@ -106,19 +106,24 @@ class FakeVLLM:
         class Server(ThreadingHTTPServer):
             request_queue_size = 128  # every request is a new connection (HTTP/1.0)
 
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # Two listeners on the same fake: the gateway's port and the vLLM host's, as on a real
+        # machine that is both (one port cannot be both: vfleet/config/cross_checks.py)
+        self.servers = [Server(("127.0.0.1", 0), Handler) for _ in range(2)]
+        for server in self.servers:
+            server.daemon_threads = True
+        self.port, self.vllm_port = (server.server_address[1] for server in self.servers)
+        self.threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in self.servers]
 
     def __enter__(self) -> "FakeVLLM":
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        for server, thread in zip(self.servers, self.threads):
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -127,13 +132,13 @@ def fake():
         yield f
 
 
-def _inventory(tmp_path: Path, port: int) -> Path:
+def _inventory(tmp_path: Path, port: int, vllm_port: int) -> Path:
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"""all:
   vars:
     model_name: tiny
     api_key: {KEY}
-    vllm_port: {port}
+    vllm_port: {vllm_port}
     gateway_port: {port}
   children:
     vllm:
@@ -154,7 +159,7 @@ def _vfleet(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
-    inv = _inventory(tmp_path, fake.port)
+    inv = _inventory(tmp_path, fake.port, fake.vllm_port)
     out = tmp_path / "out"
     p = _vfleet("bench", "--inventory", str(inv), "--concurrency", "1,2,4,8,16", "--requests", "24",
                 "--warmup", "2", "--input-len", "32", "--output-len", "10", "--out", str(out),
@@ -205,7 +210,7 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
 
 
 def test_rate_level_and_compare(fake, tmp_path):
-    inv = _inventory(tmp_path, fake.port)
+    inv = _inventory(tmp_path, fake.port, fake.vllm_port)
     for name, rate in (("a", "20"), ("b", "20,40")):
         p = _vfleet("bench", "--inventory", str(inv), "--rate", rate, "--requests", "20", "--warmup", "0",
                     "--input-len", "16", "--output-len", "4", "--out", str(tmp_path), "--name", name,
@@ -227,11 +232,13 @@ def test_rate_level_and_compare(fake, tmp_path):
 def test_unreachable_target_fails_cleanly(tmp_path):
     import socket
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now
-    inv = _inventory(tmp_path, port)
+    socks = [socket.socket(), socket.socket()]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    port, vllm_port = (s.getsockname()[1] for s in socks)
+    for s in socks:
+        s.close()  # nothing listens there now
+    inv = _inventory(tmp_path, port, vllm_port)
     p = _vfleet("bench", "--inventory", str(inv), "--concurrency", "2", "--requests", "3", "--warmup", "0",
                 "--out", str(tmp_path), "--no-server-metrics")
     assert p.returncode == 1 and "connect" in p.stdout and "Traceback" not in p.stderr
@@ -243,7 +250,7 @@ def test_timings_match_what_the_server_did(fake, tmp_path):
     """Ground truth: the fake sleeps 2 x TOKEN_S before its first content chunk... plus one
     TOKEN_S per chunk of two tokens. At concurrency 1: TTFT = 3 x TOKEN_S, ITL = TOKEN_S,
     TPOT = (5 - 1) x TOKEN_S / (10 - 1) tokens. The measurement adds only loopback and parsing."""
-    inv = _inventory(tmp_path, fake.port)
+    inv = _inventory(tmp_path, fake.port, fake.vllm_port)
     p = _vfleet("bench", "--inventory", str(inv), "--host", "node1", "--concurrency", "1", "--requests", "12",
                 "--warmup", "1", "--input-len", "16", "--output-len", "10", "--out", str(tmp_path),
                 "--no-server-metrics")

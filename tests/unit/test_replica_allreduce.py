@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from vfleet.config.replicas import Replica
-from vfleet.roles.replica.allreduce import PROBE, plan, to_check
+from vfleet.roles.replica.allreduce import PROBE, AllReduceJob, plan, to_check
 from vfleet.roles.replica.facts import parse_route
 from tests.unit.configs import host_config
 
@@ -63,13 +63,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_probe_all_reduces_across_two_real_ranks_with_gloo():
+def _job(head: str, port: int, rank: int, env: tuple[tuple[str, str], ...] = ()) -> AllReduceJob:
+    return AllReduceJob(f"gpu0{rank + 1}", rank, 2, head, port, env)
+
+
+@pytest.mark.parametrize("head", ["127.0.0.1", "::1"])
+def test_the_probe_all_reduces_across_two_real_ranks_with_gloo(head):
+    """Over IPv6 too: the rendezvous URL brackets the head (tcp://[::1]:port)."""
+    if head == "::1" and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     for rank, p in enumerate(procs):
-        p.stdin.write(json.dumps({"head": "127.0.0.1", "port": port, "rank": rank, "world": 2, "numel": 1024,
-                                  "iters": 2, "timeout_s": 60, "env": {"GLOO_SOCKET_IFNAME": "lo"}}))
+        job = _job(head, port, rank, (("GLOO_SOCKET_IFNAME", "lo"),))
+        p.stdin.write(json.dumps(job.payload(numel=1024, iters=2)))
         p.stdin.close()
     results = [json.loads(p.stdout.read().strip().splitlines()[-1]) for p in procs]
     for p in procs:
@@ -82,7 +90,6 @@ def test_the_probe_all_reduces_across_two_real_ranks_with_gloo():
 def test_a_rank_alone_reports_the_timeout_instead_of_raising():
     port = _free_port()
     p = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
-                       input=json.dumps({"head": "127.0.0.1", "port": port, "rank": 1, "world": 2, "numel": 8,
-                                         "iters": 1, "timeout_s": 3, "env": {}}))
+                       input=json.dumps(_job("127.0.0.1", port, 1).payload(numel=8, iters=1, timeout_s=3)))
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["ok"] is False and r["error"]

@@ -46,8 +46,8 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
         raise VfleetError(f"{fleet.inventory.path}: no host in group '{VLLM_GROUP}': nothing to monitor")
     gateways = fleet.configs_of(fleet.gateways)
     if dest:
-        monitors = fleet.monitoring_hosts
-        settings = fleet.config(monitors[0]).monitoring if monitors else MonitoringSettings.defaults()
+        # the fleet-wide values, wherever the inventory set them (vfleet/config/monitoring.py)
+        settings = fleet.monitoring or MonitoringSettings.defaults()
         for path in write_tree(Path(dest), monitoring_files(vllm, settings, gateways)):
             print(path)
     if deploy:

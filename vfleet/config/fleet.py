@@ -1,7 +1,7 @@
 """One run's model of the fleet: every host's HostConfig and the multi-host replicas, built
 once from the loaded inventory, and who serves, routes and watches.
 
-    fleet = Fleet.of(inventory)            # raises VfleetError when a replica is invalid
+    fleet = Fleet.of(inventory)            # InventoryError: every cross-variable problem, one line each
     fleet.config("gpu01")                  # the one HostConfig of that host in this run
     fleet.serving_hosts                    # what the gateways balance over
 
@@ -9,15 +9,24 @@ Why one model: the replicas used to be found again at each step that needed them
 gateway's backends, the smoke step, the replica deploy, the rollout, the renderer), and a
 host's config was built again by each of them, so one run could hold several copies that
 had to agree. Here both are made once, when the inventory is loaded, and passed on; the
-runner's host contexts get their configs from this same model (Play's `configure`)."""
+runner's host contexts get their configs from this same model (Play's `configure`).
+
+It is also where the rules across variables and hosts are checked (the replicas,
+vfleet/config/cross_checks.py, the fleet-wide monitoring values): every task builds it before
+its first connection, so `vfleet inventory`, render, preflight, deploy and restart all refuse
+the same inventory with the same lines."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
+from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import Host, Inventory
+from vfleet.config.cross_checks import check_fleet
 from vfleet.config.hostconfig import HostConfig
-from vfleet.config.replicas import Replica, find_replicas, member_config
+from vfleet.config.monitoring import MonitoringSettings, fleet_settings
+from vfleet.config.replicas import Replica, member_config, replicas_and_problems
 from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
 
 __all__ = ["Fleet"]
@@ -32,12 +41,26 @@ class Fleet:
     inventory: Inventory
     replicas: Mapping[str, Replica]
     configs: Mapping[str, HostConfig]
+    # The fleet-wide monitoring values (every config's `monitoring` carries them too); None
+    # only for an inventory without hosts.
+    monitoring: MonitoringSettings | None = None
 
     @classmethod
     def of(cls, inventory: Inventory) -> "Fleet":
-        """Check the replicas (before anything connects) and build every host's config."""
+        """Build every host's config and check the fleet before anything connects: the
+        replicas, the fleet-wide monitoring values, ports and addresses (InventoryError with
+        every problem at once)."""
         configs = {h.name: member_config(h) for h in inventory.hosts.values()}
-        return cls(inventory, find_replicas(inventory, configs), configs)
+        sources = {h.name: h.sources for h in inventory.hosts.values()}
+        monitoring, errors = fleet_settings(configs.values(), sources, path=str(inventory.path),
+                                            gateway_group=GATEWAY_GROUP)
+        if monitoring is not None and not errors:
+            configs = {n: _with_fleet_monitoring(c, monitoring) for n, c in configs.items()}
+        replicas, replica_errors = replicas_and_problems(inventory, configs)
+        errors += replica_errors + check_fleet(inventory, configs, replicas)
+        if errors:
+            raise InventoryError(errors)
+        return cls(inventory, replicas, configs, monitoring)
 
     # -- configs --------------------------------------------------------------------------
     def config(self, host: str | Host) -> HostConfig:
@@ -84,3 +107,10 @@ class Fleet:
     def workers(self) -> set[str]:
         """Every replica member but the heads (no HTTP: never smoked, never a backend)."""
         return {h for r in self.replicas.values() for h in r.workers}
+
+
+def _with_fleet_monitoring(cfg: HostConfig, fleet: MonitoringSettings) -> HostConfig:
+    """`cfg` with the fleet-wide monitoring values; its gateway ports stay its own."""
+    own = dataclasses.replace(fleet, gateway_status_port=cfg.monitoring.gateway_status_port,
+                              gateway_exporter_port=cfg.monitoring.gateway_exporter_port)
+    return cfg if own == cfg.monitoring else dataclasses.replace(cfg, monitoring=own)

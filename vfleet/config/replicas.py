@@ -19,22 +19,35 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vfleet.engine.errors import VfleetError
+from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import Host, Inventory
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replica_settings import ReplicaSettings
-from vfleet.config.variables import VLLM_GROUP
+from vfleet.config.variables import VARIABLES, VLLM_GROUP
 
-__all__ = ["Replica", "find_replicas", "member_config", "SAME_ON_EVERY_MEMBER"]
+__all__ = ["Replica", "find_replicas", "replicas_and_problems", "member_config", "SAME_ON_EVERY_MEMBER", "PER_MEMBER"]
 
-# Every member must agree on these (they define one engine): a difference is an inventory error.
-SAME_ON_EVERY_MEMBER = (
-    "tensor_parallel_size", "pipeline_parallel_size", "replica_backend", "replica_gpus_per_host",
-    "allow_cross_host_tp", "vllm_package", "vllm_version", "vllm_python", "vllm_root", "model_name",
-    "model_path", "model_dir", "dtype", "max_model_len", "quantization", "kv_cache_dtype",
-    "ray_version", "ray_port", "replica_master_port", "vllm_port", "service_name",
-)
+# What may differ between the members of a replica: how each is reached (connection), what
+# only the controller waits for, the host's own GPUs, NICs and bind address, how weights reach
+# it, its preflight options, and its gateway and monitoring roles (the gateway routes to the
+# head only; monitoring is fleet-wide, vfleet/config/monitoring.py). Every other variable
+# reaches the engine (the vLLM or Ray command line, the unit, its environment, the venv, the
+# weights) and must be equal on every member, or the ranks disagree about the engine they run:
+# a new variable is compared unless it is added here.
+PER_MEMBER = frozenset({
+    "ansible_host", "ssh_host", "ansible_user", "ssh_user", "ansible_port", "ssh_port",
+    "ansible_ssh_private_key_file", "ansible_private_key_file", "ssh_key_file", "ansible_connection",
+    "connection", "known_hosts_file", "host_key_checking", "become", "connect_timeout", "command_timeout",
+    "max_fail_percentage", "install_timeout", "ready_timeout",
+    "cuda_visible_devices", "nccl_env", "replica_nic", "replica_head", "vllm_host", "gpu_profile",
+    "model_size_bytes", "weights_fanout", "weights_bwlimit", "weights_peer_ssh_key",
+    "preflight_smi_xml", "replica_max_clock_skew_ms",
+})
+_PER_MEMBER_PREFIXES = ("gateway_", "monitoring_")
+SAME_ON_EVERY_MEMBER = tuple(v.name for v in VARIABLES
+                             if v.name not in PER_MEMBER and not v.name.startswith(_PER_MEMBER_PREFIXES))
+_SECRET = frozenset(v.name for v in VARIABLES if v.secret)
 _GROUP_IN_SOURCE = re.compile(r"(group '[^']*'|host '[^']*'|--set)")
 
 
@@ -91,11 +104,7 @@ def _problems(inv: Inventory, name: str, hosts: list[Host], cfg: HostConfig) -> 
     if len(hosts) < 2:
         out.append(f"{at}: replica: only {first.name} is a member; fix: add the other hosts to the group, "
                    "or unset `replica` for a single-host replica")
-    for key in SAME_ON_EVERY_MEMBER:
-        values = {repr(h.vars.get(key)) for h in hosts}
-        if len(values) > 1:
-            shown = ", ".join(f"{h.name}={h.vars.get(key)!r}" for h in hosts)
-            out.append(f"{at}: {key} differs between members ({shown}); fix: set it once on the replica's group")
+    out += [f"{at}: {line}" for line in _differences(hosts)]
     heads = [h for h in hosts if ReplicaSettings.from_vars(h.vars).head]
     if len(heads) > 1:
         out.append(f"{at}: replica_head: true on {', '.join(h.name for h in heads)}; fix: mark one head")
@@ -126,6 +135,17 @@ def _problems(inv: Inventory, name: str, hosts: list[Host], cfg: HostConfig) -> 
     return [], Replica(name, tuple(h.name for h in members), tp, pp, g, backend, first.sources.get("replica", ""))
 
 
+def _differences(hosts: list[Host]) -> list[str]:
+    """One line per engine variable the members disagree on (secrets named, never shown)."""
+    out = []
+    for key in SAME_ON_EVERY_MEMBER:
+        if len({repr(h.vars.get(key)) for h in hosts}) > 1:
+            shown = "values not shown: a secret" if key in _SECRET else \
+                ", ".join(f"{h.name}={h.vars.get(key)!r}" for h in hosts)
+            out.append(f"{key} differs between members ({shown}); fix: set it once on the replica's group")
+    return out
+
+
 def _backend_problems(at: str, backend: str, package: str, version: str | None, pp: int) -> list[str]:
     """What the pinned build cannot run, from the facts table (vfleet/config/data/vllm_facts.yaml multinode)."""
     mn = vllm_facts.data()["multinode"]
@@ -154,9 +174,11 @@ def _grouped(inv: Inventory) -> dict[str, list[Host]]:
     return groups
 
 
-def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = None) -> dict[str, Replica]:
-    """The inventory's multi-host replicas; VfleetError listing every problem when one is invalid.
-    `configs`: the run's configs by host (the fleet model's), so none is built twice."""
+def replicas_and_problems(inv: Inventory, configs: Mapping[str, HostConfig] | None = None,
+                          ) -> tuple[dict[str, Replica], list[str]]:
+    """The inventory's valid multi-host replicas and one line per problem of the others, so the
+    fleet model reports them with its other checks at once. `configs`: the run's configs by
+    host (the fleet model's), so none is built twice."""
     out: dict[str, Replica] = {}
     errors: list[str] = []
     for name, hosts in _grouped(inv).items():
@@ -165,8 +187,14 @@ def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = Non
         errors += problems
         if r is not None:
             out[name] = r
+    return out, errors
+
+
+def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = None) -> dict[str, Replica]:
+    """The inventory's multi-host replicas; InventoryError listing every problem when one is invalid."""
+    out, errors = replicas_and_problems(inv, configs)
     if errors:
-        raise VfleetError("\n".join(errors))
+        raise InventoryError(errors)
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Mapping
 
 from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.preflight.check_base import FAIL, PASS, Check
+from vfleet.config.hostconfig import hostport
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import Route
@@ -45,7 +46,7 @@ class AllReduceResult:
     def to_dict(self) -> dict[str, Any]:
         return self.result
 
-# Reads {"head", "port", "rank", "world", "numel", "iters", "timeout_s", "env"} on stdin and
+# Reads {"init_method", "rank", "world", "numel", "iters", "timeout_s", "env"} on stdin and
 # prints one JSON line; never raises (a failure is {"ok": false, "error": ...}).
 PROBE = r"""
 import datetime, json, os, sys, time
@@ -57,7 +58,7 @@ try:
     import torch.distributed as dist
     out["backend"] = backend = "nccl" if torch.cuda.is_available() else "gloo"
     dev = "cuda:0" if backend == "nccl" else "cpu"
-    dist.init_process_group(backend, init_method="tcp://%s:%d" % (p["head"], p["port"]), rank=p["rank"],
+    dist.init_process_group(backend, init_method=p["init_method"], rank=p["rank"],
                             world_size=p["world"], timeout=datetime.timedelta(seconds=p["timeout_s"]))
     x = torch.full((p["numel"],), float(p["rank"] + 1), dtype=torch.float32, device=dev)
     dist.all_reduce(x)
@@ -93,8 +94,14 @@ class AllReduceJob:
     port: int
     env: tuple[tuple[str, str], ...]
 
+    @property
+    def init_method(self) -> str:
+        """torch's tcp:// rendezvous URL: an IPv6 head in brackets (torch reads it with urlparse,
+        as vLLM's get_tcp_uri writes it: vllm/utils/network_utils.py)."""
+        return f"tcp://{hostport(self.head, self.port)}"
+
     def payload(self, numel: int = 1 << 20, iters: int = 5, timeout_s: int = 60) -> dict[str, Any]:
-        return {"head": self.head, "port": self.port, "rank": self.rank, "world": self.world, "numel": numel,
+        return {"init_method": self.init_method, "rank": self.rank, "world": self.world, "numel": numel,
                 "iters": iters, "timeout_s": timeout_s, "env": dict(self.env)}
 
 

@@ -13,6 +13,16 @@ to the head (a fact, vfleet/roles/replica/facts.py; the head routes to its first
 interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME and the address for VLLM_HOST_IP.
 Without the fact (`vfleet render`) the address is the inventory's and the interface is
 `replica_nic` or left to NCCL's own choice.
+
+How the head's address meets a port, per program (an IPv6 head is written bare in the
+inventory, vfleet/config/addresses.py):
+- Ray's `--address` and RAY_ADDRESS take HOST:PORT, an IPv6 host in brackets: Ray's
+  ParseAddress (src/ray/util/network_util.cc) refuses an unbracketed IPv6 host ("Invalid IPv6
+  (missing brackets)"), and its BuildAddress writes `[host]:port`. So: hostconfig.hostport.
+- `--node-ip-address` and VLLM_HOST_IP are a bare address (no port).
+- vLLM's `--master-addr` is a bare address beside `--master-port`: vLLM joins them itself,
+  bracketing an IPv6 one (vllm/utils/network_utils.py get_tcp_uri: `tcp://[ip]:port` when
+  is_valid_ipv6_address(ip), which a bracketed string is not).
 """
 from __future__ import annotations
 
@@ -21,7 +31,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from vfleet.config.hostconfig import UNIT_DIR, HostConfig
+from vfleet.config.hostconfig import UNIT_DIR, HostConfig, hostport
 from vfleet.config import vllm_facts
 from vfleet.config.quoting import QuotingError, systemd_quote
 from vfleet.config.replicas import Replica
@@ -30,7 +40,7 @@ from vfleet.roles.service.render import RenderError, exec_lines, render_service
 from vfleet.templates.environment import environment
 from vfleet.roles.service.argv import FlagCheck
 
-__all__ = ["MemberFile", "MemberNet", "member_net", "render_member", "ray_unit", "ray_argv"]
+__all__ = ["MemberFile", "MemberNet", "member_net", "render_member", "ray_unit", "ray_argv", "ray_address"]
 
 RESTART_SEC = 5
 GRACE_PERIOD_SEC = 30
@@ -84,6 +94,11 @@ def _ray_env_path(cfg: HostConfig) -> str:
     return f"/etc/vllm/{cfg.service_name}-ray.env"
 
 
+def ray_address(head: HostConfig, port: int) -> str:
+    """The head's GCS as Ray parses HOST:PORT: an IPv6 head in brackets (see the module's docstring)."""
+    return hostport(head.address, port)
+
+
 def ray_argv(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet) -> list[str]:
     """`ray start --block` for the head or a worker, every port pinned so the members' firewall
     can open exactly these (Ray picks random ones otherwise)."""
@@ -92,7 +107,7 @@ def ray_argv(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet
     is_head = cfg.name == replica.head
     words = [ray, "start", "--block"]
     words += ["--head", f"--port={ports.port}", "--include-dashboard=false"] if is_head \
-        else [f"--address={head.address.strip('[]')}:{ports.port}"]
+        else [f"--address={ray_address(head, ports.port)}"]
     if net.host_ip:
         words.append(f"--node-ip-address={net.host_ip}")
     words += [f"--node-manager-port={ports.node_manager_port}",
@@ -134,7 +149,7 @@ def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, net: Membe
     env = {**net.env(), **cfg.vllm_env}
     if replica.backend == "ray":
         extra = ("--distributed-executor-backend", "ray")
-        env["RAY_ADDRESS"] = f"{head.address.strip('[]')}:{cfg.replica.ray.port}"
+        env["RAY_ADDRESS"] = ray_address(head, cfg.replica.ray.port)
     else:
         extra = ("--distributed-executor-backend", "mp", "--nnodes", str(len(replica.members)),
                  "--node-rank", str(replica.node_rank(cfg.name)), "--master-addr", head.address.strip("[]"),
