@@ -12,7 +12,7 @@ a password in a URL or a token under an unexpected name is hidden where it sits.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from vfleet.engine.inventory.tree import KEEP, copy_tree
 from vfleet.engine.redact import MASK, Redactor, current
@@ -32,24 +32,40 @@ def masked_vars(vars: dict[str, Any], *, schema: VarSchema) -> dict[str, Any]:
 def remember_secrets(vars_of: Iterable[dict[str, Any]], *, schema: VarSchema,
                      redactor: Redactor | None = None) -> None:
     """Tell the redactor (the run's by default) every value masked_vars would mask, in each
-    of these variable mappings (one per host). Values hosts share (a group's) are looked at
-    once, so a 100,000-host range costs a pass over names, not over values."""
+    of these variable mappings (one per host). Hosts share most value objects (their
+    groups'), so each object is looked into once and names are classified once: a
+    100,000-host range costs set operations per host, not a walk of its values."""
     redactor = redactor or current()
-    hidden: dict[str, bool] = {}
-    seen: set[int] = set()
+    names: set[str] = set()         # every name classified so far
+    hidden: set[str] = set()        # those that are secret
+    # By id, holding the value: an id is only unique while its object lives.
+    given: dict[int, Any] = {}      # secret values given to the redactor
+    looked: dict[int, Any] = {}     # values already looked into
+    previous: dict[str, Any] | None = None
     for vars in vars_of:
-        for k, v in vars.items():
-            if v is None or id(v) in seen:
-                continue
-            if k not in hidden:
-                hidden[k] = _hidden(k, schema)
-            if hidden[k]:
-                redactor.add(v)
-            elif isinstance(v, (dict, list)):
-                for inner in _secrets_inside(v):
+        if vars == previous:        # the same values (a range in one group): nothing new
+            continue
+        previous = vars
+        if not names.issuperset(vars):
+            for k in vars.keys() - names:
+                names.add(k)
+                if _hidden(k, schema):
+                    hidden.add(k)
+        for k in hidden.intersection(vars):
+            _once(vars[k], given, redactor.add)
+        values = {id(v): v for v in vars.values()}
+        for i in values.keys() - looked.keys():
+            looked[i] = values[i]
+            if isinstance(values[i], (dict, list)):
+                for inner in _secrets_inside(values[i]):
                     redactor.add(inner)
-            if isinstance(v, (dict, list)):
-                seen.add(id(v))
+
+
+def _once(value: Any, done: dict[int, Any], give: Callable[[Any], None]) -> None:
+    """give(value) unless this very object was given before."""
+    if value is not None and id(value) not in done:
+        done[id(value)] = value
+        give(value)
 
 
 def _hidden(name: str, schema: VarSchema) -> bool:
