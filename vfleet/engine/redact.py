@@ -199,18 +199,20 @@ class RedactingStream:
         self.inner = inner
         self.redactor = redactor
         self._pending = ""
+        self._lock = threading.Lock()   # the runner's workers print from their threads
 
     def write(self, text: str) -> int:
-        data = self._pending + text
-        head, sep, self._pending = data.rpartition("\n")
-        if sep:
-            self.inner.write(self.redactor.text(head + sep))
+        with self._lock:
+            head, sep, self._pending = (self._pending + text).rpartition("\n")
+            if sep:
+                self.inner.write(self.redactor.text(head + sep))
         return len(text)
 
     def flush(self) -> None:
-        if self._pending:
-            self.inner.write(self.redactor.text(self._pending))
-            self._pending = ""
+        with self._lock:
+            if self._pending:
+                self.inner.write(self.redactor.text(self._pending))
+                self._pending = ""
         self.inner.flush()
 
     def __getattr__(self, name: str) -> Any:
