@@ -13,6 +13,7 @@ from rich.console import Console
 
 from vfleet.engine.errors import InventoryError, VfleetError
 from vfleet.engine.inventory import Host, load_inventory, parse_set_args
+from vfleet.engine.inventory.masking import remember_secrets
 from vfleet.engine.report import print_recap, report_dict, write_json_atomic
 from vfleet.engine.runner import Play, PlayAborted, RunOptions
 from vfleet.config.fleet import Fleet
@@ -79,6 +80,7 @@ def load(opts: TaskOptions) -> Fleet:
     """The inventory, checked against vfleet's variables (its warnings go to stderr), as the
     run's one fleet model: a multi-host replica is checked here, before anything connects."""
     inv = load_inventory(resolve_inventory_path(opts.inventory), parse_set_args(list(opts.set_)), schema=SCHEMA)
+    remember_secrets((h.vars for h in inv.hosts.values()), schema=SCHEMA)   # hidden in all output
     for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
     return Fleet.of(inv)

@@ -1,13 +1,20 @@
 """The `vfleet` console command: Invoke's Program over the same task namespace as tasks.py,
-so `vfleet deploy ...` works from any directory with the tasks and flags of `invoke deploy ...`."""
+so `vfleet deploy ...` works from any directory with the tasks and flags of `invoke deploy ...`.
+
+Every command runs inside redacting_output() (vfleet/engine/redact.py): whatever it prints,
+an error line, a warning, a host's output, the recap, a traceback of a bug, reaches the
+terminal with the run's secrets hidden."""
 import os
 import re
 import sys
+import traceback
+from typing import Optional
 
 from invoke import Program
 
 from vfleet import __version__
 from vfleet.cli import namespace
+from vfleet.engine.redact import redacting_output
 
 HELP_FLAGS = ("--help", "-h")
 # Invoke's flat list names a collection's default task `bench.bench (bench)`.
@@ -22,6 +29,12 @@ class VfleetProgram(Program):
     def list_flat(self) -> None:
         pairs = self._make_pairs(self.scoped_collection)
         self.display_with_columns(pairs=[(_one_name(name), text) for name, text in pairs])
+
+    def run(self, argv: Optional[list[str]] = None, exit: bool = True) -> None:
+        """Invoke's run, with stdout, stderr and log records redacted for its whole length
+        (also when a test calls it in-process rather than through main())."""
+        with redacting_output():
+            super().run(argv, exit)
 
 
 def _one_name(listed: str) -> str:
@@ -45,14 +58,20 @@ def help_first(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    try:
-        program.run(help_first(sys.argv))
-    except BrokenPipeError:
-        # `vfleet plan --help | head`: the reader went away; end quietly as Unix tools do
-        # (Python's documented recipe; SIGPIPE stays ignored so a dropped SSH socket is an
-        # exception, never a silent death).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+    with redacting_output():
+        try:
+            program.run(help_first(sys.argv))
+        except BrokenPipeError:
+            # `vfleet plan --help | head`: the reader went away; end quietly as Unix tools do
+            # (Python's documented recipe; SIGPIPE stays ignored so a dropped SSH socket is an
+            # exception, never a silent death).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
+        except Exception:
+            # A bug in vfleet: its traceback is wanted in the bug report, but printed here,
+            # through the run's redactor, not by Python after the streams are put back.
+            traceback.print_exc()
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 from invoke import task
 
 from vfleet.engine.errors import VfleetError
+from vfleet.engine.redact import current
 from vfleet.cli.common import cli_errors, helptext, load, select
 from vfleet.cli.options import TaskOptions
 
@@ -52,7 +53,8 @@ def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, syste
         except (RenderError, GatewayRenderError) as exc:
             raise VfleetError(f"host '{h.name}': {exc}") from None
         for f in files:
+            text = current().text(f.text)   # also what --dest writes: a review copy, not the host's
             if dest:
-                print(f"{_write(Path(dest), h.name, f.path, f.text, f.mode)}")
+                print(f"{_write(Path(dest), h.name, f.path, text, f.mode)}")
             else:
-                print(f"# ===== {h.name}: {f.path} (mode {f.mode})\n{f.text}", end="" if f.text.endswith("\n") else "\n")
+                print(f"# ===== {h.name}: {f.path} (mode {f.mode})\n{text}", end="" if text.endswith("\n") else "\n")

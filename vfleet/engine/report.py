@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from vfleet.engine.redact import current
 from vfleet.engine.results import Status, plain
 from vfleet.engine.runner import Play
 
@@ -40,13 +41,16 @@ def report_dict(play: Play, extra: dict[str, Any] | None = None) -> dict[str, An
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON so a reader never sees half a report (temp file + rename)."""
+    """Write JSON so a reader never sees half a report (temp file + rename), with the run's
+    secrets hidden (vfleet/engine/redact.py): a report is attached to tickets and CI logs."""
+    redactor = current()
+    data = redactor.tree(data)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
+            json.dump(data, f, indent=2, sort_keys=False, default=lambda o: redactor.text(str(o)))
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:

@@ -5,6 +5,10 @@ MAX_SECRET_BYTES: a FIFO or a device named by mistake (or malice) must not hang 
 the loader. A secret is one line; a file with more is refused without quoting it (the
 second line may be the secret). Files readable by group or others are a warning: the key
 is only as secret as the file. No message here contains a secret value.
+
+Every secret value seen here, inline or read, is given to the run's redactor
+(vfleet.engine.redact) at once, so an error raised later in the same load (a wrong-typed
+value echoed by a check) is printed with it hidden.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vfleet.engine.inventory.common import Entry
+from vfleet.engine.redact import current
 from vfleet.engine.varschema import VarSchema
 
 __all__ = ["SecretReader", "MAX_SECRET_BYTES"]
@@ -78,6 +83,8 @@ class SecretReader:
     def resolve(self, host: str, merged: Merged) -> None:
         """Replace NAME_file / NAME_env by the secret's value (as variable NAME)."""
         for name in self.schema.secret_names:
+            if name in merged:
+                current().add(merged[name][0].value)   # inline, whatever its type
             f_key, e_key = self.schema.secret_sources(name)
             given = [(merged[k][1], k) for k in (name, f_key, e_key)
                      if k in merged and merged[k][0].value is not None
@@ -112,6 +119,7 @@ class SecretReader:
                         f"holds more than one line (needed for {name} of host '{host}'); "
                         "a secret is one line")
             return None
+        current().add(secret)
         return secret
 
     def _from_file(self, host: str, name: str, key: str, entry: Entry) -> str | None:
@@ -124,6 +132,7 @@ class SecretReader:
                 self.warnings.append(f"{entry.where}: vars.{key}: secret file '{path}' is "
                                      f"{read.warning}")
         read = self._files[path]
+        current().add(read.secret)
         if read.secret is None:
             self._error(f"{entry.where}: vars.{key}: cannot read secret file '{path}' for "
                         f"{name} of host '{host}': {read.why}")
