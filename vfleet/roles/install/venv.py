@@ -171,10 +171,10 @@ def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str 
     if current == venv:
         return []
     root = cfg.vllm_root
+    switch = owned_symlink_change(cfg.current_link, venv, current, root=root, what="vllm_root", notify=RESTART)
     keep = owned_symlink_change(cfg.previous_link, current, previous, root=root, what="vllm_root") \
         if current and current != "OTHER" else []
-    return keep + owned_symlink_change(cfg.current_link, venv, current, root=root, what="vllm_root",
-                                       notify=RESTART)
+    return keep + switch
 
 
 def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
