@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -149,6 +151,16 @@ def test_pip_reads_option_like_pins_as_requirements():
     uninstall = shlex.split(script.split("uninstall -y ")[1].split(" </dev/null")[0])
     assert uninstall == ["--", "-y"]
     assert f"-m venv -- {cfg.venv_path}" in script
+
+
+def test_real_pip_refuses_an_option_like_pin_after_dashdash():
+    """pip itself (offline, --dry-run): after `--` a pin is a requirement, and not a valid one."""
+    cfg = host_config({"vllm_extra_pins": ["--index-url=http://127.0.0.1:9/simple"]})
+    words = _pip_install_words(venv.install_change(cfg, cfg.venv_path).command)
+    args = words[words.index("install") + 1:]
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--dry-run", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "Invalid requirement: '--index-url=http://127.0.0.1:9/simple'" in r.stderr
 
 
 def test_vllm_python_that_starts_with_a_dash_is_refused():

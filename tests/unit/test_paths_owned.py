@@ -153,3 +153,11 @@ def test_the_venv_is_removed_only_when_vfleet_made_it(tmp_path, setup, rc, kept)
     assert not (tmp_path / "root" / "vllm-0.32.0.vfleet-old").exists()
     if rc:
         assert "is not a venv vfleet made" in r.stderr
+
+
+@pytest.mark.parametrize("root", ["/tmp", "/usr", "/", "/usr/.."])
+def test_a_top_level_vllm_root_is_refused_before_its_mode_changes(root):
+    facts = {"root": FileState("dir", mode="1777"), "marker": FileState("missing"), "current": None,
+             "previous": None}
+    with pytest.raises(HostFailed, match="vllm_root"):
+        venv.plan(host_config({"vllm_root": root}), facts)

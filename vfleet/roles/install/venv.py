@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from vfleet.engine.changes import Change, apply, directory_change
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import Fact, FileFact, LinkFact, gather
-from vfleet.engine.owned_paths import inside, owned_symlink_change
+from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.transfer import rsync_push
@@ -180,7 +180,8 @@ def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str 
 def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
     """Changes that put the pinned, verified venv in place (and `current` on it)."""
     spec, venv = cfg.install_spec, cfg.venv_path
-    changes = directory_change(cfg.vllm_root, facts["root"], mode="0755")
+    # a top-level vllm_root (/tmp, /usr) would get its mode changed and hold the links: never
+    changes = directory_change(deep_path(cfg.vllm_root, "vllm_root"), facts["root"], mode="0755")
     if not installed(spec, facts["marker"]):
         changes.append(install_change(cfg, venv))
     if switch:

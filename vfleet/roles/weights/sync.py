@@ -267,7 +267,8 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
                              f"deploy one model at a time")
         facts = host_facts(ctx, src.manifest_id)
         live, version, _ = _paths(cfg, src.manifest_id)
-        apply(ctx, directory_change(cfg.model_dir, facts["model_dir"], mode="0755"))
+        # a top-level model_dir (/tmp, /root, /etc) would get its mode changed: never
+        apply(ctx, directory_change(deep_path(cfg.model_dir, "model_dir"), facts["model_dir"], mode="0755"))
         state[ctx.name] = copy_state(version, facts["marker"], facts["link"])
         if state[ctx.name] == "live":
             ctx.record("weights", live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
