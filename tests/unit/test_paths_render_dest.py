@@ -3,7 +3,6 @@ a plain folder name, or a symlink already in DIR that leads out is refused with 
 before any file is written; the files are written whole (temp + rename)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
