@@ -60,6 +60,7 @@ def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None
     fleet, play = steps.open_play("service", opts, batch=batch)
     steps.require_serving(play)
     with locked(play):
+        steps.step_unit_names(play)
         steps.step_rollback_point(play, batch)
         steps.step_service(play, fleet, rolling=bool(batch))
         steps.step_restart_changed(play, fleet, batch)
@@ -111,6 +112,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     fleet, play = steps.open_play("deploy", opts, batch=batch)
     steps.require_serving(play)
     with locked(play):
+        steps.step_unit_names(play)
         if not skip_preflight:
             steps.step_preflight(play, fleet, strict=strict, force=force)
         steps.step_rollback_point(play, batch)

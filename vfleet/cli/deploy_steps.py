@@ -18,6 +18,7 @@ from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.rollout import rollback_point
 from vfleet.roles.service import unit as service
+from vfleet.roles.service import unit_files
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
@@ -62,6 +63,13 @@ def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[F
 def _selected_gateways(play: Play) -> list[str]:
     chosen = set(play.selected)
     return [n for n in gateway_names(play.hosts) if n in chosen]
+
+
+def step_unit_names(play: Play) -> None:
+    """Before the first change on any host: a host whose service_name would shadow a unit it
+    already has (ssh, nginx; vfleet/roles/service/unit_files.py) leaves the run, whatever
+    --skip-preflight or --force say."""
+    play.run_step("service: unit names", unit_files.guard, hosts=vllm_names(play.hosts))
 
 
 def step_rollback_point(play: Play, batch: str | None) -> None:

@@ -4,11 +4,21 @@ Why: operators review the exact unit, env file and nginx config before a deploy,
 and reviewers read them the same way. The renderers are the ones deploy uses; only what
 cannot be known without the host is left to its default: the NCCL decision of preflight
 (only the inventory's nccl_env is rendered) and RestartSteps= (given systemd_version).
-Secrets are masked: the file shows that a key is set, never what it is."""
+Secrets are masked: the file shows that a key is set, never what it is.
+
+`render --dest DIR` writes DIR/<host>/<path on the host>. Every target is proven to stay
+inside DIR/<host> (the host name one plain folder name, the path a clean absolute one, and the
+joined path, symlinks already in DIR resolved, still inside) before the first file is written;
+each file is written atomically (a temporary file renamed into place), so a refusal or a crash
+leaves no half-written file."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import posixpath
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, render_gateway
 from vfleet.config.fleet import Fleet
@@ -18,7 +28,9 @@ from vfleet.roles.service.render import render_service
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.config.vllm_facts import flag_available
 
-__all__ = ["RenderedFile", "render_host", "MASK"]
+from vfleet.engine.errors import VfleetError
+
+__all__ = ["RenderedFile", "render_host", "MASK", "dest_targets", "write_rendered"]
 
 MASK = "********"
 
@@ -59,3 +71,46 @@ def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) 
         backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
         out.append(RenderedFile(GATEWAY_CONF_PATH, "0644", render_gateway(backends, cfg)))
     return out
+
+
+def _target(root: Path, host: str, path: str) -> Path:
+    """Where DEST/<host>/<path> lands, proven inside DEST/<host> (module doc); VfleetError
+    naming the host and the path otherwise."""
+    where = f"render --dest {root}: host '{host}' file {path!r}"
+    if host in ("", ".", "..") or "/" in host or "\0" in host:
+        raise VfleetError(f"render --dest {root}: host name '{host}' is not a plain folder name; rename the host")
+    if not path.startswith("/") or posixpath.normpath(path) != path or "\0" in path or path == "/":
+        raise VfleetError(f"{where} is not a clean absolute path (no '..', '.', '//'): fix the variable that names it")
+    folder = (root / host).resolve()
+    target = (folder / path.lstrip("/")).resolve()
+    if not folder.is_relative_to(root) or not target.is_relative_to(folder) or target == folder:
+        raise VfleetError(f"{where} would land outside {root / host} (through a symlink in {root}): nothing was written")
+    return target
+
+
+def dest_targets(dest: str | os.PathLike, files: dict[str, list[RenderedFile]]) -> list[tuple[Path, RenderedFile]]:
+    """Every (target, file) of a render --dest, all proven before any is written."""
+    root = Path(dest).resolve()
+    return [(_target(root, host, f.path), f) for host, fs in files.items() for f in fs]
+
+
+def _write_atomic(target: Path, text: str, mode: str) -> None:
+    """A temporary file beside the target, renamed over it: the target is old or new, never half."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, int(mode, 8))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_rendered(dest: str | os.PathLike, files: dict[str, list[RenderedFile]]) -> list[Path]:
+    """Write each host's files under DEST/<host>/ (module doc); returns the paths written."""
+    targets = dest_targets(dest, files)
+    for target, f in targets:
+        _write_atomic(target, f.text, f.mode)
+    return [t for t, _ in targets]

@@ -1,27 +1,48 @@
 """systemd actions that are not states: restart and start (handlers, rollouts), stop, and
 journal tails for error messages. Enabled/started states are planned with
 vfleet.engine.changes.service_changes from a vfleet.engine.facts.UnitFact; daemon-reload is
-vfleet.engine.changes.daemon_reload. Unit names are passed after `--`, so none is read as an option."""
+vfleet.engine.changes.daemon_reload. Unit names are passed after `--` (or, for journalctl, as
+the argument of -u, which getopt takes whatever it starts with), and proven not to start with
+'-' first, so none is read as an option."""
 from __future__ import annotations
 
 import shlex
 import time
 
 from vfleet.engine.results import Status, StepResult
+from vfleet.engine.owned_paths import plain_operand
 from vfleet.engine.runner import HostContext, HostFailed
 
 q = shlex.quote
 
-__all__ = ["restart", "start", "stop", "journal_tail"]
+__all__ = ["restart", "start", "stop", "journal_tail", "start_command", "stop_command", "journal_command"]
+
+
+def _unit(unit: str) -> str:
+    return q(plain_operand(unit, "unit"))
+
+
+def start_command(verb: str, unit: str, no_block: bool = False) -> str:
+    """`systemctl restart|start` of a unit, clearing a crash loop's start limit first."""
+    flag = " --no-block" if no_block else ""
+    return f"systemctl reset-failed -- {_unit(unit)} 2>/dev/null; systemctl {verb}{flag} -- {_unit(unit)}"
+
+
+def stop_command(unit: str) -> str:
+    return f"systemctl stop -- {_unit(unit)}"
+
+
+def journal_command(unit: str, lines: int) -> str:
+    """The unit is the argument of -u (journalctl has no unit operand to put after `--`)."""
+    return f"journalctl -u {_unit(unit)} -n {int(lines)} --no-pager -o cat 2>/dev/null | tail -n {int(lines)}"
 
 
 def _start_or_restart(ctx: HostContext, verb: str, done: str, unit: str, no_block: bool) -> StepResult:
     if ctx.check:
         return ctx.record("service", unit, Status.SKIPPED, f"check mode: would {verb}")
     t0 = time.monotonic()
-    flag = " --no-block" if no_block else ""
     # a unit that crash-looped into its start limit refuses a plain (re)start: clear that first
-    r = ctx.run(f"systemctl reset-failed -- {q(unit)} 2>/dev/null; systemctl {verb}{flag} -- {q(unit)}")
+    r = ctx.run(start_command(verb, unit, no_block))
     if not r.ok:
         raise HostFailed(f"systemctl {verb} {unit} failed: {r.tail()} | journal: {journal_tail(ctx, unit)}")
     return ctx.record("service", unit, Status.CHANGED, done, elapsed_s=time.monotonic() - t0)
@@ -39,10 +60,10 @@ def start(ctx: HostContext, unit: str, *, no_block: bool = False) -> StepResult:
 
 def stop(ctx: HostContext, unit: str, *, timeout: float) -> None:
     """Stop a unit and wait for it (vLLM drains in-flight requests on SIGTERM)."""
-    ctx.run(f"systemctl stop -- {q(unit)}", timeout=timeout)
+    ctx.run(stop_command(unit), timeout=timeout)
 
 
 def journal_tail(ctx: HostContext, unit: str, lines: int = 15) -> str:
     """The last journal lines of a unit, joined on one line for a report message."""
-    r = ctx.run(f"journalctl -u {q(unit)} -n {int(lines)} --no-pager -o cat 2>/dev/null | tail -n {int(lines)}")
+    r = ctx.run(journal_command(unit, lines))
     return " | ".join(line.strip() for line in r.stdout.splitlines() if line.strip())

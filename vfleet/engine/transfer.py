@@ -1,6 +1,10 @@
 """Tree transfers with rsync (Fabric's put cannot send folders): resumable (--partial), only
 changed bytes move, and the ssh it runs uses the same key, port and known_hosts as the
-host's Connection, so host key checking stays on for transfers too."""
+host's Connection, so host key checking stays on for transfers too.
+
+No value reads as an option: the source is made absolute and both operands follow `--`
+(a model folder named `--rsh=...` is a folder), and the user and address that rsync hands
+to ssh, which takes no `--` before its host, are proven not to start with '-'."""
 from __future__ import annotations
 
 import os
@@ -11,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from vfleet.engine.owned_paths import plain_operand
 from vfleet.engine.runner import HostContext, HostFailed
 
 _PROGRESS = re.compile(rb"^\s*([\d,]+)\s+(\d+)%")
@@ -50,27 +55,37 @@ def ssh_command(ctx: HostContext) -> list[str]:
     return cmd
 
 
-def rsync_push(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
-               extra: list[str] | None = None,
-               on_progress: Callable[[int, int], None] | None = None) -> TransferStats:
-    """Copy the contents of a controller folder into a folder on the host. Returns rsync's
-    own byte counts (what the controller really sent), for fan-out accounting."""
+def rsync_args(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
+               extra: list[str] | None = None) -> list[str]:
+    """The rsync command line of a push (module doc: why no value can read as an option)."""
     s = ctx.settings()
+    if not dest_dir.startswith("/"):
+        raise HostFailed(f"rsync destination {dest_dir!r} is not an absolute path")
     args = ["rsync", "-a", "--partial", "--stats", "--info=progress2", "--no-inc-recursive"]
     if delete:
         args.append("--delete")
     args += extra or []
-    src = src_dir.rstrip("/") + "/"
+    src = os.path.abspath(os.path.expanduser(src_dir)).rstrip("/") + "/"
     if ctx.host.connection == "local":
         dest = dest_dir.rstrip("/") + "/"
     else:
         args += ["-e", shlex.join(ssh_command(ctx))]
         if s.become:
             args += ["--rsync-path", "sudo -n rsync"]
-        user = f"{s.user}@" if s.user else ""
+        user = f"{plain_operand(s.user, 'ansible_user')}@" if s.user else ""
+        plain_operand(s.address, "ansible_host")
         address = f"[{s.address}]" if ":" in s.address else s.address
         dest = f"{user}{address}:{dest_dir.rstrip('/')}/"
-    args += [src, dest]
+    return args + ["--", src, dest]
+
+
+def rsync_push(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
+               extra: list[str] | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> TransferStats:
+    """Copy the contents of a controller folder into a folder on the host. Returns rsync's
+    own byte counts (what the controller really sent), for fan-out accounting."""
+    args = rsync_args(ctx, src_dir, dest_dir, delete=delete, extra=extra)
+    dest = args[-1]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err_chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read() if proc.stderr else b""), daemon=True)

@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from vfleet.engine.changes import Change, apply, directory_change, symlink_change
+from vfleet.engine.changes import Change, apply, directory_change
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import Fact, FileFact, LinkFact, gather
+from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.transfer import rsync_push
@@ -92,7 +93,13 @@ def spec_id(spec: InstallSpec) -> str:
 def facts_for(cfg: HostConfig) -> dict[str, Fact]:
     return {"root": FileFact(cfg.vllm_root),
             "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
-            "current": LinkFact(cfg.current_link)}
+            "current": LinkFact(cfg.current_link),
+            "previous": LinkFact(cfg.previous_link)}
+
+
+def owned_venv(cfg: HostConfig, venv: str) -> str:
+    """The venv folder, proven to lie inside vllm_root (it is removed and rebuilt)."""
+    return inside(cfg.vllm_root, venv, "vllm_venv_name")
 
 
 def installed(spec: InstallSpec, marker: Any) -> bool:
@@ -107,6 +114,7 @@ def install_change(cfg: HostConfig, venv: str) -> Change:
     """One script: fresh venv, pip install (offline from the pushed wheelhouse), removals,
     then VERIFY_SCRIPT on stdin; a half-finished install has no marker and is rebuilt."""
     spec = cfg.install_spec
+    venv = owned_venv(cfg, venv)
     req = [f"{spec.package}=={spec.version}", *spec.pins]
     pip_env, source = "", ""
     if spec.offline:
@@ -115,16 +123,36 @@ def install_change(cfg: HostConfig, venv: str) -> Change:
     # images often lack ensurepip (Debian and Ubuntu ship it apart, as python3-venv).
     pip, without_pip = (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages \
         else (f"{q(venv)}/bin/pip", "")
-    remove = f" && {pip} uninstall -y {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
+    # requirements and package names after `--` (optparse's end of options): a pin such as
+    # `--index-url=...` or `-rFILE` is read as a requirement, and pip refuses it
+    remove = f" && {pip} uninstall -y -- {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
     no_deps = " --no-deps" if spec.no_deps else ""
     params = json.dumps({"version": spec.version, "spec_id": spec_id(spec), "spec": spec.as_dict(),
                          "marker": posixpath.join(venv, MARKER)})
-    script = (f"set -e; rm -rf -- {q(venv)}; {q(spec.python)} -m venv{without_pip} -- {q(venv)}; "
+    script = (f"set -e; {_clear_venv(venv)}{_python(spec.python)} -m venv{without_pip} -- {q(venv)}; "
               f"{_site_pth(spec, venv)}"
               f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
-              f"{' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
+              f"-- {' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
     return Change("venv", venv, f"install {' '.join(req)}", script,
                   stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
+
+
+def _python(python: str) -> str:
+    """vllm_python as the command word: a path or a plain name, never one starting with '-'."""
+    if python.startswith("-"):
+        raise VfleetError(f"vllm_python {python!r} starts with '-'; set it to an interpreter such as /usr/bin/python3")
+    return q(python)
+
+
+def _clear_venv(venv: str) -> str:
+    """Shell that removes what is at `venv` only when vfleet made it (a venv: pyvenv.cfg or
+    the marker, or an empty folder), renaming it away first so a run killed half way through
+    the removal leaves no half venv under the real name; anything else fails the change."""
+    v, old = q(venv), q(venv + ".vfleet-old")
+    return (f"rm -rf -- {old}; if [ -e {v} ] || [ -L {v} ]; then "
+            f"if [ -L {v} ] || {{ [ ! -f {v}/pyvenv.cfg ] && [ ! -f {v}/{MARKER} ] && [ -n \"$(ls -A -- {v})\" ]; }}; "
+            f"then echo {q(f'{venv} exists and is not a venv vfleet made: move it away or set vllm_venv_name')} >&2; "
+            f"exit 3; fi; mv -T -- {v} {old}; rm -rf -- {old}; fi; ")
 
 
 def _site_pth(spec: InstallSpec, venv: str) -> str:
@@ -137,22 +165,27 @@ def _site_pth(spec: InstallSpec, venv: str) -> str:
     return f'printf %s {lines} > "{purelib}/vfleet-site-packages.pth"; '
 
 
-def link_changes(cfg: HostConfig, venv: str, current: str | None) -> list[Change]:
-    """Point `current` at venv, keeping the old target as `previous` (for rollback)."""
+def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str | None) -> list[Change]:
+    """Point `current` at venv, keeping the old target as `previous` (for rollback). Only
+    links vfleet made (into vllm_root) are replaced: anything else fails the host."""
     if current == venv:
         return []
-    keep = symlink_change(cfg.previous_link, current, None) if current and current != "OTHER" else []
-    return keep + symlink_change(cfg.current_link, venv, current, notify=RESTART)
+    root = cfg.vllm_root
+    switch = owned_symlink_change(cfg.current_link, venv, current, root=root, what="vllm_root", notify=RESTART)
+    keep = owned_symlink_change(cfg.previous_link, current, previous, root=root, what="vllm_root") \
+        if current and current != "OTHER" else []
+    return keep + switch
 
 
 def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
     """Changes that put the pinned, verified venv in place (and `current` on it)."""
     spec, venv = cfg.install_spec, cfg.venv_path
-    changes = directory_change(cfg.vllm_root, facts["root"], mode="0755")
+    # a top-level vllm_root (/tmp, /usr) would get its mode changed and hold the links: never
+    changes = directory_change(deep_path(cfg.vllm_root, "vllm_root"), facts["root"], mode="0755")
     if not installed(spec, facts["marker"]):
         changes.append(install_change(cfg, venv))
     if switch:
-        changes += link_changes(cfg, venv, facts["current"])
+        changes += link_changes(cfg, venv, facts["current"], facts.get("previous"))
     return changes
 
 
@@ -167,7 +200,7 @@ def push_wheelhouse(ctx: HostContext, cfg: HostConfig) -> None:
         ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.OK, "in place (local host)")
         return
     t0 = time.monotonic()
-    ctx.run(f"mkdir -p -- {q(cfg.wheelhouse_dir)}")
+    ctx.run(f"mkdir -p -- {q(inside(cfg.vllm_root, cfg.wheelhouse_dir, 'wheelhouse'))}")
     stats = rsync_push(ctx, str(src), cfg.wheelhouse_dir, delete=False,
                        on_progress=lambda done, pct: ctx.progress(pct, 100, "wheelhouse %"))
     ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.CHANGED if stats.literal_bytes else Status.OK,
@@ -193,5 +226,5 @@ def install_venv(ctx: HostContext, *, switch: bool = True) -> str:
 
 def link_current(ctx: HostContext, cfg: HostConfig, venv: str) -> None:
     """Switch `current` to venv (a rollout's upgrade or rollback)."""
-    current = gather(ctx, {"current": LinkFact(cfg.current_link)})["current"]
-    apply(ctx, link_changes(cfg, venv, current))
+    links = gather(ctx, {"current": LinkFact(cfg.current_link), "previous": LinkFact(cfg.previous_link)})
+    apply(ctx, link_changes(cfg, venv, links["current"], links["previous"]))

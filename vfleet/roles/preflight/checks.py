@@ -28,6 +28,7 @@ from .check_base import FAIL, GIB, PASS, WARN, Check, is_cpu_build
 from .check_base import gib as _gib
 from .check_base import min_cc_gpu as _min_cc_gpu
 from .model_checks import model_checks
+from .unit_checks import check_unit_files
 from .version_checks import inventory_flags, upgrade_checks
 
 __all__ = ["Check", "PASS", "WARN", "FAIL", "host_checks", "upgrade_checks", "inventory_flags", "is_cpu_build"]
@@ -402,4 +403,5 @@ def host_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
         checks.append(check_capacity(cfg, facts))
     elif is_cpu_build(cfg):
         checks.append(check_cpu_capacity(cfg, facts))
+    checks.append(check_unit_files(cfg, facts))
     return [c for c in checks if c is not None]

@@ -15,7 +15,8 @@ from .parsers import nvidia_smi_table
 
 # Facts a snapshot keeps in facts.json (the GPU ones live in the profile files).
 NON_GPU_KEYS = ["os", "kernel", "shm_bytes", "model_fs", "nccl_env_file", "nccl_conf",
-                "vllm_installed", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs"]
+                "vllm_installed", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs",
+                "unit_files"]
 
 
 def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.fact_protocol import Output
 from vfleet.engine.strict_json import loads_strict, mapping
+from vfleet.roles.service.unit_files import UnitFiles, owned_units
 
 from . import model_facts, model_files, safetensors_header
 from .fact_paths import model_dir
@@ -304,11 +305,11 @@ class PcieAcs(PreflightFact):
 SNAPSHOT_FACTS: tuple[PreflightFact, ...] = (NvidiaSmi(), GpuQuery(), Topology(), SmiXml())
 
 
-def facts_for(cfg: HostConfig) -> dict[str, PreflightFact]:
+def facts_for(cfg: HostConfig) -> dict[str, PreflightFact | UnitFiles]:
     """{name: fact} a host's preflight gathers, in section order (smi_xml only on request)."""
     model = model_dir(cfg)
     facts = [NvidiaSmi(), GpuQuery(), Topology(), *([SmiXml()] if cfg.preflight_smi_xml else []),
              OsRelease(), Kernel(), Shm(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
              VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
-             ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs()]
+             ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs(), UnitFiles(owned_units(cfg))]
     return {f.name: f for f in facts}

@@ -22,6 +22,7 @@ from vfleet.engine.systemd import restart
 from vfleet.roles.service import readiness
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service.render import RenderedService, RenderError, render_service
+from vfleet.roles.service.unit_files import UnitFiles, refusal
 from vfleet.config.vllm_facts import flag_available
 
 __all__ = ["RESTART", "ServiceOutcome", "facts_for", "plan", "render_for", "configure",
@@ -77,7 +78,8 @@ def facts_for(cfg: HostConfig, *, diff: bool = False) -> dict[str, Fact]:
             "env_file": FileFact(cfg.env_file),
             "unit": UnitFact(cfg.unit),
             "systemd": SystemdVersion(),
-            "newer": NewerThanProcess(cfg.unit, started_from)}
+            "newer": NewerThanProcess(cfg.unit, started_from),
+            "unit_files": UnitFiles((cfg.unit,))}
 
 
 def nccl_decision(host_facts: Mapping[str, Any]) -> dict[str, str]:
@@ -102,7 +104,11 @@ def _verify_unit(cfg: HostConfig) -> str:
 
 
 def file_changes(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str, Any]) -> list[Change]:
-    """Unit (verified by systemd before it is kept) and env file (0600: it holds the key)."""
+    """Unit (verified by systemd before it is kept) and env file (0600: it holds the key).
+    Never over a unit of the host's own that the name would shadow (unit_files.py)."""
+    why = refusal(cfg, facts["unit_files"]) if "unit_files" in facts else None
+    if why:
+        raise HostFailed(why)
     changes = file_change(cfg.unit_path, rendered.unit_text, facts["unit_file"], mode="0644", owner="root",
                           group="root", action="unit", notify=RESTART, validate=_verify_unit(cfg))
     changes += file_change(cfg.env_file, rendered.env_text, facts["env_file"], mode="0600", owner="root",
@@ -116,7 +122,7 @@ def user_change(cfg: HostConfig) -> Change:
     """Create the service's system user and group (no login, home = the state directory)."""
     u, g = q(cfg.vllm_user), q(cfg.vllm_group)
     return command("user", cfg.vllm_user, "create system user",
-                   f"getent group {g} >/dev/null || groupadd --system -- {g}; "
+                   f"getent group -- {g} >/dev/null || groupadd --system -- {g}; "
                    f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
                    f"--shell /usr/sbin/nologin -- {u}")
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vfleet.engine.changes import apply, directory_change, symlink_change
+from vfleet.engine.changes import apply, directory_change
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import FileFact, LinkFact, gather
+from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, plain_operand
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.transfer import TransferStats, rsync_push
@@ -48,10 +49,20 @@ class ModelSource:
 
 
 def _paths(cfg: HostConfig, manifest_id: str) -> tuple[str, str, str]:
-    """(live link the service reads, verified copy, staging folder) of one copy."""
+    """(live link the service reads, verified copy, staging folder) of one copy. The copy and
+    its staging folder are proven to stay inside model_dir's own .versions and .staging (they
+    are removed and renamed), the link to be at least two levels deep (it is replaced)."""
     name = f"{cfg.model_name}-{manifest_id[:12]}"
-    return (str(cfg.model_path), posixpath.join(cfg.model_dir, ".versions", name),
-            posixpath.join(cfg.model_dir, ".staging", name))
+    versions, staging = posixpath.join(cfg.model_dir, ".versions"), posixpath.join(cfg.model_dir, ".staging")
+    return (deep_path(str(cfg.model_path), "model_path"),
+            inside(versions, posixpath.join(versions, name), "model_name"),
+            inside(staging, posixpath.join(staging, name), "model_name"))
+
+
+def _switch_link(cfg: HostConfig, live: str, version: str, current: str | None) -> list:
+    """Point the live link at a verified copy; only a link vfleet made (into model_dir) is
+    ever replaced: a model_path naming a system symlink such as /bin fails the host."""
+    return owned_symlink_change(live, version, current, root=cfg.model_dir, what="model_path", notify=RESTART)
 
 
 def resolve_source(cfg: HostConfig) -> ModelSource:
@@ -63,8 +74,12 @@ def resolve_source(cfg: HostConfig) -> ModelSource:
                           "or to HOST:/path on a host that has it")
     if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
         host, path = spec.split(":", 1)
+        if not path.startswith("/"):
+            raise VfleetError(f"model_source {spec}: the path after '{host}:' must be absolute "
+                              f"(e.g. {host}:/srv/models/x)")
         return ModelSource(spec, None, host, path, manifest_id="")
-    folder = Path(spec).expanduser()
+    # absolute: a folder named like an option (`--rsh=...`) stays an operand for rsync and ls
+    folder = Path(spec).expanduser().absolute()
     if not (folder / "config.json").is_file():
         raise VfleetError(f"model_source {spec}: no config.json there; point it at a model folder "
                           f"(the one with config.json and *.safetensors)")
@@ -82,7 +97,7 @@ def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
                           f"add it to --limit or use a controller path")
     ctx = play.contexts[src.host]
     p = q(src.host_path or "")
-    r = ctx.run(f"cd {p} && {{ [ -f {MANIFEST_NAME} ] || find . -type f ! -name {MANIFEST_NAME} ! -name '.vfleet-*' "
+    r = ctx.run(f"cd -- {p} && {{ [ -f {MANIFEST_NAME} ] || find . -type f ! -name {MANIFEST_NAME} ! -name '.vfleet-*' "
                 f"| sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum > {MANIFEST_NAME}; }} && sha256sum < {MANIFEST_NAME}")
     if not r.ok:
         raise VfleetError(f"model_source {src.spec}: cannot read or make the manifest there: {r.tail()}")
@@ -115,17 +130,22 @@ def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
     if not r.ok:
         raise HostFailed(f"weights in {staging} failed verification: {r.tail()}; re-run to resume the copy")
     ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
-    owner = f"chown -R {q(user)}: {q(staging)} 2>/dev/null || true; " if user else ""
-    ctx.must(f"set -e; {owner}chmod -R u=rwX,go=rX {q(staging)}; touch {q(staging)}/{VERIFIED_MARK}; "
-             f"mkdir -p {q(posixpath.dirname(version))}; rm -rf {q(version)}; mv {q(staging)} {q(version)}",
-             what="move verified weights into place")
+    ctx.must(finish_command(staging, version, user), what="move verified weights into place")
     current = gather(ctx, {"link": LinkFact(live)})["link"]
-    apply(ctx, symlink_change(live, version, current, notify=RESTART))
+    apply(ctx, _switch_link(cfg, live, version, current))
+
+
+def finish_command(staging: str, version: str, user: str | None) -> str:
+    """Hand the verified staging folder to the service user and rename it into .versions.
+    Every path after `--`: none is read as an option."""
+    owner = f"chown -R -- {q(user + ':')} {q(staging)} 2>/dev/null || true; " if user else ""
+    return (f"set -e; {owner}chmod -R u=rwX,go=rX -- {q(staging)}; touch -- {q(staging + '/' + VERIFIED_MARK)}; "
+            f"mkdir -p -- {q(posixpath.dirname(version))}; rm -rf -- {q(version)}; mv -T -- {q(staging)} {q(version)}")
 
 
 def space_command(staging: str) -> str:
     """Bytes free on the filesystem that holds staging, then bytes already staged (a resume)."""
-    return (f"mkdir -p {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
+    return (f"mkdir -p -- {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
             f"du -sb -- {q(staging)} | cut -f1")
 
 
@@ -155,19 +175,31 @@ def check_space(ctx: HostContext, staging: str, total: int) -> None:
                          {"needed_bytes": need, "free_bytes": free, "total_bytes": total})
 
 
+def pull_command(cfg: HostConfig, staging: str, user: str | None, address: str, port: int, src_path: str) -> str:
+    """rsync run on the new host, pulling src_path from a peer: the operands after `--`, the
+    peer's user and address proven not to start with '-' (ssh, which rsync runs with them,
+    takes no `--` before its host), the source path absolute."""
+    plain_operand(address, "peer address")
+    if user:
+        plain_operand(user, "peer user")
+    if not src_path.startswith("/"):
+        raise HostFailed(f"weights source path {src_path!r} on the peer is not absolute")
+    key = cfg.weights_peer_ssh_key
+    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
+    remote = f"{user + '@' if user else ''}{address}:{src_path.rstrip('/')}/"
+    bw = f"--bwlimit={int(cfg.weights_bwlimit)} " if cfg.weights_bwlimit else ""
+    return (f"mkdir -p -- {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
+            f"-e {q(ssh + ' -p ' + str(int(port)))} -- {q(remote)} {q(staging + '/')}")
+
+
 def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
     """Run rsync on the new host, pulling from a host that holds a verified copy."""
     cfg: HostConfig = ctx.config
     _, version, staging = _paths(cfg, manifest_id)
     src_path = peer_path or _paths(peer.config, manifest_id)[1]
-    key = cfg.weights_peer_ssh_key
-    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
-    user = peer.host.user
-    remote = f"{user + '@' if user else ''}{peer.host.address}:{src_path.rstrip('/')}/"
     t0 = time.monotonic()
-    bw = f"--bwlimit={cfg.weights_bwlimit} " if cfg.weights_bwlimit else ""
-    r = ctx.run(f"mkdir -p {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
-                f"-e {q(ssh + ' -p ' + str(peer.host.port))} {q(remote)} {q(staging)}/", timeout=24 * 3600)
+    r = ctx.run(pull_command(cfg, staging, peer.host.user, peer.host.address, peer.host.port, src_path),
+                timeout=24 * 3600)
     if not r.ok:
         raise HostFailed(f"rsync from {peer.name} failed: {r.tail()}; a re-run resumes the copy")
     stats = TransferStats.parse(r.stdout)
@@ -180,7 +212,7 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: WeightsTot
     _, _, staging = _paths(cfg, src.manifest_id)
     assert src.controller_dir is not None
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
-    ctx.run(f"mkdir -p {q(staging)}")
+    ctx.run(f"mkdir -p -- {q(staging)}")
     t0 = time.monotonic()
     extra = ["--exclude", VERIFIED_MARK]
     if cfg.weights_bwlimit:
@@ -235,12 +267,13 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
                              f"deploy one model at a time")
         facts = host_facts(ctx, src.manifest_id)
         live, version, _ = _paths(cfg, src.manifest_id)
-        apply(ctx, directory_change(cfg.model_dir, facts["model_dir"], mode="0755"))
+        # a top-level model_dir (/tmp, /root, /etc) would get its mode changed: never
+        apply(ctx, directory_change(deep_path(cfg.model_dir, "model_dir"), facts["model_dir"], mode="0755"))
         state[ctx.name] = copy_state(version, facts["marker"], facts["link"])
         if state[ctx.name] == "live":
             ctx.record("weights", live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
         elif state[ctx.name] == "verified":
-            apply(ctx, symlink_change(live, version, facts["link"], notify=RESTART))
+            apply(ctx, _switch_link(cfg, live, version, facts["link"]))
 
     play.run_step("weights: check", probe, hosts=names)
 
