@@ -17,10 +17,10 @@ re-rendering with its name here and reloading nginx). Unknown names are an error
 Routing (see docs/lab-vllm-notes.md):
 - /health is answered by nginx itself (200 while nginx is up); backend readiness is checked
   on each host, not through the gateway.
-- /metrics (and everything under it) -> 404: scraped per host, never exposed.
-- only /v1/ is proxied; everything else -> 404. vLLM's --api-key/VLLM_API_KEY only guards
-  /v1, /v2 and /inference; its /invocations and other endpoints answer without a key, so
-  the gateway must not pass them.
+- only vLLM's inference API is proxied (the allow-list of vfleet/roles/gateway/endpoints.py:
+  /v1/chat/completions, /v1/completions, ...); everything else -> 404 with a JSON body:
+  /metrics (scraped per host), vLLM's administration under /v1 (/v1/load_lora_adapter), and
+  its endpoints outside /v1 and /v2 (/invocations, /tokenize), which its key does not guard.
 - /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
   body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
   model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
+from vfleet.roles.gateway.endpoints import api_path_map, path_model_map
 from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, nginx_quote
@@ -240,6 +241,11 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "verdicts": _verdicts(models),
         "messages": _messages(models),
         "models_json": models_json(models),
+        "api_paths": api_path_map(models),
+        "path_models": path_model_map(models),
+        "no_route_json": error_json("No such endpoint on this gateway (it serves the OpenAI API: "
+                                    "/v1/chat/completions, /v1/completions, /v1/models, ...).",
+                                    "not_found", None),
         "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
                                        "drained): retry later.", "model_unavailable", "model", "server_error"),
         "unauthorized_json": error_json("Invalid or missing API key.", "invalid_api_key", None,
