@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
+from vfleet.engine.errors import VfleetError
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play
 from vfleet.engine.systemd import journal_tail
@@ -44,6 +45,11 @@ class CurlHint:
         return self.command
 
 
+# Tasks that write a gateway's config (the gateway step, or a drain through it with --batch):
+# its checks run before they change anything on any host (check_gateways).
+GATEWAY_WRITERS = ("deploy", "service", "gateway")
+
+
 def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[Fleet, Play]:
     """The run's fleet and the play over the --limit selection. With a --batch (checked here,
     before anything runs) it also holds every gateway, for draining only: steps that
@@ -56,7 +62,26 @@ def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[F
         hosts += [g for g in fleet.gateways if g.name not in selected]
     play = make_play(name, fleet, hosts, opts)
     play.selected = selected
+    if name in GATEWAY_WRITERS:
+        check_gateways(play, fleet)
     return fleet, play
+
+
+def check_gateways(play: Play, fleet: Fleet) -> None:
+    """Every check the gateway step would make without its host, before anything connects:
+    each gateway of the play renders its config (served names, route prefixes, per-model
+    values) and, when the controller has nginx, `nginx -t` accepts it. A failure is an
+    operator error (exit 2): weights, install and service have not touched a host yet."""
+    from vfleet.roles.gateway.precheck import check_gateway, controller_nginx
+
+    names = gateway_names(play.hosts)
+    if not names:
+        return
+    bs, nginx = backends(fleet), controller_nginx()
+    for name in names:
+        why = check_gateway(play.contexts[name].config, bs, nginx)
+        if why:
+            raise VfleetError(f"gateway {name}: {why}; nothing was changed on any host")
 
 
 def _selected_gateways(play: Play) -> list[str]:

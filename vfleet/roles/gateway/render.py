@@ -46,7 +46,12 @@ GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
 # Fixed parts of the gateway (not inventory variables: nothing an operator has needed to vary).
 SERVER_NAME = "_"
 RATE_ZONE_NAME = "vfleet_vllm_per_client"
-UPSTREAM_ZONE_SIZE = "64k"
+# An upstream's shared-memory zone holds a peer per server: a fixed 64k held about 50 servers
+# (`nginx -t`, nginx 1.22: "ngx_slab_alloc() failed: no memory in upstream zone"), so a model
+# of 100 hosts failed on the gateway. Measured there: 784 KiB for 1,000 servers named by IPv4,
+# 840 KiB for 1,000 long IPv6 ones; sized with headroom per server and its name.
+ZONE_BASE_BYTES = 64 * 1024
+ZONE_BYTES_PER_SERVER = 1024
 BODY_BUFFER_UNLIMITED = "16m"
 KEEPALIVE = 32
 # vLLM's HTTP server (uvicorn) closes a connection idle this long: uvicorn's default, which
@@ -166,6 +171,12 @@ def upstream_keepalive_timeout(servers: Sequence[dict]) -> str:
     return f"{max(1, min(b['keep_alive_s'] for b in servers) - 1)}s"
 
 
+def upstream_zone_size(servers: Sequence[dict]) -> str:
+    """The zone of one model's upstream, for its servers (their peers and names)."""
+    need = ZONE_BASE_BYTES + sum(ZONE_BYTES_PER_SERVER + 2 * len(b["server"]) for b in servers)
+    return f"{-(-need // 1024)}k"
+
+
 def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
     out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port),
             "model": b.model, "weight": int(b.weight), "backup": bool(b.backup),
@@ -236,7 +247,8 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
     ctx = {
         "backends": bs,
         "models": [{"m": m, "servers": by_model[m.name], "name_word": nginx_quote(m.name),
-                    "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name])}
+                    "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name]),
+                    "zone_size": upstream_zone_size(by_model[m.name])}
                    for m in models],
         "verdicts": _verdicts(models),
         "messages": _messages(models),
@@ -265,7 +277,6 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "rate_per_client": _check("gateway_rate_limit", cfg.gateway_rate_limit, _RATE),
         "rate_burst": cfg.gateway_rate_burst,
         "rate_zone_size": RATE_ZONE_SIZE,
-        "upstream_zone_size": UPSTREAM_ZONE_SIZE,
         "proxy_connect_timeout": PROXY_CONNECT_TIMEOUT,
         "proxy_read_timeout": _seconds(cfg.gateway_read_timeout),
         "next_upstream_tries": NEXT_UPSTREAM_TRIES,
