@@ -59,7 +59,8 @@ def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[F
     selected = [h.name for h in hosts]
     if batch:
         batch_sizes(str(batch), 1)
-        hosts += [g for g in fleet.gateways if g.name not in selected]
+        chosen = set(selected)
+        hosts += [g for g in fleet.gateways if g.name not in chosen]
     play = make_play(name, fleet, hosts, opts)
     play.selected = selected
     if name in GATEWAY_WRITERS:
@@ -148,9 +149,10 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
         _warn_serving_restarted(play)
     if play.options.check:
         return
+    active = set(play.active)   # Play.active is a list: one lookup per host, not one scan
     deferred = [n for n in vllm_names(play.hosts)
-                if batch and n in play.active and _outcome(play, n).restart_deferred]
-    gws = [g for g in gateway_names(play.hosts) if g in play.active]
+                if batch and n in active and _outcome(play, n).restart_deferred]
+    gws = [g for g in gateway_names(play.hosts) if g in active]
     rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore)
     if not deferred:
         healed = rollout.converge() if gws else []
@@ -174,8 +176,9 @@ def _batch_budget(play: Play, among: list[str]) -> float:
     100, which would restart every batch on a unit that just failed), else 0."""
     if play.options.max_fail_percentage is not None:
         return float(play.options.max_fail_percentage)
+    chosen = set(among)
     set_ = [h.vars["max_fail_percentage"] for h in play.hosts
-            if h.name in among and h.sources.get("max_fail_percentage", "default") != "default"]
+            if h.name in chosen and h.sources.get("max_fail_percentage", "default") != "default"]
     return float(min(set_)) if set_ else 0.0
 
 
@@ -189,7 +192,8 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
         ctx.record("rollout", ctx.name, Status.SKIPPED,
                    f"not restarted: the batches stopped; {what} put back (what it serves)")
 
-    untried = [n for n in deferred if n in play.active and play.results[n].get(RolloutInfo) is None]
+    active = set(play.active)
+    untried = [n for n in deferred if n in active and play.results[n].get(RolloutInfo) is None]
     play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
 
 

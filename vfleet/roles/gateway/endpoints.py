@@ -2,14 +2,16 @@
 
 Why an allow-list: vLLM's API key guards every path under /v1, but behind /v1 it also serves
 administration, e.g. /v1/load_lora_adapter and /v1/unload_lora_adapter (with
-VLLM_ALLOW_RUNTIME_LORA_UPDATING), which load code-bearing adapters from a path the client
-names. Proxying "/v1/*" hands them to every holder of the clients' key. The gateway passes on
+VLLM_ALLOW_RUNTIME_LORA_UPDATING), which load into the serving engine whatever adapter a
+path or repository the client names holds. Proxying "/v1/*" hands them to every holder of
+the clients' key. The gateway passes on
 only the inference API below; any other path is answered 404 by nginx itself.
 
-The paths, from vLLM's routes (vllm-project/vllm, vllm/entrypoints/openai/api_server.py, the
-`@router.post(...)` / `@router.get(...)` lines of 0.5-0.11; from 0.12 the same paths in the
-per-API `api_router.py` modules; docs/serving/openai_compatible_server.md, "Supported APIs"):
-a path a pinned version does not serve answers vLLM's own 404 through the gateway.
+The paths, from vLLM's routes: vllm-project/vllm, vllm/entrypoints/openai/api_server.py (the
+`@router.post("/v1/...")` lines, e.g. `/v1/rerank` and `/v2/rerank` beside `do_rerank`, and
+`/v1/load_lora_adapter` under `if envs.VLLM_ALLOW_RUNTIME_LORA_UPDATING`; later versions keep
+the same paths in per-API `api_router.py` modules) and docs/serving/openai_compatible_server.md
+("Supported APIs": Completions, Chat, Embeddings, Transcriptions, Translations, Score, Re-rank).
 
 Left out on purpose: GET /v1/responses/{id} and its /cancel (a stored response lives on one
 host, and the gateway balances across the model's hosts with no body to route on); /tokenize,
@@ -26,18 +28,12 @@ from vfleet.config.quoting import nginx_quote
 
 __all__ = ["API_PATHS", "V1_ENDPOINTS", "api_path_map", "path_model_map"]
 
-# Under /v1/ (also behind /v1/<gateway_route_prefix>/): path -> the vLLM version that added it.
-V1_ENDPOINTS = {
-    "chat/completions": "0.5",
-    "completions": "0.5",
-    "embeddings": "0.5",
-    "models": "0.5",                  # the gateway answers GET /v1/models itself; /v1/<prefix>/models is proxied
-    "audio/transcriptions": "0.7.3",
-    "audio/translations": "0.8.5",
-    "score": "0.7",
-    "rerank": "0.7.1",
-    "responses": "0.10",
-}
+# Under /v1/ (also behind /v1/<gateway_route_prefix>/). Not every pinned version serves each
+# (transcriptions, score, rerank and responses came later than chat and completions): a path
+# the host's vLLM lacks answers vLLM's own 404 through the gateway.
+V1_ENDPOINTS = ("chat/completions", "completions", "embeddings",
+                "models",    # the gateway answers GET /v1/models itself; /v1/<prefix>/models is proxied
+                "audio/transcriptions", "audio/translations", "score", "rerank", "responses")
 # Outside /v1/ but guarded by the key (vLLM's key covers /v1, /v2 and /inference): Cohere's v2 rerank.
 OTHER_ENDPOINTS = ("/v2/rerank",)
 

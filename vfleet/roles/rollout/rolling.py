@@ -327,7 +327,8 @@ class Rollout:
 
     def run(self, batch_spec: str, max_fail_percentage: float) -> RolloutSummary:
         healed = self.converge()
-        hosts = [h for h in self.vllm_hosts if h in self.play.active]
+        active = set(self.play.active)   # a list: one scan per host would be quadratic
+        hosts = [h for h in self.vllm_hosts if h in active]
         sizes: dict[str, int] = {}
         for m in self.model_of.values():
             sizes[m] = sizes.get(m, 0) + 1
