@@ -3,7 +3,6 @@ and answers 404 with a JSON body for anything else: vLLM's administration under 
 (/v1/load_lora_adapter), its endpoints outside /v1 that its key does not guard, /metrics. Checked
 on the rendered text and on a real nginx on loopback in front of fake backends, including paths
 that nginx normalises (`..`, %-escapes, `//`): vLLM gets the checked path, never the raw one."""
-import http.client
 import json
 import shutil
 

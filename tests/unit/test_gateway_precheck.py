@@ -77,3 +77,86 @@ def test_nginx_t_accepts_one_model_of_2000_hosts():
     """A fixed 64k zone held about 50 servers: nginx -t failed for a model of 100 hosts."""
     bs = [Backend(f"gpu{i:05d}", f"10.1.{i // 256}.{i % 256}", 8000, "tiny", max_conns=8) for i in range(2000)]
     assert precheck.nginx_test(shutil.which("nginx"), gr.render_gateway(bs, GW)) is None
+
+
+# --- a controller without nginx: each gateway's own nginx -t, before any host changes -------------
+
+class _LocalConnection:
+    """Runs a command here with bash (what a gateway host would run over SSH), and records it."""
+
+    def __init__(self, seen: list, path: str | None = None):
+        self.seen, self.path = seen, path
+
+    def run(self, command: str, *, timeout=None, stdin=None):
+        import subprocess
+
+        from vfleet.engine.connection import CommandResult
+
+        env = {**os.environ, **({"PATH": self.path} if self.path is not None else {})}
+        self.seen.append(command)
+        r = subprocess.run(["bash", "-c", command], input=stdin, capture_output=True, text=True, env=env)
+        return CommandResult(command, r.returncode, r.stdout, r.stderr)
+
+    def close(self):
+        pass
+
+
+class _Ctx:
+    def __init__(self, conn, config=GW):
+        self.conn, self.config, self.records = conn, config, []
+
+    def run(self, command, *, timeout=None, stdin=None):
+        return self.conn.run(command, timeout=timeout, stdin=stdin)
+
+    def record(self, action, target, status, message=""):
+        self.records.append((action, status.value, message))
+
+
+@needs_nginx
+def test_on_host_check_runs_the_hosts_nginx_in_a_scratch_prefix():
+    seen: list = []
+    ctx = _Ctx(_LocalConnection(seen))
+    precheck.check_on_host(ctx, BACKENDS[:3])
+    assert ctx.records == [("nginx -t", "ok", "the new config passes this host's nginx -t")]
+    assert len(seen) == 1 and "mktemp -d /tmp/vfleet-nginx-t." in seen[0]
+
+
+@needs_nginx
+def test_on_host_check_refusal_is_nginx_words_in_one_line(monkeypatch):
+    monkeypatch.setattr(precheck, "render_gateway", lambda bs, cfg: "bogus_directive on;\n")
+    with pytest.raises(precheck.HostFailed, match=r'^nginx -t on the gateway rejects the new config: '
+                                                  r'unknown directive "bogus_directive" in conf\.d/vfleet-gateway\.conf:1$'):
+        precheck.check_on_host(_Ctx(_LocalConnection([])), BACKENDS[:1])
+
+
+def test_on_host_check_leaves_a_bare_gateway_to_its_step(tmp_path):
+    (tmp_path / "bin").mkdir()
+    for tool in ("sh", "bash", "mktemp", "mkdir", "cat", "sed", "rm", "printf"):
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), tmp_path / "bin" / tool)
+    ctx = _Ctx(_LocalConnection([], path=str(tmp_path / "bin")))
+    precheck.check_on_host(ctx, BACKENDS[:1])
+    assert ctx.records[0][:2] == ("nginx -t", "skipped") and "installs it" in ctx.records[0][2]
+
+
+@needs_nginx
+def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkeypatch, capsys):
+    """The only command any host ran before the refusal is the gateway's nginx -t."""
+    import vfleet.engine.runner
+    from vfleet.cli.main import program
+    from tests.unit.test_hostile_inputs import _inventory
+
+    seen: list = []
+    monkeypatch.setattr(precheck, "controller_nginx", lambda: None)
+    monkeypatch.setattr(vfleet.engine.runner, "open_connection", lambda *a, **k: _LocalConnection(seen))
+    real = precheck.render_gateway
+    monkeypatch.setattr(precheck, "render_gateway",
+                        lambda bs, cfg: real(bs, cfg).replace("least_conn;", "least_conn bogus;"))
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(SystemExit) as exc:
+        program.run(["vfleet", "deploy", "--inventory", str(_inventory({}, tmp_path))])
+    out = capsys.readouterr()
+    assert exc.value.code == 2, out
+    assert "error: gateway gw01: nginx -t on the gateway rejects the new config: invalid number of arguments " \
+           "in \"least_conn\" directive" in out.err and "nothing was changed on any host" in out.err
+    assert len(seen) == 1 and "nginx -t" in seen[0]

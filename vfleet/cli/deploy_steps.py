@@ -69,11 +69,12 @@ def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[F
 
 
 def check_gateways(play: Play, fleet: Fleet) -> None:
-    """Every check the gateway step would make without its host, before anything connects:
-    each gateway of the play renders its config (served names, route prefixes, per-model
-    values) and, when the controller has nginx, `nginx -t` accepts it. A failure is an
-    operator error (exit 2): weights, install and service have not touched a host yet."""
-    from vfleet.roles.gateway.precheck import check_gateway, controller_nginx
+    """Every check the gateway step can make before any host changes: each gateway of the play
+    renders its config (served names, route prefixes, per-model values) and `nginx -t` accepts
+    it, on the controller when it has nginx (before anything connects), else on the gateway
+    itself (read only, in a scratch directory). A refusal is an operator error (exit 2):
+    weights, install and service have not touched a host yet."""
+    from vfleet.roles.gateway.precheck import check_gateway, check_on_host, controller_nginx
 
     names = gateway_names(play.hosts)
     if not names:
@@ -83,6 +84,12 @@ def check_gateways(play: Play, fleet: Fleet) -> None:
         why = check_gateway(play.contexts[name].config, bs, nginx)
         if why:
             raise VfleetError(f"gateway {name}: {why}; nothing was changed on any host")
+    if nginx is None:
+        play.run_step("gateway: nginx -t before any change", lambda ctx: check_on_host(ctx, bs), hosts=names)
+        for name in names:      # an unreachable gateway is left to its step, as before
+            failed = [s for s in play.results[name].steps if s.status is Status.FAILED]
+            if failed:
+                raise VfleetError(f"gateway {name}: {failed[-1].message}; nothing was changed on any host")
 
 
 def _selected_gateways(play: Play) -> list[str]:

@@ -11,12 +11,15 @@ What only the gateway host can tell stays with its step: that it resolves the ba
 names (nginx resolves `server` names when it loads), that it can listen on its address, and
 the drained hosts and caps of its state files (they change only `down` and `max_conns`). For
 the controller's nginx -t, host names are given 127.0.0.1 and the listeners a free loopback
-port; the rest of the file is tested as written."""
+port; the rest of the file is tested as written. A controller without nginx has each gateway
+test the file with its own nginx instead (check_on_host), in a scratch prefix, before any
+host changes; a bare gateway without nginx yet is left to its step."""
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -24,10 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["check_gateway", "controller_nginx", "nginx_test"]
+__all__ = ["check_gateway", "check_on_host", "controller_nginx", "nginx_test"]
 
 NGINX_TEST_TIMEOUT_S = 120
 
@@ -84,11 +89,7 @@ def nginx_test(nginx: str, conf_text: str) -> str | None:
         root = Path(tmp)
         (root / "conf.d").mkdir()
         (root / "conf.d" / Path(GATEWAY_CONF_PATH).name).write_text(conf_text)
-        temp_paths = " ".join(f"{kind}_temp_path {root}/{kind};" for kind in
-                              ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        (root / "nginx.conf").write_text(
-            f"pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{ worker_connections 64; }}\n"
-            f"http {{\n access_log off;\n {temp_paths}\n include {root}/conf.d/*.conf;\n}}\n")
+        (root / "nginx.conf").write_text(minimal_nginx_conf(str(root)))
         try:
             r = subprocess.run([nginx, "-t", "-q", "-p", str(root), "-c", str(root / "nginx.conf")],
                                capture_output=True, text=True, timeout=NGINX_TEST_TIMEOUT_S)
@@ -96,6 +97,52 @@ def nginx_test(nginx: str, conf_text: str) -> str | None:
             return f"could not run it: {type(exc).__name__}: {exc}"
         if r.returncode == 0:
             return None
-        lines = ([ln for ln in r.stderr.splitlines() if re.search(r"\[(emerg|crit|alert)\]", ln)]
-                 or r.stderr.splitlines() or ["(no output)"])
-        return re.sub(r"^.*?\[\w+\] \d+#\d+: ", "", lines[0]).replace(str(root) + "/", "")
+        return first_error(r.stderr, re.escape(str(root)))
+
+
+def minimal_nginx_conf(root: str) -> str:
+    """An nginx.conf whose http{} includes `root`/conf.d/*.conf, as Debian's includes conf.d,
+    with every path nginx writes inside `root`."""
+    temp_paths = " ".join(f"{kind}_temp_path {root}/{kind};" for kind in ("client_body", "proxy", "fastcgi",
+                                                                          "uwsgi", "scgi"))
+    return (f"pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{ worker_connections 64; }}\n"
+            f"http {{\n access_log off;\n {temp_paths}\n include {root}/conf.d/*.conf;\n}}\n")
+
+
+def first_error(output: str, scratch: str) -> str:
+    """nginx's first error of `nginx -t` as one line, without its scratch directory (a regex)."""
+    lines = ([ln for ln in output.splitlines() if re.search(r"\[(emerg|crit|alert)\]", ln)]
+             or [ln for ln in output.splitlines() if ln.strip()] or ["(no output)"])
+    return re.sub(scratch + "/", "", re.sub(r"^.*?\[\w+\] \d+#\d+: ", "", lines[0]))
+
+
+# On a gateway host: the new config (stdin) in a scratch prefix, tested by the host's nginx (its
+# resolver, its addresses); nothing of the running nginx is touched. Without nginx (a bare
+# gateway) it says so: the gateway step installs nginx and tests the config then.
+NO_NGINX = "vfleet: nginx is not installed"
+SCRATCH = "@VFLEET_SCRATCH@"
+ON_HOST_SCRIPT = (
+    f"command -v nginx >/dev/null 2>&1 || {{ echo {shlex.quote(NO_NGINX)}; exit 0; }}\n"
+    "d=$(mktemp -d /tmp/vfleet-nginx-t.XXXXXX) || exit 1\n"
+    "trap 'rm -rf -- \"$d\"' EXIT\n"
+    f"mkdir \"$d/conf.d\" && cat > \"$d/conf.d/{Path(GATEWAY_CONF_PATH).name}\" || exit 1\n"
+    f"printf '%s' {shlex.quote(minimal_nginx_conf(SCRATCH))} | sed \"s|{SCRATCH}|$d|g\" > \"$d/nginx.conf\" || exit 1\n"
+    "nginx -t -q -p \"$d\" -c \"$d/nginx.conf\" 2>&1\n")
+
+
+def check_on_host(ctx: HostContext, backends: Sequence[Backend]) -> None:
+    """Step body, for a controller without nginx: the gateway's own nginx tests the config it
+    will get, before any host changes (HostFailed with nginx's words when it refuses)."""
+    try:
+        text = render_gateway(backends, ctx.config)
+    except GatewayRenderError as exc:
+        raise HostFailed(f"cannot render the gateway config: {exc}") from None
+    r = ctx.run(f"sh -c {shlex.quote(ON_HOST_SCRIPT)}", stdin=text, timeout=NGINX_TEST_TIMEOUT_S)
+    if NO_NGINX in r.stdout:
+        ctx.record("nginx -t", GATEWAY_CONF_PATH, Status.SKIPPED, "nginx is not installed yet: the gateway step "
+                   "installs it and tests the config then")
+    elif r.timed_out or not r.ok:
+        why = first_error(r.stdout + r.stderr, r"/tmp/vfleet-nginx-t\.\w+")
+        raise HostFailed(f"nginx -t on the gateway rejects the new config: {why}")
+    else:
+        ctx.record("nginx -t", GATEWAY_CONF_PATH, Status.OK, "the new config passes this host's nginx -t")
