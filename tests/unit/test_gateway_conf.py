@@ -42,9 +42,9 @@ def test_upstream_and_drain_markers():
                    "proxy_read_timeout 600s;", "client_max_body_size 10m;",
                    "limit_req_zone $binary_remote_addr zone=vfleet_vllm_per_client:10m rate=20r/s;",
                    "limit_req zone=vfleet_vllm_per_client burst=40 nodelay;",
-                   "location = /health", "location ^~ /metrics", "listen 80 default_server;",
+                   "location = /health", "location ~ ^/v[12]/", "listen 80 default_server;",
                    "server_name _;", "upstream vfleet_model_1 {", "ok_1 vfleet_model_1;",
-                   "proxy_pass http://$vfleet_upstream;"):
+                   "proxy_pass http://$vfleet_upstream$vfleet_api_path$is_args$args;"):
         assert needle in conf, needle
 
 
@@ -98,13 +98,13 @@ def test_fixed_parts_are_module_constants_not_variables():
     assert "upstream vfleet_model_1 {" in conf
     assert f"keepalive {gr.KEEPALIVE};" in conf
     assert f"server_name {gr.SERVER_NAME};" in conf
-    # only /v1/ is proxied (and the key check of /v1/models); /health, /metrics and the
-    # rest are nginx's own
-    assert _locations(conf) == ["= /health", "^~ /metrics", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
+    # only the allow-listed API under /v1 and /v2 is proxied (and the key check of
+    # /v1/models); /health and the rest are nginx's own
+    assert _locations(conf) == ["= /health", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
                                 "= /_vfleet_body", "@vfleet_answer", "@vfleet_unavailable", "@vfleet_unauthorized",
-                                "/v1/", "/", "= /stub_status", "/"]
+                                "~ ^/v[12]/", "/", "= /stub_status", "/"]
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vfleet_reject", "http://vfleet_model_1/v1/models",
-                                                     "http://$vfleet_upstream"]
+                                                     "http://$vfleet_upstream$vfleet_api_path$is_args$args"]
     # removed on purpose: no longer inventory variables
     for name in ("gateway_allowed_prefixes", "gateway_upstream_name", "gateway_rate_per_client",
                  "gateway_proxy_read_timeout", "gateway_listen"):

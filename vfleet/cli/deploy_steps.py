@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
+from vfleet.engine.errors import VfleetError
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play
 from vfleet.engine.systemd import journal_tail
@@ -45,6 +46,11 @@ class CurlHint:
         return self.command
 
 
+# Tasks that write a gateway's config (the gateway step, or a drain through it with --batch):
+# its checks run before they change anything on any host (check_gateways).
+GATEWAY_WRITERS = ("deploy", "service", "gateway")
+
+
 def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[Fleet, Play]:
     """The run's fleet and the play over the --limit selection. With a --batch (checked here,
     before anything runs) it also holds every gateway, for draining only: steps that
@@ -54,10 +60,37 @@ def open_play(name: str, opts: TaskOptions, batch: str | None = None) -> tuple[F
     selected = [h.name for h in hosts]
     if batch:
         batch_sizes(str(batch), 1)
-        hosts += [g for g in fleet.gateways if g.name not in selected]
+        chosen = set(selected)
+        hosts += [g for g in fleet.gateways if g.name not in chosen]
     play = make_play(name, fleet, hosts, opts)
     play.selected = selected
+    if name in GATEWAY_WRITERS:
+        check_gateways(play, fleet)
     return fleet, play
+
+
+def check_gateways(play: Play, fleet: Fleet) -> None:
+    """Every check the gateway step can make before any host changes: each gateway of the play
+    renders its config (served names, route prefixes, per-model values) and `nginx -t` accepts
+    it, on the controller when it has nginx (before anything connects), else on the gateway
+    itself (read only, in a scratch directory). A refusal is an operator error (exit 2):
+    weights, install and service have not touched a host yet."""
+    from vfleet.roles.gateway.precheck import check_gateway, check_on_host, controller_nginx
+
+    names = gateway_names(play.hosts)
+    if not names:
+        return
+    bs, nginx = backends(fleet), controller_nginx()
+    for name in names:
+        why = check_gateway(play.contexts[name].config, bs, nginx)
+        if why:
+            raise VfleetError(f"gateway {name}: {why}; nothing was changed on any host")
+    if nginx is None:
+        play.run_step("gateway: nginx -t before any change", lambda ctx: check_on_host(ctx, bs), hosts=names)
+        for name in names:      # an unreachable gateway is left to its step, as before
+            failed = [s for s in play.results[name].steps if s.status is Status.FAILED]
+            if failed:
+                raise VfleetError(f"gateway {name}: {failed[-1].message}; nothing was changed on any host")
 
 
 def _selected_gateways(play: Play) -> list[str]:
@@ -131,9 +164,10 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
         _warn_serving_restarted(play)
     if play.options.check:
         return
+    active = set(play.active)   # Play.active is a list: one lookup per host, not one scan
     deferred = [n for n in vllm_names(play.hosts)
-                if batch and n in play.active and _outcome(play, n).restart_deferred]
-    gws = [g for g in gateway_names(play.hosts) if g in play.active]
+                if batch and n in active and _outcome(play, n).restart_deferred]
+    gws = [g for g in gateway_names(play.hosts) if g in active]
     rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore)
     if not deferred:
         healed = rollout.converge() if gws else []
@@ -157,8 +191,9 @@ def _batch_budget(play: Play, among: list[str]) -> float:
     100, which would restart every batch on a unit that just failed), else 0."""
     if play.options.max_fail_percentage is not None:
         return float(play.options.max_fail_percentage)
+    chosen = set(among)
     set_ = [h.vars["max_fail_percentage"] for h in play.hosts
-            if h.name in among and h.sources.get("max_fail_percentage", "default") != "default"]
+            if h.name in chosen and h.sources.get("max_fail_percentage", "default") != "default"]
     return float(min(set_)) if set_ else 0.0
 
 
@@ -172,7 +207,8 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
         ctx.record("rollout", ctx.name, Status.SKIPPED,
                    f"not restarted: the batches stopped; {what} put back (what it serves)")
 
-    untried = [n for n in deferred if n in play.active and play.results[n].get(RolloutInfo) is None]
+    active = set(play.active)
+    untried = [n for n in deferred if n in active and play.results[n].get(RolloutInfo) is None]
     play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
 
 

@@ -36,8 +36,9 @@ def _rollout_play(name: str, opts: TaskOptions) -> tuple[Fleet, Play, list[str],
                           + (f" by --limit {opts.limit}" if opts.limit else ""))
     # every vLLM host is in the play (drained ones may need undraining) but only the
     # selected ones are restarted
-    others = [h for h in fleet.vllm_hosts if h.name not in vllm]
-    hosts = [h for h in selected if VLLM_GROUP in h.groups] + others + [g for g in gws if g.name not in vllm]
+    chosen = set(vllm)   # a set: a list here made a rollout over 100,000 hosts quadratic
+    others = [h for h in fleet.vllm_hosts if h.name not in chosen]
+    hosts = [h for h in selected if VLLM_GROUP in h.groups] + others + [g for g in gws if g.name not in chosen]
     play = make_play(name, fleet, hosts, opts)
     return fleet, play, vllm, [g.name for g in gws]
 
@@ -79,7 +80,8 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     with locked(play):  # taken before the install: nothing changes on a fleet another run holds
         play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False),
                       hosts=vllm)
-        r = _rollout(fleet, play, [h for h in vllm if h in play.active], gws, upgrade=True,
+        active = set(play.active)
+        r = _rollout(fleet, play, [h for h in vllm if h in active], gws, upgrade=True,
                      drain_timeout=float(drain_timeout))
         summary = r.run(str(batch), float(max_fail_percentage))
         play.note(summary)
@@ -98,7 +100,10 @@ def _drain_task(name: str, host: str, opts: TaskOptions, drained: bool) -> None:
         raise VfleetError(f"no host in group '{GATEWAY_GROUP}' in {inv.path}: nothing to drain from")
     play = make_play(name, fleet, gws, opts)
     bs = backends(fleet)
-    model = next(b.model for b in bs if b.name == host)
+    model = next((b.model for b in bs if b.name == host), None)
+    if model is None:   # a multi-host replica's worker: the gateways route to its head only
+        raise VfleetError(f"--host {host}: not behind the gateways (a replica's worker in {inv.path}); "
+                          "drain the replica's head")
     peers = {b.name for b in bs if b.model == model}   # the last healthy host is judged per model
 
     def step(ctx: HostContext) -> None:

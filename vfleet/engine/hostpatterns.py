@@ -12,15 +12,27 @@ import itertools
 import math
 import re
 import string
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from vfleet.engine.errors import VfleetError
 
 __all__ = ["expand_host_range", "has_host_range", "host_range_size", "match_limit",
-           "split_limit", "quoted", "MAX_LIMIT_RANGE"]
+           "split_limit", "quoted", "MAX_LIMIT_RANGE", "MAX_LIMIT_REGEX"]
 
 # A --limit range is compared with the inventory's names, so it is expanded; this bounds it.
 MAX_LIMIT_RANGE = 1_000_000
+# A `~regex` term runs on every host and group name with Python's backtracking `re`, which has
+# no time limit: a pattern such as `(a+)+$` takes exponential time on a name of 30 a's. So a
+# regex is short (names are: DNS allows 253 characters) and the shapes that backtrack
+# without bound are refused before it runs (`_regex_hazard`).
+MAX_LIMIT_REGEX = 200
+MAX_REGEX_REPEATS = 3       # `a*a*a*b` on a 253-character name: 15 ms; a fourth multiplies that
+LIMIT_REGEX_SECONDS = 10.0  # and, whatever slipped through, a regex gives up after this long
+# Each glob or regex term is tried on every name; exact names and groups are looked up.
+MAX_LIMIT_PATTERNS = 100
+MAX_LIMIT_LENGTH = 100_000
 
 # One bracketed range: [start:end] or [start:end:step]; start may be empty (= 0), as in Ansible.
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
@@ -151,21 +163,82 @@ def split_limit(limit: str) -> list[str]:
     return [t.strip() for t in terms if t.strip()]
 
 
-def _match_term(term: str, hosts: list[str], groups: dict[str, list[str]]) -> list[str]:
+# What a regex is read as by `_regex_hazard`: an escape, a character class, a group's start
+# (with its extension, e.g. `(?:`), a group's end, a quantifier, an alternation bar.
+_REGEX_TOKEN = re.compile(r"\\(?:\d+|.)|\[\^?\]?(?:\\.|[^\]\\])*\]|\((?:\?P?<?[=!]?[A-Za-z_]*>?:?)?"
+                          r"|\)|\{\d*(?:,\d*)?\}\??|[*+?]\??|\||.", re.S)
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=")
+
+
+def _regex_hazard(pattern: str) -> str | None:
+    """Why `pattern` could backtrack without bound, or None. Refused: a backreference, and a
+    repeated group that itself holds a repetition or an alternation (`(a+)+`, `(a|a)*`,
+    `(.*x){9}`): the classic catastrophic shapes. Repetitions side by side (`a*a*`) stay
+    polynomial, and names are short."""
+    if _BACKREF.search(pattern):
+        return "backreferences are not allowed"
+    stack: list[bool] = []       # per open group: does it hold a repetition or a '|'?
+    closed = False                # the previous token closed a group that holds one
+    tokens = _REGEX_TOKEN.findall(pattern)
+    if sum(tok[0] in "*+{" and tok != "{}" for tok in tokens) > MAX_REGEX_REPEATS:
+        return (f"more than {MAX_REGEX_REPEATS} repetitions (*, +, {{m,n}}): each one more multiplies "
+                "the work by the name's length")
+    for tok in tokens:
+        repeat = tok[0] in "*+?" or (tok[0] == "{" and tok != "{}")
+        if repeat and closed and tok[0] != "?":   # an optional group runs once or not at all
+            return "a repeated group holds a repetition or an alternation (nested quantifiers)"
+        closed = False
+        if tok.startswith("("):
+            stack.append(False)
+        elif tok == ")" and stack:
+            closed = stack.pop()
+            if stack:
+                stack[-1] = stack[-1] or closed
+        elif (repeat or tok == "|") and stack:
+            stack[-1] = True
+    return None
+
+
+def _compile_limit_regex(term: str) -> re.Pattern:
+    """A `~regex` term, checked: its length, its shape, its syntax (one-line errors)."""
+    pattern = term[1:]
+    if len(pattern) > MAX_LIMIT_REGEX:
+        raise VfleetError(f"--limit {quoted(term)}: a regular expression may have at most "
+                          f"{MAX_LIMIT_REGEX} characters; use a shorter one or a glob such as 'gpu*'")
+    hazard = _regex_hazard(pattern)
+    if hazard:
+        raise VfleetError(f"--limit {quoted(term)}: refused, it could run for hours ({hazard}); "
+                          "write it without that, or use a glob such as 'gpu*'")
+    try:
+        return re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise VfleetError(f"--limit {quoted(term)}: bad regular expression: {exc}") from None
+
+
+def _timed(term: str, rx: re.Pattern) -> Callable[[str], bool]:
+    """rx.match with a deadline over all the names it is tried on: one line, not a hung run."""
+    deadline = time.monotonic() + LIMIT_REGEX_SECONDS
+
+    def match(name: str) -> bool:
+        if time.monotonic() > deadline:
+            raise VfleetError(f"--limit {quoted(term)}: the regular expression took more than "
+                              f"{LIMIT_REGEX_SECONDS:g} s over the inventory's names; simplify it or use a glob")
+        return rx.match(name) is not None
+    return match
+
+
+def _match_term(term: str, hosts: list[str], host_set: set[str], groups: dict[str, list[str]]) -> list[str]:
     """Hosts one positive term names: exact group/host, '~regex', range, or fnmatch glob."""
     if term in ("all", "*"):
         return list(hosts)
     if term in groups:
         return list(groups[term])
-    if term in hosts:
+    if term in host_set:
         return [term]
     if term.startswith("~"):
-        try:
-            rx = re.compile(term[1:])
-        except re.error as exc:
-            raise VfleetError(f"--limit {quoted(term)}: bad regular expression: {exc}") from None
-        found = [g for g in groups if rx.match(g)]
-        return _union([h for h in hosts if rx.match(h)], *(groups[g] for g in found))
+        match = _timed(term, _compile_limit_regex(term))
+        found = [g for g in groups if match(g)]
+        return _union([h for h in hosts if match(h)], *(groups[g] for g in found))
     if has_host_range(term):
         try:
             if host_range_size(term) > MAX_LIMIT_RANGE:
@@ -202,15 +275,23 @@ def match_limit(
     nothing is an error (Ansible only warns): a typo in `!gpu07` would otherwise run on the
     host the operator meant to spare. `source` names the inventory in that error.
     """
+    if len(limit) > MAX_LIMIT_LENGTH:
+        raise VfleetError(f"--limit has {len(limit):,} characters, more than {MAX_LIMIT_LENGTH:,}; "
+                          "name groups instead of hosts")
     terms = split_limit(limit)
     if not terms:
         raise VfleetError("--limit is empty; give host or group names, globs or '~regex'")
+    host_set = set(hosts)
+    patterns = [t for t in terms if t.lstrip("!&") not in groups and t.lstrip("!&") not in host_set]
+    if len(patterns) > MAX_LIMIT_PATTERNS:
+        raise VfleetError(f"--limit has {len(patterns)} globs, regexes or ranges, more than "
+                          f"{MAX_LIMIT_PATTERNS} (each is tried on every host); name groups instead")
     plain = [t for t in terms if t[0] not in "!&"]
     inter = [t[1:] for t in terms if t[0] == "&"]
     excl = [t[1:] for t in terms if t[0] == "!"]
     matched: dict[str, list[str]] = {}
     for term in plain + inter + excl:
-        found = _match_term(term, hosts, groups)
+        found = _match_term(term, hosts, host_set, groups)
         if not found:
             raise VfleetError(_no_match_message(term, hosts, groups, source))
         matched[term] = found

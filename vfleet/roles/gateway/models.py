@@ -52,9 +52,11 @@ class Model:
 
 
 def _one(name: str, what: str, values: dict[str, object]) -> object:
-    distinct = {json.dumps(v) for v in values.values()}
-    if len(distinct) > 1:
-        shown = ", ".join(f"{h}={v!r}" for h, v in values.items())
+    first: dict[str, str] = {}   # each distinct value and the first host that has it
+    for host, v in values.items():
+        first.setdefault(json.dumps(v), host)
+    if len(first) > 1:
+        shown = ", ".join(f"{h}={values[h]!r}" for h in list(first.values())[:4])  # a line, even for 100,000 hosts
         raise ModelError(f"model {name!r}: its hosts disagree on {what} ({shown}); set it once "
                          f"in the model group's group_vars")
     return next(iter(values.values()))
@@ -72,7 +74,8 @@ def group_models(backends: Sequence) -> list[Model]:
     prefixes: dict[str, str] = {}
     for i, (name, bs) in enumerate(by_name.items(), 1):
         if all(b.backup for b in bs):
-            raise ModelError(f"model {name!r}: every host ({', '.join(b.name for b in bs)}) is "
+            hosts = ", ".join(b.name for b in bs[:4]) + (f" and {len(bs) - 4} more" if len(bs) > 4 else "")
+            raise ModelError(f"model {name!r}: every host ({hosts}) is "
                              "gateway_backup: at least one must serve normally")
         prefix = _one(name, "gateway_route_prefix", {b.name: b.route_prefix for b in bs})
         if prefix is not None:

@@ -19,7 +19,8 @@ from vfleet.roles.gateway.caps import CAPS_STATE, GatewayCaps
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["DRAINED_STATE", "facts_for", "plan", "read_drained", "configure", "set_drained", "apply_config"]
+__all__ = ["DRAINED_STATE", "facts_for", "plan", "plan_config", "read_drained", "configure", "set_drained",
+           "apply_config"]
 
 DRAINED_STATE = "/var/lib/vfleet/drained-hosts"
 DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
@@ -73,11 +74,12 @@ def read_drained(ctx: HostContext) -> set[str]:
     return drained_names(gather(ctx, {"drained": FileFact(DRAINED_STATE, with_content=True)}))
 
 
-def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str] | None = None) -> None:
-    """Render for the hosts not drained (the state file's set, or `drained` to set it) and
-    apply. A config nginx -t rejects fails the host with nginx's words."""
-    cfg: HostConfig = ctx.config
-    facts = gather(ctx, facts_for(diff=ctx.diff))
+def plan_config(cfg: HostConfig, backends: Sequence[Backend], facts: Mapping[str, Any],
+                drained: set[str] | None = None) -> list[Change]:
+    """The changes for this gateway from its facts (pure, no SSH: what a drain or an undrain
+    computes on the controller, linear in the hosts; benchmarks/render_scale.py times it):
+    rendered for the hosts not drained (the state file's set, or `drained` to set it) with
+    the caps the gateway keeps."""
     names = {b.name for b in backends}
     down = (drained if drained is not None else drained_names(facts)) & names
     backends = GatewayCaps.parse(facts["caps"].content).kept(backends)
@@ -85,7 +87,12 @@ def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str
         text = render_gateway(backends, cfg, drained=down)
     except GatewayRenderError as exc:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
-    changes = plan(cfg, text, facts, drained=drained, caps=GatewayCaps.of(backends))
+    return plan(cfg, text, facts, drained=drained, caps=GatewayCaps.of(backends))
+
+
+def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str] | None = None) -> None:
+    """Gather, plan and apply. A config nginx -t rejects fails the host with nginx's words."""
+    changes = plan_config(ctx.config, backends, gather(ctx, facts_for(diff=ctx.diff)), drained)
     if not changes:
         ctx.record("nginx config", GATEWAY_CONF_PATH, Status.OK)
     apply(ctx, changes)

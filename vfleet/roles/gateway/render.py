@@ -17,10 +17,10 @@ re-rendering with its name here and reloading nginx). Unknown names are an error
 Routing (see docs/lab-vllm-notes.md):
 - /health is answered by nginx itself (200 while nginx is up); backend readiness is checked
   on each host, not through the gateway.
-- /metrics (and everything under it) -> 404: scraped per host, never exposed.
-- only /v1/ is proxied; everything else -> 404. vLLM's --api-key/VLLM_API_KEY only guards
-  /v1, /v2 and /inference; its /invocations and other endpoints answer without a key, so
-  the gateway must not pass them.
+- only vLLM's inference API is proxied (the allow-list of vfleet/roles/gateway/endpoints.py:
+  /v1/chat/completions, /v1/completions, ...); everything else -> 404 with a JSON body:
+  /metrics (scraped per host), vLLM's administration under /v1 (/v1/load_lora_adapter), and
+  its endpoints outside /v1 and /v2 (/invocations, /tokenize), which its key does not guard.
 - /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
   body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
   model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
+from vfleet.roles.gateway.endpoints import api_path_map, path_model_map
 from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, nginx_quote
@@ -45,7 +46,12 @@ GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
 # Fixed parts of the gateway (not inventory variables: nothing an operator has needed to vary).
 SERVER_NAME = "_"
 RATE_ZONE_NAME = "vfleet_vllm_per_client"
-UPSTREAM_ZONE_SIZE = "64k"
+# An upstream's shared-memory zone holds a peer per server: a fixed 64k held about 50 servers
+# (`nginx -t`, nginx 1.22: "ngx_slab_alloc() failed: no memory in upstream zone"), so a model
+# of 100 hosts failed on the gateway. Measured there: 784 KiB for 1,000 servers named by IPv4,
+# 840 KiB for 1,000 long IPv6 ones; sized with headroom per server and its name.
+ZONE_BASE_BYTES = 64 * 1024
+ZONE_BYTES_PER_SERVER = 1024
 BODY_BUFFER_UNLIMITED = "16m"
 KEEPALIVE = 32
 # vLLM's HTTP server (uvicorn) closes a connection idle this long: uvicorn's default, which
@@ -165,15 +171,23 @@ def upstream_keepalive_timeout(servers: Sequence[dict]) -> str:
     return f"{max(1, min(b['keep_alive_s'] for b in servers) - 1)}s"
 
 
+def upstream_zone_size(servers: Sequence[dict]) -> str:
+    """The zone of one model's upstream, for its servers (their peers and names)."""
+    need = ZONE_BASE_BYTES + sum(ZONE_BYTES_PER_SERVER + 2 * len(b["server"]) for b in servers)
+    return f"{-(-need // 1024)}k"
+
+
 def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
     out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port),
             "model": b.model, "weight": int(b.weight), "backup": bool(b.backup),
             "max_conns": None if b.max_conns is None else int(b.max_conns),
             "keep_alive_s": int(b.keep_alive_s)} for b in backends]
-    names = [b["name"] for b in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    seen: set[str] = set()
+    dup: set[str] = set()
+    for b in out:  # one pass (a count per name was quadratic: 399 s for 100,000 hosts)
+        (dup if b["name"] in seen else seen).add(b["name"])
     if dup:
-        raise GatewayRenderError(f"duplicate backend names: {', '.join(dup)}")
+        raise GatewayRenderError(f"duplicate backend names: {', '.join(sorted(dup))}")
     return out
 
 
@@ -209,10 +223,11 @@ def _messages(models: Sequence[Model]) -> dict[str, str]:
 def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = ()) -> str:
     """The text of the gateway's conf.d file, for the gateway host `cfg`."""
     bs = normalize_backends(backends)
+    drained = set(drained)
     if not bs:
         raise GatewayRenderError("no backends: an upstream needs at least one server")
     names = {b["name"] for b in bs}
-    unknown = sorted(set(drained) - names)
+    unknown = sorted(drained - names)
     if unknown:
         raise GatewayRenderError(f"drained hosts not among the backends: {', '.join(unknown)}")
     for b in bs:
@@ -226,14 +241,23 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
     # a larger body is spooled to a file, where the maps cannot read it (404 model_not_found)
     buffer = (f"{int(body_size[:-1]) * 1024}m" if body_size[-1] in "gG" else
               BODY_BUFFER_UNLIMITED if body_size.rstrip("kKmM") == "0" else body_size)
+    by_model: dict[str, list[dict]] = {}
+    for b in bs:  # grouped in one pass, not one scan of the hosts per model
+        by_model.setdefault(b["model"], []).append(b)
     ctx = {
         "backends": bs,
-        "models": [{"m": m, "servers": servers, "name_word": nginx_quote(m.name),
-                    "keepalive_timeout": upstream_keepalive_timeout(servers)}
-                   for m in models for servers in [[b for b in bs if b["model"] == m.name]]],
+        "models": [{"m": m, "servers": by_model[m.name], "name_word": nginx_quote(m.name),
+                    "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name]),
+                    "zone_size": upstream_zone_size(by_model[m.name])}
+                   for m in models],
         "verdicts": _verdicts(models),
         "messages": _messages(models),
         "models_json": models_json(models),
+        "api_paths": api_path_map(models),
+        "path_models": path_model_map(models),
+        "no_route_json": error_json("No such endpoint on this gateway (it serves the OpenAI API: "
+                                    "/v1/chat/completions, /v1/completions, /v1/models, ...).",
+                                    "not_found", None),
         "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
                                        "drained): retry later.", "model_unavailable", "model", "server_error"),
         "unauthorized_json": error_json("Invalid or missing API key.", "invalid_api_key", None,
@@ -253,7 +277,6 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "rate_per_client": _check("gateway_rate_limit", cfg.gateway_rate_limit, _RATE),
         "rate_burst": cfg.gateway_rate_burst,
         "rate_zone_size": RATE_ZONE_SIZE,
-        "upstream_zone_size": UPSTREAM_ZONE_SIZE,
         "proxy_connect_timeout": PROXY_CONNECT_TIMEOUT,
         "proxy_read_timeout": _seconds(cfg.gateway_read_timeout),
         "next_upstream_tries": NEXT_UPSTREAM_TRIES,

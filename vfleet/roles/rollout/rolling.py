@@ -75,10 +75,12 @@ def plan_batches(spec: str, hosts: list[str], models: Mapping[str, str] | None =
     groups: dict[str, list[str]] = {}
     for h in hosts:
         groups.setdefault(models[h], []).append(h)
-    per_model = [_batches(spec, hs, (group_sizes or {}).get(m, len(hs))) for m, hs in groups.items()]
-    out = []
-    for n in range(max((len(b) for b in per_model), default=0)):
-        out.append([h for b in per_model if n < len(b) for h in b[n]])
+    out: list[list[str]] = []
+    for m, hs in groups.items():  # each model's n-th batch joins batch n: one pass over the hosts
+        for n, batch in enumerate(_batches(spec, hs, (group_sizes or {}).get(m, len(hs)))):
+            if n == len(out):
+                out.append([])
+            out[n] += batch
     return out
 
 
@@ -111,11 +113,10 @@ def batch_sizes(spec: str, total: int) -> list[int]:
             raise VfleetError(f"--batch {spec!r}: sizes must be at least 1")
         sizes.append(n)
     out: list[int] = []
-    i = 0
-    while sum(out) < total:
-        size = sizes[min(i, len(sizes) - 1)]
-        out.append(min(size, total - sum(out)))
-        i += 1
+    covered = 0   # a running total: summing `out` each round was quadratic (100,000 batches of 1)
+    while covered < total:
+        out.append(min(sizes[min(len(out), len(sizes) - 1)], total - covered))
+        covered += out[-1]
     return out
 
 
@@ -139,6 +140,9 @@ class Rollout:
         self._cond = threading.Condition(self._gw_lock)
         self.backend_names: set[str] = {b.name for b in self.backends}
         self.model_of: dict[str, str] = {b.name: b.model for b in self.backends}
+        self.hosts_of: dict[str, set[str]] = {}   # model -> its hosts, so a drain does not scan the fleet
+        for b in self.backends:
+            self.hosts_of.setdefault(b.model, set()).add(b.name)
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
 
     # -- gateway ---------------------------------------------------------------------------
@@ -155,14 +159,13 @@ class Rollout:
 
     def peers(self, name: str) -> set[str]:
         """The hosts serving the same model as `name` (itself included)."""
-        model = self.model_of.get(name)
-        return {n for n, m in self.model_of.items() if m == model}
+        return self.hosts_of.get(self.model_of.get(name, ""), set())
 
     def drain(self, ctx: HostContext) -> float:
         t0 = time.monotonic()
         with self._cond:
             deadline = time.monotonic() + self.drain_timeout
-            while not (self.peers(ctx.name) - self.out_of_service - {ctx.name}):
+            while not any(p != ctx.name and p not in self.out_of_service for p in self.peers(ctx.name)):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
                     raise HostFailed(f"{ctx.name} is the last healthy host of model "
                                      f"{self.model_of.get(ctx.name)!r} behind the gateways: waited "
@@ -324,7 +327,8 @@ class Rollout:
 
     def run(self, batch_spec: str, max_fail_percentage: float) -> RolloutSummary:
         healed = self.converge()
-        hosts = [h for h in self.vllm_hosts if h in self.play.active]
+        active = set(self.play.active)   # a list: one scan per host would be quadratic
+        hosts = [h for h in self.vllm_hosts if h in active]
         sizes: dict[str, int] = {}
         for m in self.model_of.values():
             sizes[m] = sizes.get(m, 0) + 1
