@@ -33,7 +33,8 @@ _SECRET_FLAGS = {
     "--api-key": "the API key goes in the environment file (0600); set api_key (or api_key_file) instead",
     "--hf-token": "the token goes in the environment file (0600); set hf_token (or hf_token_file) instead",
 }
-_SECRET_WORDS = re.compile(r"(^|-)(secret|password|passwd|credential)s?(-|$)|(^|-)(api-?key|key|token)$")
+# a name that says it carries one (not --allow-credentials, a switch; not --max-num-batched-tokens)
+_SECRET_WORDS = re.compile(r"(^|-)(secret|password|passwd)s?(-|$)|(^|-)(api-?key|key|token)$")
 
 # flags vfleet renders nothing for, but which change what serves where
 _NOT_MODELLED = {
@@ -82,15 +83,17 @@ def _secret(r: Reading) -> str | None:
 
 
 def _version_problem(cfg: HostConfig, r: Reading, flags: FlagList) -> str | None:
-    """A flag the pinned release lacks: unknown to its captured help, ambiguous there, or
-    removed / not yet added by the facts table (vllm_facts.yaml flags:, for releases without
-    a capture)."""
+    """A flag the pinned release lacks: unknown to its captured help (the truth for that
+    release), ambiguous there, or, for a release without a capture, removed / not yet added by
+    the facts table (vllm_facts.yaml flags:)."""
     version = cfg.vllm_version
     if len(r.canonical) > 1 and flags.authoritative:
         return f"{ARGS}: {r.spelled} is ambiguous in vLLM {version} ({', '.join(r.options[:4])}); spell the flag out"
     if not r.options and flags.authoritative:
         return f"{ARGS}: vLLM {version} does not accept {r.spelled[:60]}"
-    for flag in r.options if len(r.canonical) == 1 else ():
+    for flag in r.options if len(r.canonical) == 1 and not flags.authoritative else ():
+        if flag.startswith("--no-"):
+            continue   # the table's no_form says what vfleet may render, not what a release lacks
         row = vllm_facts.flag_row(flag) or {}
         status = vllm_facts.flag_status(flag, version)
         if version and status in ("removed", "not-yet"):
@@ -120,8 +123,8 @@ def _flag_problem(cfg: HostConfig, r: Reading, word: str, flags: FlagList, manag
 def _unsafe(cfg: HostConfig, feature: str, what: str, where: str) -> str | None:
     if feature in cfg.vllm_allow_unsafe:
         return None
-    return (f"{where}: {what} opens {UNSAFE_FEATURES[feature].opens}; add '{feature}' to "
-            f"vllm_allow_unsafe if you mean it (see {SECURITY_DOC})")
+    return (f"{where}: {what} widens vLLM's protection ({UNSAFE_FEATURES[feature].opens}); add "
+            f"'{feature}' to vllm_allow_unsafe if you mean it (see {SECURITY_DOC})")
 
 
 def _flag_feature(r: Reading) -> str | None:
