@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vfleet.config import vllm_facts
 from vfleet.config.extra_args import _NOT_MODELLED, _SECRET_FLAGS, check_extra_args, fleet_errors, unsafe_warnings
@@ -111,6 +113,7 @@ def test_every_flag_the_rules_name_is_one_vllm_has_or_had():
     (["--api-k", SECRET], "api_key"), ([f"--api-key {SECRET}"], "api_key"), (["--api-", SECRET], "api_key"),
     (["--hf-token", SECRET], "hf_token"), ([f"--hf_token={SECRET}"], "hf_token"), (["--hf-tok", SECRET], "hf_token"),
     (["--api-key", "k1", "-" + SECRET], "api_key"),      # a value that looks like an option is not echoed either
+    (["--api-key" + SECRET], "api_key"), (["--HF_TOKEN" + SECRET], "hf_token"),   # glued to the flag
 ])
 def test_a_secret_flag_names_the_secret_variable_and_never_its_value(words, variable):
     for version in (CAPTURED, "0.20.0", UNCAPTURED):
@@ -229,3 +232,24 @@ def test_vllm_argv_refuses_the_same_and_lets_a_replica_members_own_flags_through
                                                  "--node-rank", "1", "--headless"])
     assert vllm_argv(member, lambda f, v: True).argv[-1] == "--headless"
     assert check_extra_args(member) != []        # but not at inventory load, where no renderer added them
+
+
+# --- property: no spelling of a managed or secret flag gets through ----------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(flag=st.sampled_from(PRESENT + sorted(_SECRET_FLAGS)), data=st.data())
+def test_no_spelling_of_a_managed_or_secret_flag_gets_through(flag, data):
+    """Upper/lower case per letter, `_` or `-`, any prefix argparse would still resolve, with or
+    without `=value`: always refused, and the value never shown."""
+    options = flag_list(CAPTURED).options
+    cut = data.draw(st.integers(min_value=3, max_value=len(flag)))
+    prefix = flag[:cut]
+    resolves = [o for o in options if o.startswith(prefix)]
+    spelled = "--" + "".join(data.draw(st.sampled_from([ch.lower(), ch.upper()])) if ch.isalpha()
+                             else data.draw(st.sampled_from(["-", "_"])) if ch == "-" else ch for ch in prefix[2:])
+    word = spelled + data.draw(st.sampled_from(["", "=" + SECRET]))
+    for version in (CAPTURED, UNCAPTURED):
+        got = extra([word, SECRET], version)
+        if len({options[o] for o in resolves}) == 1 or flag in _SECRET_FLAGS:
+            assert got, (word, version)
+        assert SECRET not in " ".join(got) and "VALUE" not in " ".join(got)

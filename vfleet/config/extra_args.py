@@ -76,6 +76,10 @@ def _secret(r: Reading) -> str | None:
     for flag in (*r.canonical, *r.options):
         if flag in _SECRET_FLAGS:
             return f"{ARGS}: {flag} would put a secret in the unit file (0644) and in `ps`: {_SECRET_FLAGS[flag]}"
+    glued = r.spelled.lower().replace("_", "-")
+    if any(glued.startswith(flag) for flag in _SECRET_FLAGS):   # `--api-keySK...`: vLLM refuses it, we never echo it
+        flag = next(f for f in _SECRET_FLAGS if glued.startswith(f))
+        return f"{ARGS}: {flag}... would put a secret in the unit file (0644) and in `ps`: {_SECRET_FLAGS[flag]}"
     if any(_looks_secret(n) for n in (r.spelled, *r.canonical)):
         return (f"{ARGS}: {r.spelled} looks like a secret, which the unit file (0644) and `ps` would show; "
                 f"pass it in vllm_env (the 0600 environment file) if vLLM reads it from there")
