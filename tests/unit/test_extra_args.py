@@ -253,3 +253,15 @@ def test_no_spelling_of_a_managed_or_secret_flag_gets_through(flag, data):
         if len({options[o] for o in resolves}) == 1 or flag in _SECRET_FLAGS:
             assert got, (word, version)
         assert SECRET not in " ".join(got) and "VALUE" not in " ".join(got)
+
+
+def test_preflight_names_extra_flags_as_vllm_reads_them():
+    """The flags audit (vllm.flags) reads extra args with the same reader: a short alias or a
+    glued value names its flag, and the rendered variables come from the managed table."""
+    from vfleet.roles.preflight.version_checks import inventory_flags
+    cfg = host_config({**LAB, "vllm_version": "0.5.4", "vllm_extra_args": ["-O3", "--swap-space 4", "--seed=1"],
+                       "kv_cache_memory_bytes": 2**30})
+    flags = inventory_flags(cfg)
+    assert flags["--optimization-level"] == "vllm_extra_args.-O" and flags["--seed"] == "vllm_extra_args.--seed"
+    assert flags["--swap-space"] == "vllm_extra_args.--swap-space"
+    assert flags["--kv-cache-memory-bytes"] == "kv_cache_memory_bytes"      # not in the old var_flags list
