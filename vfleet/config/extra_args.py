@@ -15,7 +15,7 @@ change on any host. Errors never echo a value.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
@@ -107,7 +107,7 @@ def _version_problem(cfg: HostConfig, r: Reading, flags: FlagList) -> str | None
     return None
 
 
-def _flag_problem(cfg: HostConfig, r: Reading, word: str, flags: FlagList, managed: dict[str, str]) -> str | None:
+def _flag_problem(cfg: HostConfig, r: Reading, word: str, flags: FlagList, managed: Mapping[str, str]) -> str | None:
     if word == "--":
         return f"{ARGS}: a bare '--' makes vLLM read every later word as a model name; remove it"
     problem = _secret(r) or _version_problem(cfg, r, flags)
@@ -198,8 +198,12 @@ def fleet_errors(configs: Iterable[HostConfig]) -> list[str]:
     """check_extra_args over the fleet, each problem once with the hosts that have it (a group
     variable repeats it on every host): "hosts gpu01, gpu02: vars.vllm_extra_args: ..."."""
     hosts: dict[str, list[str]] = {}
+    seen: dict[tuple, list[str]] = {}   # hosts of one group share their words: read them once
     for cfg in configs:
-        for problem in check_extra_args(cfg):
+        key = (cfg.vllm_version, cfg.vllm_extra_args, tuple(cfg.vllm_env.items()), cfg.vllm_allow_unsafe)
+        if key not in seen:
+            seen[key] = check_extra_args(cfg)
+        for problem in seen[key]:
             hosts.setdefault(problem, []).append(cfg.name)
     out = []
     for problem, names in hosts.items():

@@ -13,7 +13,9 @@ when the fleet is loaded, below the roles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 from vfleet.config.hostconfig import HostConfig
 
@@ -74,10 +76,11 @@ REPLICA: dict[str, str] = {
 REPLICA["--master-port"] = "replica_master_port"
 
 
-def managed_flags() -> dict[str, str]:
+@lru_cache(maxsize=1)
+def managed_flags() -> Mapping[str, str]:
     """Every flag vfleet renders (both forms of a switch) -> the variable to set instead."""
     out = {r.flag: r.variable for r in (*VALUED, *SWITCHES, MODEL)}
     out.update({"--no-" + r.flag[2:]: r.variable for r in SWITCHES})
     out.update({f: LOG_REQUESTS.variable for f in LOG_REQUESTS_SPELLINGS})
     out.update(REPLICA)
-    return out
+    return MappingProxyType(out)
