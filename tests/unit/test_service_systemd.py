@@ -57,7 +57,7 @@ def test_restart_steps_guard_is_needed_on_this_systemd(tmp_path):
 @pytest.mark.parametrize("extra", [
     {},
     {"served_model_name": "tiny 100% $USER \"q\" 'x' ; \\ end"},
-    {"vllm_extra_args": ["--enforce-eager", "--chat-template", "{% if x %}$y{% endif %}"]},
+    {"vllm_extra_args": ["--disable-log-stats", "--response-role", "{% if x %}$y{% endif %}"]},
     {"vllm_version": "0.17.0"},
     ENGINE,
     {"service_name": "vllm-b", "vllm_user": "svc_vllm", "vllm_group": "svc_vllm"},

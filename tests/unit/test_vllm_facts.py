@@ -26,7 +26,7 @@ def test_every_row_names_a_source() -> None:
     missing = [(key, row) for key, row in rows if not str(row.get("source") or "").strip()]
     assert missing == []
     for key, table in vf.data().items():  # mapping-valued sections carry their own source
-        if isinstance(table, dict) and key != "var_flags":
+        if isinstance(table, dict):
             assert any(k.endswith("source") and table[k] for k in table), key
 
 
@@ -58,7 +58,6 @@ def test_flags_for_the_new_unit_variables() -> None:
     assert "--no-enable-prefix-caching" in vf.accepted_flags("0.8.0")
     assert "--no-enable-chunked-prefill" in vf.accepted_flags("0.9.2")
     assert not vf.flag_available("--no-enable-chunked-prefill", "0.5.4")
-    assert vf.var_flags()["block_size"] == "--block-size"
 
 
 def test_entrypoint_prefers_vllm_serve_with_a_positional_model() -> None:

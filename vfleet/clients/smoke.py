@@ -14,6 +14,7 @@ from httpx_sse import connect_sse
 
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
+from vfleet.config.extra_args import unsafe_warnings
 from vfleet.config.hostconfig import HostConfig
 
 RUNNING_GAUGES = ("vllm:num_requests_running",)
@@ -171,12 +172,25 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
             (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
 
 
+def _warn_unsafe(ctx: HostContext) -> None:
+    """A host that passes smoke with its protection widened on purpose (vllm_allow_unsafe,
+    trust_remote_code) says so here too, not only in preflight: one line each, printed always
+    and kept in the report."""
+    lines = unsafe_warnings(ctx.config) if isinstance(ctx.config, HostConfig) else []
+    for line in lines:
+        ctx.play.print(f"warning: [{ctx.host.name}] smoke: {line}", markup=False)
+    if lines:
+        ctx.record("smoke host", "widened protection", Status.OK, "; ".join(lines), data={"warnings": lines})
+
+
 def run_smoke(ctx: HostContext, target: Target, *, label: str | None = None,
               timeout: float = 120) -> dict[str, CheckResult]:
     """Run every check against one target; record each, and keep them in the host's
     SmokeResults under `label` (default: the target's kind); fail the host if any failed."""
     results: dict[str, CheckResult] = {}
     failed = []
+    if target.kind == "host":
+        _warn_unsafe(ctx)
     with httpx.Client(timeout=timeout) as client:
         for name, fn in checks_for(target):
             t0 = time.monotonic()

@@ -274,11 +274,6 @@ def flag_available(flag: str, version: str | None) -> bool:
     return flag_status(flag, version) in ("ok", "deprecated", "unknown")
 
 
-def var_flags() -> dict[str, str]:
-    """Inventory variable -> CLI flag it renders to."""
-    return dict(data()["var_flags"])
-
-
 # --- entry point ------------------------------------------------------------------------------
 
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:

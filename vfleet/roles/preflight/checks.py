@@ -29,6 +29,7 @@ from .check_base import gib as _gib
 from .check_base import min_cc_gpu as _min_cc_gpu
 from .model_checks import model_checks
 from .unit_checks import check_unit_files
+from .unsafe_checks import check_unsafe
 from .version_checks import inventory_flags, upgrade_checks
 
 __all__ = ["Check", "PASS", "WARN", "FAIL", "host_checks", "upgrade_checks", "inventory_flags", "is_cpu_build"]
@@ -399,6 +400,7 @@ def host_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     checks += model_checks(cfg, facts)
     checks.append(check_installed(cfg, facts))
     checks += upgrade_checks(cfg, facts)
+    checks.append(check_unsafe(cfg))
     if gpu_ok:
         checks.append(check_capacity(cfg, facts))
     elif is_cpu_build(cfg):

@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from vfleet.config import vllm_facts
+from vfleet.config.extra_args import readings
 from vfleet.config.hostconfig import HostConfig
+from vfleet.config.managed_flags import LOG_REQUESTS, SWITCHES, VALUED
+from vfleet.config.vllm_flags import flag_list
 
 from .check_base import FAIL, PASS, WARN, Check, is_cpu_build, min_cc_gpu
 
@@ -92,18 +95,20 @@ def check_vllm_driver(cfg: HostConfig, facts: dict[str, Any]) -> Check:
 # --- vLLM version: flags and metrics (also the pre-upgrade audit) -----------------------------
 
 def inventory_flags(cfg: HostConfig) -> dict[str, str]:
-    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (its
-    '--flag' words, alone or as '--flag value') and variables that render to flags (the facts
-    table's var_flags, read from the config field of the same name; a row for a variable this
-    vfleet has not, a flag of older vLLM releases, asks for nothing)."""
+    """{flag: where it came from} for flags the inventory asks for: `vllm_extra_args` (each
+    option word as vLLM reads it: `-tp`, `--max_num_seqs=8` and `--swap-space 4` name their flag)
+    and the variables the unit renders to flags (vfleet/config/managed_flags.py, the table
+    argv.py renders from), where the inventory set them."""
     out: dict[str, str] = {}
-    for k in (a.split()[0] for a in cfg.vllm_extra_args if a.startswith("-")):
-        out[vllm_facts.normalize_flag(k)] = f"vllm_extra_args.{k}"
-    for var, flag in vllm_facts.var_flags().items():
-        if var not in cfg.set_in_inventory:
+    for _word, r in readings(cfg.vllm_extra_args, flag_list(cfg.vllm_version)):
+        if r is not None:
+            flag = r.canonical[0] if len(r.canonical) == 1 else vllm_facts.normalize_flag(r.spelled)
+            out[flag] = f"vllm_extra_args.{r.spelled}"   # never a value
+    for rendered in (*VALUED, *SWITCHES, LOG_REQUESTS):
+        if rendered.variable not in cfg.set_in_inventory:
             continue  # a schema default asks for no flag (shutdown_timeout's 30 s before vLLM 0.18)
-        if getattr(cfg, var, None) not in (None, False, "") and flag not in out:
-            out[flag] = var
+        if rendered.value(cfg) not in (None, False, "") and rendered.flag not in out:
+            out[rendered.flag] = rendered.variable
     return out
 
 

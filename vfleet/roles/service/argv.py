@@ -3,9 +3,12 @@
 Why one function: preflight, the planner and the unit must agree on what runs. Every engine
 variable that changes what vLLM does (dtype, parallelism, KV cache dtype, batching, prefix
 caching, ...) becomes a flag here or nowhere, version-aware: a flag the pinned version does
-not know is left out and reported (the unit would crash-loop on it), a flag in
-vllm_extra_args that it does not know is an error, and no spelling of --api-key may reach
-the command line (a unit file is world-readable; the key belongs in the 0600 env file).
+not know is left out and reported (the unit would crash-loop on it). The flags rendered from
+variables come from one table, vfleet/config/managed_flags.py, which the inventory check also
+refuses in vllm_extra_args. vllm_extra_args is checked again here (vfleet/config/extra_args.py:
+managed flags, secrets such as any spelling of --api-key, flags the version lacks, unsafe
+features without their opt-in), so a config that did not come through the fleet's load gets
+the same answer; a unit file is world-readable, the key belongs in the 0600 env file.
 """
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Union
 
 from vfleet.config import vllm_facts
+from vfleet.config.extra_args import check_extra_args, readings
 from vfleet.config.hostconfig import HostConfig
+from vfleet.config.managed_flags import LOG_REQUESTS, SWITCHES, VALUED
+from vfleet.config.vllm_flags import flag_list
 
 __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
 
 FlagCheck = Union[Callable[[str, str], bool], Collection[str]]
-_SECRET_FLAGS = ("--api-key",)
 # A flag whose variable's default is vfleet's own choice: a version without the flag is news
 # only when the inventory set the variable. shutdown_timeout's default (30 s) also sizes
 # vfleet's own stop; before vLLM 0.18 the service simply does not drain.
@@ -44,40 +49,18 @@ def _accepts(flag_available: FlagCheck) -> Callable[[str, str], bool]:
 
 def _valued_flags(cfg: HostConfig) -> list[tuple[str, object]]:
     """(flag, value) in command-line order; None means not rendered (vLLM's default)."""
-    return [
-        ("--served-model-name", cfg.served_model_name),
-        ("--host", cfg.vllm_host),
-        ("--port", cfg.vllm_port),
-        ("--dtype", cfg.dtype),
-        ("--tensor-parallel-size", cfg.tensor_parallel_size),
-        ("--pipeline-parallel-size", cfg.pipeline_parallel_size if cfg.pipeline_parallel_size > 1 else None),
-        ("--max-model-len", cfg.max_model_len),
-        ("--gpu-memory-utilization", cfg.gpu_memory_utilization),
-        ("--kv-cache-memory-bytes", cfg.kv_cache_memory_bytes),
-        ("--max-num-seqs", cfg.max_num_seqs),
-        ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
-        ("--quantization", cfg.quantization),
-        ("--kv-cache-dtype", None if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype),
-        ("--block-size", cfg.block_size),
-        ("--swap-space", cfg.swap_space),
-        ("--chat-template", cfg.chat_template),
-        ("--shutdown-timeout", cfg.shutdown_timeout),
-    ]
+    return [(r.flag, r.value(cfg)) for r in VALUED]
 
 
 def _switches(cfg: HostConfig) -> list[str]:
     """Boolean flags: True renders --x, False renders --no-x where a default exists to undo."""
     out: list[str] = []
-    for flag, value in (("--enable-chunked-prefill", cfg.enable_chunked_prefill),
-                        ("--enable-prefix-caching", cfg.enable_prefix_caching)):
+    for r in SWITCHES:
+        value = r.value(cfg)
         if value is True:
-            out.append(flag)
+            out.append(r.flag)
         elif value is False:
-            out.append("--no-" + flag[2:])
-    if cfg.enforce_eager:
-        out.append("--enforce-eager")
-    if cfg.trust_remote_code:
-        out.append("--trust-remote-code")
+            out.append("--no-" + r.flag[2:])
     return out
 
 
@@ -88,7 +71,7 @@ def _log_requests_off(cfg: HostConfig, ok: Callable[[str, str], bool], version: 
     first, the old flag for releases before it; a version that takes neither is refused."""
     if not cfg.disable_log_requests:
         return []
-    flag = "--disable-log-requests"
+    flag = LOG_REQUESTS.flag
     replacement = (vllm_facts.flag_row(flag) or {}).get("replaced_by")
     for word in (replacement, flag):
         if word and ok(word, version):
@@ -97,22 +80,20 @@ def _log_requests_off(cfg: HostConfig, ok: Callable[[str, str], bool], version: 
                     f"remove disable_log_requests from the inventory")
 
 
-def _is_secret_flag(word: str) -> bool:
-    """--api-key in any spelling argparse maps to it: `_` for `-`, `=value`, a unique prefix."""
-    flag = word.split("=", 1)[0].replace("_", "-").lower()
-    return any(len(flag) > 4 and s.startswith(flag) for s in _SECRET_FLAGS)
-
-
-def _check_extra(words: tuple[str, ...], ok: Callable[[str, str], bool], version: str) -> None:
-    for word in words:
-        if _is_secret_flag(word):
-            raise ArgvError("vllm_extra_args: the API key goes in the environment file "
-                            "(api_key_file), never on the command line")
-        if word.startswith("--"):
-            flag = word.split("=", 1)[0]
-            base = "--" + flag[5:] if flag.startswith("--no-") else flag
-            if not (ok(flag, version) or ok(base, version) or ok(flag.replace("_", "-"), version)):
-                raise ArgvError(f"vllm_extra_args: vLLM {version} does not accept {flag}")
+def _check_extra(cfg: HostConfig, ok: Callable[[str, str], bool]) -> None:
+    """vllm_extra_args as the inventory check reads them (a replica member's words start with
+    the replica renderer's own flags), then each long flag against `ok`, which knows the
+    flags a release removed or has not yet (vllm_facts) where no flag list is captured."""
+    problems = check_extra_args(cfg, replica_flags=cfg.replica.name is not None)
+    if problems:
+        raise ArgvError(problems[0])
+    version = cfg.vllm_version or ""
+    for word, r in readings(cfg.vllm_extra_args, flag_list(version)):
+        if r is None or not word.startswith("--"):
+            continue
+        names = (*r.options, *r.canonical) if len(r.canonical) == 1 else (r.spelled,)
+        if not any(ok(n, version) for n in names):
+            raise ArgvError(f"vllm_extra_args: vLLM {version} does not accept {r.spelled}")
 
 
 def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
@@ -142,6 +123,6 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
         else:
             dropped.append(flag)
     argv += _log_requests_off(cfg, ok, version)
-    _check_extra(cfg.vllm_extra_args, ok, version)
+    _check_extra(cfg, ok)
     argv += list(cfg.vllm_extra_args)
     return VllmArgv(argv, dropped)
