@@ -41,16 +41,16 @@ def fleet_checks(inventory: Path, tmp: Path) -> tuple[list[Check], list[str]]:
         units = sorted((host_dir / "etc" / "systemd" / "system").glob("*.service"))
         if units:
             checks.append(units_check(units, {f"{cfg.vllm_root}/current/bin/{n}" for n in ("vllm", "python", "ray")}))
-        for env in sorted(host_dir.rglob("*.env")):
-            by_systemd, by_sh = env_file_values(env)
-            if by_systemd != by_sh:
-                failures.append(f"{host_dir.name}:{env.name}: systemd reads {by_systemd!r}, sh reads {by_sh!r}")
         conf = host_dir / "etc" / "nginx" / "conf.d" / "vfleet-gateway.conf"
         if conf.exists():
             servers = {_server_address(b.address, b.port) for b in map(Backend.of, fleet.configs_of(fleet.serving_hosts))}
             prefix = tmp / f"nginx-{host_dir.name}"
             prefix.mkdir()
             checks.append(nginx_check(prefix, conf, servers))
+    envs = sorted((tmp / "render").rglob("*.env"))
+    for env, (by_systemd, by_sh) in zip(envs, env_file_values(envs)):
+        if by_systemd != by_sh:
+            failures.append(f"{env.relative_to(tmp)}: systemd reads {by_systemd!r}, sh reads {by_sh!r}")
     failures += _lone_host(fleet.config("gpu01"), tmp / "render" / "gpu01")
     commands = _commands(fleet)
     script = tmp / "commands.sh"
@@ -68,7 +68,7 @@ def _lone_host(cfg: HostConfig, folder: Path) -> list[str]:
     if exec_words(unit) != meant:
         failures.append(f"gpu01 ExecStart= reads back as {exec_words(unit)!r}, vfleet meant {meant!r}")
     rendered = (folder / cfg.env_file.lstrip("/"))
-    by_systemd, _ = env_file_values(rendered)
+    [(by_systemd, _)] = env_file_values([rendered])
     if by_systemd != dict(env_items(masked(cfg))):
         failures.append(f"gpu01 masked env file reads back as {by_systemd!r}")
     try:
@@ -77,7 +77,7 @@ def _lone_host(cfg: HostConfig, folder: Path) -> list[str]:
         return failures + [f"gpu01: render accepted the fleet, deploy's unmasked render refuses it: {exc}"]
     unmasked = folder.parent / "gpu01-unmasked.env"
     unmasked.write_text(deployed.env_text)
-    by_systemd, by_sh = env_file_values(unmasked)
+    [(by_systemd, by_sh)] = env_file_values([unmasked])
     if not by_systemd == by_sh == dict(env_items(cfg)):
         failures.append(f"gpu01 unmasked env file: systemd reads {by_systemd!r}, sh {by_sh!r}")
     return failures

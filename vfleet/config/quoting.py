@@ -29,12 +29,16 @@ from __future__ import annotations
 import re
 import shlex
 
+from vfleet.engine.errors import VfleetError
+
 __all__ = ["QuotingError", "systemd_quote", "systemd_env_quote", "nginx_quote",
            "shell_quote", "env_name", "systemd_unit_value", "FILTERS"]
 
 
-class QuotingError(ValueError):
-    pass
+class QuotingError(VfleetError, ValueError):
+    """A value no target can take. A VfleetError: one that escapes a renderer (a filter
+    called outside a template, e.g. env_name on a vllm_env key) still ends as one `error:`
+    line and exit 2, not a traceback. A ValueError, as it always was, for existing callers."""
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
