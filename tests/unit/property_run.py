@@ -20,9 +20,9 @@ from unittest import mock
 
 import vfleet.engine.runner
 from vfleet.cli.main import program
+from tests.unit.property_fleet import fleet_checks
 from tests.unit.property_support import Example, inventory_text, secret_tokens
-from tests.unit.property_validators import (Check, bash_check, env_file_values, exec_words, nginx_check,
-                                            promtool_check, run_checks, units_check)
+from tests.unit.property_validators import Check, promtool_check, run_checks
 
 __all__ = ["run_example", "cli"]
 
@@ -106,7 +106,6 @@ def run_example(example: Example) -> list[str]:
         failures += judge_cli("render", code, out, err)
         if code == 0:
             failures += _leaks(tmp / "render")
-            from tests.unit.property_fleet import fleet_checks
             more, fail = fleet_checks(inv, tmp)
             checks += more
             failures += fail

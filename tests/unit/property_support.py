@@ -241,6 +241,12 @@ KNOWN_CLASSES: dict[str, tuple[str, Any]] = {
         "`vfleet render`; deploy's unmasked render refuses it after connecting)",
         lambda s: s.name in ("api_key", "hf_token") and isinstance(s.value, str) and any(
             ord(c) < 32 or 0x7f <= ord(c) <= 0x9f or c in "\u2028\u2029" for c in s.value)),
+    "unbounded-length": (
+        "schema (names and paths have no length bound: a path component past 255 bytes makes ExecStart= "
+        "invalid or the render a traceback (File name too long), a user/group past 31 characters is one "
+        "systemd accepts only in relaxed mode and useradd refuses)",
+        lambda s: isinstance(s.value, str) and (any(len(p.encode("utf-8", "replace")) > 255 for p in s.value.split("/"))
+                                                or (s.name in ("vllm_user", "vllm_group") and len(s.value) > 31))),
     "replica-error-spans-lines": (
         "replicas (vfleet/config/replicas.py: several problems of one replica joined by newlines in one "
         "VfleetError: the second line has no `error:` prefix)",

@@ -2,8 +2,6 @@
 mis-read), so a green property run means the real tools accepted every rendered file."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.unit.property_run import cli, judge_cli
 from tests.unit.property_validators import (bash_check, env_file_values, nginx_check, promtool_check, run_checks,
                                             units_check)
