@@ -6,6 +6,7 @@ there; deploy writes the unmasked env file, and the commands it runs on a bare h
 plans, with every fact "missing") and prints (the curl line) are only seen this way."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from vfleet.cli.deploy_steps import curl_line
@@ -54,9 +55,31 @@ def fleet_checks(inventory: Path, tmp: Path) -> tuple[list[Check], list[str]]:
     failures += _lone_host(fleet.config("gpu01"), tmp / "render" / "gpu01")
     commands = _commands(fleet)
     script = tmp / "commands.sh"
-    script.write_text("".join(f"# {what}\n{cmd}\n" for what, cmd in commands))
+    script.write_text("".join(f"# {what!r}\n{cmd}\n" for what, cmd in commands))
     checks.append(bash_check(script))
+    failures += [f"{what}: deletes {target!r}" for what, cmd in commands for target in removed_paths(cmd)
+                 if target in ("/", "") or ".." in target.split("/")]
     return checks, failures
+
+
+def removed_paths(command: str) -> list[str]:
+    """What each `rm` of a shell command deletes, read as the shell splits it: a path that
+    climbs out of its folder (`..`) or is the root would be a host wiped by an inventory value."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:      # unbalanced quotes: bash -n reports it
+        return []
+    out, in_rm = [], False
+    for w in words:
+        if w in (";", "&&", "||", "|", "&", "(", ")"):
+            in_rm = False
+        elif w == "rm":
+            in_rm = True
+        elif in_rm and not w.startswith("-"):
+            out.append(w)
+    return out
 
 
 def _lone_host(cfg: HostConfig, folder: Path) -> list[str]:

@@ -247,6 +247,11 @@ KNOWN_CLASSES: dict[str, tuple[str, Any]] = {
         "systemd accepts only in relaxed mode and useradd refuses)",
         lambda s: isinstance(s.value, str) and (any(len(p.encode("utf-8", "replace")) > 255 for p in s.value.split("/"))
                                                 or (s.name in ("vllm_user", "vllm_group") and len(s.value) > 31))),
+    "path-climbs-out": (
+        "paths (a name joined under a root is not checked for `..` or `/`: vllm_venv_name '../../..' makes "
+        "the install step run `rm -rf -- /opt/vllm/../../..`; vllm_package does the same through the default "
+        "venv name <package>-<version>)",
+        lambda s: isinstance(s.value, str) and s.name in ("vllm_venv_name", "vllm_package") and ".." in s.value),
     "replica-error-spans-lines": (
         "replicas (vfleet/config/replicas.py: several problems of one replica joined by newlines in one "
         "VfleetError: the second line has no `error:` prefix)",

@@ -82,3 +82,12 @@ def _takes_strings(variable) -> bool:
     for v in VARIABLES if _takes_strings(v) for level in ("all", "gpu01")])
 def test_each_string_variable_very_long(variable, level) -> None:
     assert run_example(Example.of([Setting(variable.name, _long(variable), level)])) == []
+
+
+CLIMB_XFAIL = {"vllm_venv_name": "path-climbs-out", "vllm_package": "path-climbs-out"}
+
+
+@pytest.mark.parametrize("variable", _params([v for v in VARIABLES if _takes_strings(v)], CLIMB_XFAIL))
+def test_each_string_variable_climbing_out(variable) -> None:
+    """`..` where a name or path goes: nothing vfleet deletes or writes may climb out of its folder."""
+    assert run_example(Example.of([Setting(variable.name, "../../..", "all")])) == []

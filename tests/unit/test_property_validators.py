@@ -56,3 +56,10 @@ def test_judge_cli_wants_one_line_errors_and_no_secret():
 def test_cli_runs_in_this_process_and_reports_exit_2():
     code, out, err = cli("render", "--inventory", "/nonexistent/inventory.yaml")
     assert code == 2 and err.startswith("error: ") and judge_cli("render", code, out, err) == []
+
+
+def test_removed_paths_reads_rm_targets_as_the_shell_splits_them():
+    from tests.unit.property_fleet import removed_paths
+    assert removed_paths("set -e; rm -rf -- '/opt/v b/../..'; /usr/bin/python3 -m venv -- x") == ["/opt/v b/../.."]
+    assert removed_paths("rm -f /a && ln -s /b /c; rm -rf -- /d/e") == ["/a", "/d/e"]
+    assert removed_paths("echo 'unbalanced") == []
