@@ -14,22 +14,35 @@ back to exactly the given value, or raises QuotingError (never silently drops ch
                      (nginx interpolates variables even inside quotes; no escape exists).
 - shell_quote:       shlex.quote, refusing NUL.
 Newlines and other control characters are refused everywhere: no target takes them safely
-inside a one-line value, and an inventory value has no business carrying one.
+inside a one-line value, and an inventory value has no business carrying one. That includes
+the C1 controls (U+0080..U+009F: U+0085 is a line break to YAML 1.1 and Python's splitlines,
+U+009B a terminal's CSI) and U+2028/U+2029 (line and paragraph separators). So do lone
+surrogates (U+D800..U+DFFF, which YAML's "\\uD800" escape yields): no UTF-8 file can hold one,
+and writing it would fail half-way, after the files before it were written.
+
+An error names the filter, the character and its position, never the value: a filter cannot
+know whether it quotes a secret (an API key, a vllm_env token), and its message reaches the
+terminal.
 """
 from __future__ import annotations
 
 import re
 import shlex
 
+from vfleet.engine.errors import VfleetError
+
 __all__ = ["QuotingError", "systemd_quote", "systemd_env_quote", "nginx_quote",
            "shell_quote", "env_name", "systemd_unit_value", "FILTERS"]
 
 
-class QuotingError(ValueError):
-    pass
+class QuotingError(VfleetError, ValueError):
+    """A value no target can take. A VfleetError: one that escapes a renderer (a filter
+    called outside a template, e.g. env_name on a vllm_env key) still ends as one `error:`
+    line and exit 2, not a traceback. A ValueError, as it always was, for existing callers."""
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./%$-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NGINX_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=,\[\]-]+")
@@ -44,8 +57,12 @@ def _text(value, what: str) -> str:
     s = str(value)
     m = _CONTROL.search(s)
     if m:
-        raise QuotingError(f"{what}: control character {m.group()!r} in {s!r} "
-                           "(newlines and other control characters are refused)")
+        raise QuotingError(f"{what}: control character {m.group()!r} at position {m.start()} "
+                           "(newlines and other control characters are refused; the value is not shown)")
+    m = _SURROGATE.search(s)
+    if m:
+        raise QuotingError(f"{what}: lone surrogate {m.group()!r} at position {m.start()} is not "
+                           "Unicode text (no UTF-8 file can hold it; the value is not shown)")
     return s
 
 
@@ -65,9 +82,9 @@ def systemd_unit_value(value) -> str:
     specifier there too; no quoting syntax exists, so refuse what cannot be expressed."""
     s = _text(value, "systemd_unit_value")
     if s != s.strip():
-        raise QuotingError(f"systemd_unit_value: leading/trailing whitespace in {s!r}")
+        raise QuotingError("systemd_unit_value: leading or trailing whitespace (the value is not shown)")
     if s.endswith("\\"):
-        raise QuotingError(f"systemd_unit_value: trailing backslash in {s!r}")
+        raise QuotingError("systemd_unit_value: a trailing backslash would continue the line (the value is not shown)")
     return s.replace("%", "%%")
 
 
@@ -89,7 +106,8 @@ def nginx_quote(value) -> str:
     """Quote one argument of an nginx directive."""
     s = _text(value, "nginx_quote")
     if "$" in s:
-        raise QuotingError(f"nginx_quote: '$' in {s!r} (nginx would expand it as a variable)")
+        raise QuotingError(f"nginx_quote: '$' at position {s.index('$')} (nginx would expand it as a "
+                           "variable; the value is not shown)")
     if s and _NGINX_PLAIN.fullmatch(s):
         return s
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
