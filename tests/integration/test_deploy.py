@@ -138,8 +138,7 @@ def test_killed_weight_transfer_leaves_live_model_and_resumes(fleet, tmp_path):
 
 def test_vllm_that_cannot_start_fails_with_its_journal(fleet, tmp_path):
     inv = write_deploy_inventory(fleet["lab"], tmp_path,
-                                 host_vars={"lab2": {"vllm_extra_args": ["--max-model-len", "99999999"],
-                                                     "max_model_len": None, "ready_timeout": 240}})
+                                 host_vars={"lab2": {"max_model_len": 99999999, "ready_timeout": 240}})
     code, report, out = run_report("service", inv, tmp_path / "bad.json", "--limit", "lab2")
     assert code == 1
     failed = [s for s in report["hosts"]["lab2"]["steps"] if s["status"] == "failed"][-1]

@@ -12,7 +12,8 @@ had to agree. Here both are made once, when the inventory is loaded, and passed 
 runner's host contexts get their configs from this same model (Play's `configure`).
 
 It is also where the rules across variables and hosts are checked (the replicas,
-vfleet/config/cross_checks.py, the fleet-wide monitoring values): every task builds it before
+vfleet/config/cross_checks.py, the fleet-wide monitoring values, vllm_extra_args and vllm_env
+against the pinned version's flags, vfleet/config/extra_args.py): every task builds it before
 its first connection, so `vfleet inventory`, render, preflight, deploy and restart all refuse
 the same inventory with the same lines."""
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Mapping
 from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import Host, Inventory
 from vfleet.config.cross_checks import check_fleet
+from vfleet.config.extra_args import fleet_errors as extra_args_errors
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.monitoring import MonitoringSettings, fleet_settings
 from vfleet.config.replicas import Replica, member_config, replicas_and_problems
@@ -57,7 +59,8 @@ class Fleet:
         if monitoring is not None and not errors:
             configs = {n: _with_fleet_monitoring(c, monitoring) for n, c in configs.items()}
         replicas, replica_errors = replicas_and_problems(inventory, configs)
-        errors += replica_errors + check_fleet(inventory, configs, replicas)
+        errors += (replica_errors + check_fleet(inventory, configs, replicas)
+                   + extra_args_errors(configs.values()))
         if errors:
             raise InventoryError(errors)
         return cls(inventory, replicas, configs, monitoring)
