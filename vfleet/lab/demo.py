@@ -30,7 +30,7 @@ DEPLOY_VARS = {
     "weights_fanout": True,
     # On the CPU build this skips torch.compile: ready in ~26 s instead of ~140 s on 2 cores,
     # which is what makes rolling restarts of a 2-core lab finish while one host serves load.
-    "vllm_extra_args": ["--enforce-eager"],
+    "enforce_eager": True,
 }
 
 
