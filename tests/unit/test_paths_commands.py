@@ -5,6 +5,7 @@ option instead of obeying it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import load_inventory
+from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.runner import HostFailed, Play, RunOptions
 from vfleet.engine import systemd
@@ -142,9 +144,26 @@ def _pip_install_words(script: str) -> list[str]:
     return shlex.split(part.split(" </dev/null")[0])
 
 
+@pytest.mark.parametrize("vars,word", [
+    ({"vllm_extra_pins": ["--index-url=http://evil/simple"]}, "vllm_extra_pins[0]"),
+    ({"vllm_remove_packages": ["-y"]}, "vllm_remove_packages[0]"),
+    ({"vllm_python": "-c"}, "vllm_python"),
+])
+def test_the_schema_refuses_option_like_pins_and_interpreters(vars, word):
+    """The first wall: the inventory never gets a '-' pin or interpreter past load."""
+    with pytest.raises(VfleetError, match=re.escape(f"vars.{word}: expected")):
+        host_config(vars)
+
+
+def _past_the_schema(**fields) -> HostConfig:
+    """A HostConfig holding values the schema refuses: the command builders are the second
+    wall (a config made in code, or a schema rule loosened later, must still not inject)."""
+    return dataclasses.replace(host_config(), **fields)
+
+
 def test_pip_reads_option_like_pins_as_requirements():
-    cfg = host_config({"vllm_extra_pins": ["--index-url=http://evil/simple", "-r/etc/shadow"],
-                       "vllm_remove_packages": ["-y"]})
+    cfg = _past_the_schema(vllm_extra_pins=("--index-url=http://evil/simple", "-r/etc/shadow"),
+                           vllm_remove_packages=("-y",))
     script = venv.install_change(cfg, cfg.venv_path).command
     after = operands_after_dashdash(_pip_install_words(script), "install")
     assert after == ["vllm==0.32.0", "--index-url=http://evil/simple", "-r/etc/shadow"]
@@ -155,7 +174,7 @@ def test_pip_reads_option_like_pins_as_requirements():
 
 def test_real_pip_refuses_an_option_like_pin_after_dashdash():
     """pip itself (offline, --dry-run): after `--` a pin is a requirement, and not a valid one."""
-    cfg = host_config({"vllm_extra_pins": ["--index-url=http://127.0.0.1:9/simple"]})
+    cfg = _past_the_schema(vllm_extra_pins=("--index-url=http://127.0.0.1:9/simple",))
     words = _pip_install_words(venv.install_change(cfg, cfg.venv_path).command)
     args = words[words.index("install") + 1:]
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--dry-run", *args],
@@ -164,7 +183,6 @@ def test_real_pip_refuses_an_option_like_pin_after_dashdash():
 
 
 def test_vllm_python_that_starts_with_a_dash_is_refused():
-    cfg = host_config({"vllm_python": "-c"})
+    cfg = _past_the_schema(vllm_python="-c")
     with pytest.raises(VfleetError, match="vllm_python '-c' starts with '-'"):
         venv.install_change(cfg, cfg.venv_path)
-

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import FileState
 from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, replaceable_link
 from vfleet.engine.runner import HostFailed
@@ -78,13 +79,22 @@ def test_owned_symlink_change_also_proves_the_new_target():
 # --- the weights ---------------------------------------------------------------------------
 
 def test_a_model_path_naming_a_system_symlink_fails_the_host():
-    cfg = host_config({"model_path": "/bin"})
+    # The schema refuses a system folder at load; the host-side proof is the second wall for a
+    # config that got past it (built in code), so it is fed one directly.
+    with pytest.raises(VfleetError, match="vars.model_path: .* got '/bin', which is a system folder"):
+        host_config({"model_path": "/bin"})
+    cfg = dataclasses.replace(host_config(), model_path="/bin")
     with pytest.raises(HostFailed, match="model_path '/bin' is a top-level path"):
         sync._paths(cfg, "a" * 64)
-    cfg = host_config({"model_path": "/usr/lib64"})
+    cfg = dataclasses.replace(host_config(), model_path="/usr/lib64")
     live, version, _ = sync._paths(cfg, "a" * 64)
     with pytest.raises(HostFailed, match="symlink to lib, outside /srv/models"):
         sync._switch_link(cfg, live, version, "lib")
+    # A system symlink deep enough for the schema (Debian's alternatives) only the host can see.
+    cfg = host_config({"model_path": "/etc/alternatives/java"})
+    live, version, _ = sync._paths(cfg, "a" * 64)
+    with pytest.raises(HostFailed, match="symlink to /usr/lib/jvm/java-17/bin/java, outside /srv/models"):
+        sync._switch_link(cfg, live, version, "/usr/lib/jvm/java-17/bin/java")
 
 
 def test_a_model_name_that_climbs_out_of_model_dir_fails_the_host():
@@ -105,7 +115,9 @@ def test_the_weights_switch_their_own_link():
 # --- venvs ---------------------------------------------------------------------------------
 
 def test_a_venv_name_that_climbs_out_of_vllm_root_fails_the_host():
-    cfg = host_config({"vllm_venv_name": "../../usr"})
+    with pytest.raises(VfleetError, match="vars.vllm_venv_name: .* which has a '/'"):
+        host_config({"vllm_venv_name": "../../usr"})
+    cfg = dataclasses.replace(host_config(), venv_name="../../usr")   # past the schema: the second wall
     with pytest.raises(HostFailed, match="not inside /opt/vllm"):
         venv.install_change(cfg, cfg.venv_path)
 
@@ -157,7 +169,14 @@ def test_the_venv_is_removed_only_when_vfleet_made_it(tmp_path, setup, rc, kept)
 
 @pytest.mark.parametrize("root", ["/tmp", "/usr", "/", "/usr/.."])
 def test_a_top_level_vllm_root_is_refused_before_its_mode_changes(root):
+    """Past the schema (which refuses these first, below): the plan itself must refuse."""
     facts = {"root": FileState("dir", mode="1777"), "marker": FileState("missing"), "current": None,
              "previous": None}
     with pytest.raises(HostFailed, match="vllm_root"):
-        venv.plan(host_config({"vllm_root": root}), facts)
+        venv.plan(dataclasses.replace(host_config(), vllm_root=root), facts)
+
+
+@pytest.mark.parametrize("root", ["/tmp", "/usr", "/", "/usr/.."])
+def test_the_schema_refuses_a_top_level_vllm_root_first(root):
+    with pytest.raises(VfleetError, match="vars.vllm_root: expected"):
+        host_config({"vllm_root": root})

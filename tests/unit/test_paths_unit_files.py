@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vfleet.engine.errors import VfleetError
 from vfleet.engine.fact_protocol import Output
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
+from vfleet.config.hostconfig import HostConfig
 from vfleet.config.vllm_facts import flag_available
 from vfleet.roles.preflight import facts as preflight_facts
 from vfleet.roles.preflight.unit_checks import check_unit_files
@@ -26,8 +28,21 @@ CASES = yaml.safe_load((Path(__file__).parent / "data" / "paths" / "unit_files.y
 REPO = Path(__file__).resolve().parents[2]
 
 
+def named(service_name: str, *, past_schema: bool = False) -> HostConfig:
+    """A host's config with this service_name. past_schema: the schema refuses the name at
+    load (a distribution's own), which is asserted; the config is then built past it, as a
+    config made in code would be, to reach the host-side guard (the second wall)."""
+    if not past_schema:
+        return host_config({"service_name": service_name})
+    with pytest.raises(VfleetError, match=f"vars.service_name: .*got '{service_name}', which is the name "
+                                          "of a unit or state folder the distribution owns"):
+        host_config({"service_name": service_name})
+    cfg = host_config({"service_name": "placeholder"})
+    return dataclasses.replace(cfg, service_name=service_name, env_file=f"/etc/vllm/{service_name}.env")
+
+
 def cfg_of(case: dict):
-    cfg = host_config({"service_name": case["service_name"]})
+    cfg = named(case["service_name"], past_schema=case.get("past_schema", False))
     if case.get("ray"):
         cfg = dataclasses.replace(cfg, replica=dataclasses.replace(cfg.replica, name="r1", backend="ray"))
     return cfg
@@ -73,23 +88,23 @@ def test_the_rendered_unit_starts_with_the_marker():
 
 
 def test_preflight_gathers_the_fact_and_checks_it():
-    cfg = host_config({"service_name": "ssh"})
+    cfg = host_config({"service_name": "mysvc"})   # the schema allows it; the host has its own
     fact = preflight_facts.facts_for(cfg)["unit_files"]
-    assert fact.units == ("ssh.service",)
-    found = fact.process_output(Output("file no /lib/systemd/system/ssh.service\n"))
+    assert fact.units == ("mysvc.service",)
+    found = fact.process_output(Output("file no /lib/systemd/system/mysvc.service\n"))
     check = check_unit_files(cfg, {"unit_files": found})
-    assert check.id == "service.unit" and check.status == "fail" and "ssh.service" in check.message
-    assert check_unit_files(cfg, {"unit_files": {"ssh.service": []}}).status == "pass"
+    assert check.id == "service.unit" and check.status == "fail" and "mysvc.service" in check.message
+    assert check_unit_files(cfg, {"unit_files": {"mysvc.service": []}}).status == "pass"
     assert check_unit_files(cfg, {}) is None  # a snapshot captured before the fact existed
 
 
 def test_the_service_step_refuses_before_writing_anything():
-    cfg = host_config({"service_name": "ssh"})
+    cfg = host_config({"service_name": "mysvc"})   # the schema allows it; the host has its own
     rendered = render_service(cfg, flag_available)
     facts = {"user": True, "unit_file": FileState("missing"), "env_file": FileState("missing"),
              "unit": UnitState("enabled", "active"), "systemd": 252,
-             "unit_files": {"ssh.service": [{"path": "/lib/systemd/system/ssh.service", "kind": "file",
-                                             "vfleet": False}]}}
+             "unit_files": {"mysvc.service": [{"path": "/lib/systemd/system/mysvc.service", "kind": "file",
+                                               "vfleet": False}]}}
     with pytest.raises(HostFailed, match="would shadow it"):
         service.plan(cfg, rendered, facts)
     assert "unit_files" in service.facts_for(cfg)

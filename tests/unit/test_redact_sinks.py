@@ -22,7 +22,8 @@ VARS: dict[str, Any] = {
     "ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny", "model_source": "/srv/weights/tiny",
     "vllm_extra_pins": [f"git+https://ci:{PIN_PW}@git.example.com/org/plugin.git"],
     "vllm_env": {"MY_THING": HF, "SERVICE_TOKEN": ODD},
-    "vllm_extra_args": ["--middleware", f"Bearer {BEARER}"],
+    # --middleware imports outside code, so vfleet refuses it unless asked for by name
+    "vllm_extra_args": ["--middleware", f"Bearer {BEARER}"], "vllm_allow_unsafe": ["plugin_code"],
 }
 SECRETS = (HF, PIN_PW, BEARER, ODD)
 

@@ -358,6 +358,11 @@ def _message(err: Any, secret: bool) -> str:
     inst = err.instance
     if secret:
         got = f"{value_kind(inst)} (value hidden)"
+    elif err.validator == "text":
+        # A value with a control character is most often a pasted blob (a token copied with
+        # its '\r'), and a free-form value (a vllm_env setting, an extra argument) cannot be
+        # told from a credential by its name: the character and its position are the fix.
+        got = f"{value_kind(inst)} (value not shown)"
     elif err.validator == "type" and isinstance(inst, (list, dict)):
         got = f"{value_kind(inst)} {short_value(inst, 40)}"
     else:
