@@ -28,3 +28,18 @@ def test_deploy_managed_units_are_unlinked_not_masked(tmp_path):
         assert unit not in masked
         assert not (tmp_path / WANTS / unit).is_symlink()
         assert not (tmp_path / "etc/systemd/system" / unit).is_symlink()
+
+
+def test_a_unit_a_deploy_wrote_survives_a_restart_of_the_host(tmp_path):
+    """A lab host restored after being killed keeps the vLLM unit deploy wrote into /etc (as a
+    real host does across a reboot): masking it would leave a /dev/null link vfleet did not
+    write, which the unit-name guard rightly refuses to overwrite."""
+    unit = tmp_path / "etc/systemd/system/vllm.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("# Managed by vfleet (do not edit)\n[Service]\nExecStart=/bin/true\n")
+    (tmp_path / WANTS).mkdir(parents=True)
+    (tmp_path / WANTS / "vllm.service").symlink_to("/etc/systemd/system/vllm.service")
+    enable(tmp_path, "postgresql.service")
+    masked = mask_services(tmp_path)
+    assert "vllm.service" not in masked and "postgresql.service" in masked
+    assert not unit.is_symlink() and unit.read_text().startswith("# Managed by vfleet")

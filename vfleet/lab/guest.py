@@ -68,6 +68,10 @@ def mask_services(root: Path) -> list[str]:
     masked = []
     for unit in sorted((enabled_units(root) | set(ALWAYS_MASK)) - KEEP_ENABLED - DISABLE_ONLY):
         link = base / unit
+        if link.is_file() and not link.is_symlink():
+            # a unit written into /etc by a deploy on this host (a restarted host keeps its
+            # vLLM unit, as a real one does); the image's own units live in /lib
+            continue
         if link.is_symlink() and os.readlink(link) == "/dev/null":
             masked.append(unit)
             continue
