@@ -84,6 +84,13 @@ def test_pull_command_operands_follow_dashdash():
     assert operands_after_dashdash(words, "rsync") == ["root@10.0.0.2:/srv/-x/", "/srv/models/.staging/t/"]
 
 
+
+def test_pull_command_brackets_an_ipv6_peer():
+    """rsync reads `user@fd00::2:/path` as host 'fd00' and path ':2:/path'; its IPv6 form is
+    `user@[fd00::2]:/path`."""
+    words = shlex.split(sync.pull_command(host_config(), "/srv/models/.staging/t", "root", "fd00::2", 22, "/srv/m"))
+    assert operands_after_dashdash(words, "rsync")[0] == "root@[fd00::2]:/srv/m/"
+
 @pytest.mark.parametrize("user,address,path,match", [
     ("-oProxyCommand=x", "10.0.0.2", "/srv/x", "peer user"),
     ("root", "-oProxyCommand=x", "/srv/x", "peer address"),

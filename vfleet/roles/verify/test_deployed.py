@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_weights_match_manifest(host):
         pytest.skip("not in group vllm")
     live = info(host)["model_path"]
     assert host.file(live).is_symlink
-    cmd = host.run(f"cd {live}/ && sha256sum --quiet --strict -c MANIFEST.sha256")
+    cmd = host.run(f"cd -- {shlex.quote(live + '/')} && sha256sum --quiet --strict -c MANIFEST.sha256")
     assert cmd.rc == 0, cmd.stderr or cmd.stdout
 
 

@@ -186,7 +186,8 @@ def pull_command(cfg: HostConfig, staging: str, user: str | None, address: str, 
         raise HostFailed(f"weights source path {src_path!r} on the peer is not absolute")
     key = cfg.weights_peer_ssh_key
     ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
-    remote = f"{user + '@' if user else ''}{address}:{src_path.rstrip('/')}/"
+    host = f"[{address}]" if ":" in address else address   # rsync's form for an IPv6 literal
+    remote = f"{user + '@' if user else ''}{host}:{src_path.rstrip('/')}/"
     bw = f"--bwlimit={int(cfg.weights_bwlimit)} " if cfg.weights_bwlimit else ""
     return (f"mkdir -p -- {q(staging)} && rsync -a --partial --delete --stats {bw}--exclude {VERIFIED_MARK} "
             f"-e {q(ssh + ' -p ' + str(int(port)))} -- {q(remote)} {q(staging + '/')}")
