@@ -86,7 +86,7 @@ def test_every_variable_is_either_compared_or_listed_as_per_member() -> None:
     assert PER_MEMBER <= names, PER_MEMBER - names             # no stale name in the exceptions
     assert per_member == PER_MEMBER | {n for n in names if n.startswith(("gateway_", "monitoring_"))}
     assert {"dtype", "max_model_len", "quantization", "kv_cache_dtype", "block_size", "tensor_parallel_size",
-            "pipeline_parallel_size", "vllm_version", "vllm_package", "vllm_extra_args", "vllm_env", "model_name",
+            "pipeline_parallel_size", "vllm_version", "vllm_package", "vllm_extra_args", "model_name",
             "served_model_name", "trust_remote_code", "enforce_eager", "ray_version", "vllm_port", "ray_port",
             "api_key", "hf_token", "vllm_allow_unsafe", "model_source"} <= compared
 
@@ -97,7 +97,7 @@ REPLICA = {"vllm": {"vars": {"replica": "r1", "tensor_parallel_size": 1, "pipeli
 
 @pytest.mark.parametrize("var, value", [
     ("dtype", "float16"), ("max_model_len", 4096), ("quantization", "awq"), ("kv_cache_dtype", "fp8"),
-    ("block_size", 32), ("vllm_extra_args", ["--seed", "1"]), ("vllm_env", {"OMP_NUM_THREADS": "2"}),
+    ("block_size", 32), ("vllm_extra_args", ["--seed", "1"]),
     ("served_model_name", "other"), ("trust_remote_code", True), ("enforce_eager", True),
     ("ray_version", "2.40.0"), ("gpu_memory_utilization", 0.8), ("max_num_seqs", 4),
     ("chat_template", "/srv/t.jinja"), ("ray_node_manager_port", 8078),
@@ -112,6 +112,7 @@ def test_a_member_that_differs_in_an_engine_variable_is_refused(var: str, value:
 
 @pytest.mark.parametrize("var, value", [("replica_nic", "ens2"), ("cuda_visible_devices", "4,5,6,7"),
                                         ("nccl_env", {"NCCL_IB_HCA": "mlx5_1"}), ("weights_bwlimit", 1000),
+                                        ("vllm_env", {"VLLM_CPU_OMP_THREADS_BIND": "1"}),
                                         ("ansible_user", "ops"), ("gateway_weight", 3)])
 def test_what_belongs_to_each_member_may_differ(var: str, value: Any, tmp_path: Path) -> None:
     groups = yaml.safe_load(yaml.safe_dump(REPLICA))

@@ -30,7 +30,9 @@ __all__ = ["Replica", "find_replicas", "replicas_and_problems", "member_config",
 
 # What may differ between the members of a replica: how each is reached (connection), what
 # only the controller waits for, the host's own GPUs, NICs and bind address, how weights reach
-# it, its preflight options, and its gateway and monitoring roles (the gateway routes to the
+# it, its preflight options, its process environment (vllm_env: thread binding to that host's
+# cores, its libraries' settings, like nccl_env; the engine's own settings are flags and reach
+# every rank from the head), and its gateway and monitoring roles (the gateway routes to the
 # head only; monitoring is fleet-wide, vfleet/config/monitoring.py). Every other variable
 # reaches the engine (the vLLM or Ray command line, the unit, its environment, the venv, the
 # weights) and must be equal on every member, or the ranks disagree about the engine they run:
@@ -40,7 +42,7 @@ PER_MEMBER = frozenset({
     "ansible_ssh_private_key_file", "ansible_private_key_file", "ssh_key_file", "ansible_connection",
     "connection", "known_hosts_file", "host_key_checking", "become", "connect_timeout", "command_timeout",
     "max_fail_percentage", "install_timeout", "ready_timeout",
-    "cuda_visible_devices", "nccl_env", "replica_nic", "replica_head", "vllm_host", "gpu_profile",
+    "cuda_visible_devices", "nccl_env", "vllm_env", "replica_nic", "replica_head", "vllm_host", "gpu_profile",
     "model_size_bytes", "weights_fanout", "weights_bwlimit", "weights_peer_ssh_key",
     "preflight_smi_xml", "replica_max_clock_skew_ms",
 })
