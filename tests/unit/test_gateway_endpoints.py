@@ -4,7 +4,6 @@ and answers 404 with a JSON body for anything else: vLLM's administration under 
 on the rendered text and on a real nginx on loopback in front of fake backends, including paths
 that nginx normalises (`..`, %-escapes, `//`): vLLM gets the checked path, never the raw one."""
 import json
-import shutil
 
 import pytest
 
@@ -14,7 +13,6 @@ from vfleet.roles.gateway.models import OPENAI_PATHS
 from tests.unit.gateway_cases import GW
 from tests.unit.test_gateway_models import TWO, _post, live  # noqa: F401  (live: the fixture)
 
-needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 
 ADMIN = ["/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/v1/a7b/load_lora_adapter",
          "/v1/a7b/unload_lora_adapter", "/v1/responses/resp_1", "/v1/responses/resp_1/cancel",
@@ -68,7 +66,6 @@ def _request(conn, method: str, path: str, body: dict | None = None):
     return r, r.read()
 
 
-@needs_nginx
 def test_live_admin_and_unknown_paths_answer_404_json_and_reach_no_host(live):  # noqa: F811
     conn, seen, release = live
     release.set()
@@ -83,7 +80,6 @@ def test_live_admin_and_unknown_paths_answer_404_json_and_reach_no_host(live):  
     assert r.status == 200 and json.loads(body)["status"] == "ok"      # smoke's check of the gateway
 
 
-@needs_nginx
 def test_live_normalised_paths_send_the_checked_path(live):  # noqa: F811
     conn, seen, release = live
     release.set()
@@ -96,7 +92,6 @@ def test_live_normalised_paths_send_the_checked_path(live):  # noqa: F811
             assert r.status == 200 and seen[-1][:2] == ("a", sent), (raw, seen[-1:])
 
 
-@needs_nginx
 @pytest.mark.parametrize("path", [p for p in API_PATHS if p != "/v1/models"])
 def test_live_each_allowed_endpoint_reaches_the_models_host(live, path):  # noqa: F811
     conn, seen, release = live

@@ -14,7 +14,6 @@ from vfleet.roles.gateway.render import Backend
 from tests.unit.gateway_cases import BACKENDS, GW
 from tests.unit.test_hostile_inputs import run_case
 
-needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 
 
 def test_render_errors_are_found_without_nginx():
@@ -23,7 +22,6 @@ def test_render_errors_are_found_without_nginx():
     assert precheck.check_gateway(GW, BACKENDS, None) is None
 
 
-@needs_nginx
 def test_controller_nginx_accepts_host_names_it_cannot_resolve_and_any_listen_address():
     """Host names resolve on the gateway, not here; the listen address is the gateway's: the
     controller's nginx -t tests the rest of the file as written."""
@@ -34,7 +32,6 @@ def test_controller_nginx_accepts_host_names_it_cannot_resolve_and_any_listen_ad
     assert precheck.check_gateway(cfg, names, shutil.which("nginx")) is None
 
 
-@needs_nginx
 def test_controller_nginx_rejection_is_one_line_with_nginx_words():
     why = precheck.nginx_test(shutil.which("nginx"), gr.render_gateway(BACKENDS[:1], GW).replace("least_conn;", "least_conn"))
     assert why and "\n" not in why and "vfleet-nginx-t-" not in why, why
@@ -72,7 +69,6 @@ def test_upstream_zone_grows_with_the_servers(n):
     assert kib >= 64 and kib * 1024 >= 64 * 1024 + n * 784     # measured: 784 KiB held 1,000 servers
 
 
-@needs_nginx
 def test_nginx_t_accepts_one_model_of_2000_hosts():
     """A fixed 64k zone held about 50 servers: nginx -t failed for a model of 100 hosts."""
     bs = [Backend(f"gpu{i:05d}", f"10.1.{i // 256}.{i % 256}", 8000, "tiny", max_conns=8) for i in range(2000)]
@@ -112,7 +108,6 @@ class _Ctx:
         self.records.append((action, status.value, message))
 
 
-@needs_nginx
 def test_on_host_check_runs_the_hosts_nginx_in_a_scratch_prefix():
     seen: list = []
     ctx = _Ctx(_LocalConnection(seen))
@@ -121,7 +116,6 @@ def test_on_host_check_runs_the_hosts_nginx_in_a_scratch_prefix():
     assert len(seen) == 1 and "mktemp -d /tmp/vfleet-nginx-t." in seen[0]
 
 
-@needs_nginx
 def test_on_host_check_refusal_is_nginx_words_in_one_line(monkeypatch):
     monkeypatch.setattr(precheck, "render_gateway", lambda bs, cfg: "bogus_directive on;\n")
     with pytest.raises(precheck.HostFailed, match=r'^nginx -t on the gateway rejects the new config: '
@@ -139,7 +133,6 @@ def test_on_host_check_leaves_a_bare_gateway_to_its_step(tmp_path):
     assert ctx.records[0][:2] == ("nginx -t", "skipped") and "installs it" in ctx.records[0][2]
 
 
-@needs_nginx
 def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkeypatch, capsys):
     """The only command any host ran before the refusal is the gateway's nginx -t."""
     import vfleet.engine.runner
