@@ -10,7 +10,9 @@ APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iprou
 # Prometheus (promtool checks generated configs; `vfleet monitor --deploy` installs it on hosts):
 # without its recommends, which pull in openipmi, whose init script fails in lab hosts.
 # prometheus-nginx-exporter: what `vfleet monitor --deploy` runs on each gateway (no recommends).
-APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter
+# prometheus-node-exporter: what it runs on each vLLM host for the GPU readings (no recommends:
+# prometheus-node-exporter-collectors has no GPU script and pulls in smartmontools, ipmitool...).
+APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter prometheus-node-exporter
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
 .PHONY: setup apt venv demo test soak unit integration lab-down clean
@@ -18,7 +20,7 @@ LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 setup: apt venv
 
 apt:
-	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null || ! command -v prometheus-nginx-exporter >/dev/null; then \
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null || ! command -v prometheus-nginx-exporter >/dev/null || ! command -v prometheus-node-exporter >/dev/null; then \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES) && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(APT_NO_RECOMMENDS); \
 	fi

@@ -5,11 +5,15 @@ exports; a second run changes nothing; the targets follow the inventory; stoppin
 host fires the host-down alert (and the host is started again for the tests after). The
 gateway (lab3 too) runs Debian's prometheus-nginx-exporter, which reads nginx's stub_status
 on lab3's loopback: Prometheus sees nginx_up 1 and the request counter move with requests
-through the gateway, and stopping nginx or the exporter fires GatewayDown (both restarted)."""
+through the gateway, and stopping nginx or the exporter fires GatewayDown (both restarted).
+Each vLLM host runs Debian's prometheus-node-exporter with vfleet's GPU readings (nvidia-smi's
+query mode, here the simulated GPUs): Prometheus's `gpu` job has, for lab1 and lab2, what the
+host's nvidia-smi says, and a driver that stops answering on lab2 fires GpuUnavailable."""
 from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +25,8 @@ import yaml
 from vfleet.engine.inventory import load_inventory
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.monitoring.metrics import metric_names_for
+from vfleet.roles.monitoring import gpu_exporter
+from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
 from vfleet.config.variables import SCHEMA
 from tests.integration.deploy_env import changed_targets, run_report, vfleet
@@ -31,6 +37,15 @@ MONITOR_HOST = "lab3"       # the deployed fleet's gateway also runs Prometheus 
 STOPPED = "lab2"
 FAST = {"monitoring_scrape_interval": "5s", "monitoring_down_for": "10s"}
 TARGETS = "prometheus config /etc/prometheus/targets/vllm.json"
+GPU_TARGETS = "prometheus config /etc/prometheus/targets/gpu.json"
+VLLM_HOSTS = ("lab1", "lab2")
+GPU_UNITS = f"{gpu_exporter.UNIT} {gpu_exporter.TIMER}"
+GPU_RESET = (f"systemctl disable --now {GPU_UNITS}; rm -f {gpu_exporter.DEFAULTS_FILE} {gpu_exporter.SCRIPT} "
+             f"/etc/systemd/system/{gpu_exporter.SERVICE} /etc/systemd/system/{gpu_exporter.TIMER} "
+             "/var/lib/prometheus/node-exporter/vfleet-gpu.prom; systemctl daemon-reload")
+# The simulator fails every call while its profile has this file (vfleet/lab/nvidia_smi.py; the
+# broken-driver profile's text): a driver gone, as a GPU fallen off the bus leaves it.
+DRIVER_GONE = "/etc/vfleet-lab/gpu/lab-profile.json"
 EXPORTER = "prometheus-nginx-exporter.service"
 RESET = (f"systemctl disable --now prometheus.service {EXPORTER}; rm -rf /etc/prometheus/targets "
          "/etc/prometheus/rules /etc/prometheus/prometheus.yml /etc/default/prometheus "
@@ -71,6 +86,8 @@ def monitored(deployed, tmp_path_factory):
     # from a bare monitoring host, whatever an earlier run left there
     reset = vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command", RESET, timeout=120)
     assert reset.returncode == 0, (reset.stdout + reset.stderr)[-2000:]
+    reset = vfleet("run", "--inventory", str(inv), "--limit", "vllm", "--command", GPU_RESET, timeout=120)
+    assert reset.returncode == 0, (reset.stdout + reset.stderr)[-2000:]
     code, report, out = run_report("monitor", inv, work / "first.json", "--deploy", "--dest", str(work / "dest"))
     assert code == 0, out[-4000:]
     api = f"http://{hosts[MONITOR_HOST].address}:9090/api/v1"
@@ -78,6 +95,8 @@ def monitored(deployed, tmp_path_factory):
     # leave the lab as the other tests expect it: no Prometheus, no exporter running
     vfleet("run", "--inventory", str(inv), "--limit", MONITOR_HOST, "--command",
            f"systemctl disable --now prometheus.service {EXPORTER}", timeout=120)
+    vfleet("run", "--inventory", str(inv), "--limit", "vllm", "--command", f"systemctl disable --now {GPU_UNITS}",
+           timeout=120)
 
 
 def get(api: str, path: str, **params: str) -> Any:
@@ -99,12 +118,18 @@ def test_first_run_scrapes_every_vllm_host(monitored):
                  "/etc/prometheus/targets/vllm.json", "/etc/prometheus/targets/gateway.json"):
         assert f"prometheus config {path}" in changed, changed
     assert "exporter args /etc/default/prometheus-nginx-exporter" in changed, changed
+    assert GPU_TARGETS in changed, changed
+    for host in VLLM_HOSTS:
+        on_host = changed_targets(monitored["first"], host)
+        for target in (f"node exporter args {gpu_exporter.DEFAULTS_FILE}", f"gpu producer {gpu_exporter.SCRIPT}",
+                       f"service {gpu_exporter.TIMER}"):
+            assert target in on_host, (host, on_host)
     api = monitored["api"]
     wait_for("both vLLM hosts scraped", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=120)
     # --dest wrote byte for byte what runs there, plus the dashboard
     dest = monitored["work"] / "dest"
     assert (dest / "grafana" / "vllm-dashboard.json").is_file()
-    files = ["prometheus.yml", "targets/vllm.json", "targets/gateway.json", "rules/vllm-alerts.yml"]
+    files = ["prometheus.yml", "targets/vllm.json", "targets/gateway.json", "targets/gpu.json", "rules/vllm-alerts.yml"]
     code, report, out = run_report("run", monitored["inv"], dest.parent / "sums.json", "--limit", MONITOR_HOST,
                                    "--quiet", "--command", "cd /etc/prometheus && sha256sum " + " ".join(files))
     assert code == 0, out[-2000:]
@@ -125,7 +150,7 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
                  timeout=60)
     assert get(api, "query", query="vllm:gpu_cache_usage_perc")["result"] == []  # the old name is gone
     groups = {g["name"]: [r["name"] for r in g["rules"]] for g in get(api, "rules")["groups"]}
-    assert groups == {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS)}
+    assert groups == {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS), "gpu": list(GPU_ALERTS)}
     wait_for("every rule evaluated without error",
              lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
 
@@ -133,7 +158,8 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
 def test_second_run_changes_nothing(monitored, tmp_path):
     code, report, out = run_report("monitor", monitored["inv"], tmp_path / "second.json", "--deploy")
     assert code == 0, out[-3000:]
-    assert report["hosts"][MONITOR_HOST]["counts"]["changed"] == 0, changed_targets(report, MONITOR_HOST)
+    for host in (MONITOR_HOST, *VLLM_HOSTS):
+        assert report["hosts"][host]["counts"]["changed"] == 0, (host, changed_targets(report, host))
 
 
 def test_targets_follow_the_inventory(monitored, tmp_path):
@@ -141,10 +167,10 @@ def test_targets_follow_the_inventory(monitored, tmp_path):
     smaller = write_monitor_inventory(monitored["deploy_inv"], tmp_path / "smaller.yaml", drop=(STOPPED,))
     code, report, out = run_report("monitor", smaller, tmp_path / "smaller.json", "--deploy")
     assert code == 0, out[-3000:]
-    assert changed_targets(report, MONITOR_HOST) == [TARGETS, "service prometheus.service"]
+    assert changed_targets(report, MONITOR_HOST) == [TARGETS, GPU_TARGETS, "service prometheus.service"]
     wait_for(f"{STOPPED} no longer a target", lambda: set(up_hosts(api)) == {"lab1"}, timeout=60)
     code, report, out = run_report("monitor", monitored["inv"], tmp_path / "back.json", "--deploy")
-    assert code == 0 and changed_targets(report, MONITOR_HOST) == [TARGETS, "service prometheus.service"]
+    assert code == 0 and changed_targets(report, MONITOR_HOST) == [TARGETS, GPU_TARGETS, "service prometheus.service"]
     wait_for(f"{STOPPED} a target again", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=60)
 
 
@@ -211,3 +237,57 @@ def test_stopping_nginx_or_its_exporter_fires_gateway_down(monitored, unit):
              timeout=90)
     stop_until_it_fires(monitored, MONITOR_HOST, unit, "GatewayDown", f"gateway-down-{unit}.json",
                         f"{gw.gateway_url}/health", 60, resolve_s=90)
+
+
+def host_gpus(inv: Path, host: str, tmp: Path) -> dict[str, float]:
+    """GPU index -> memory.total in bytes, as the host's (simulated) nvidia-smi says it."""
+    code, report, out = run_report("run", inv, tmp / f"smi-{host}.json", "--limit", host, "--quiet", "--command",
+                                   "nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits")
+    assert code == 0, out[-2000:]
+    rows = [ln.split(", ") for ln in report["hosts"][host]["steps"][-1]["data"]["stdout"].splitlines() if ln]
+    return {i: float(mib) * 1024 * 1024 for i, mib in rows}
+
+
+def gpu_series(api: str, promql: str) -> dict[tuple[str, str], float]:
+    """(host, gpu) -> value of each series of an instant query on the gpu job."""
+    return {(r["metric"]["host"], r["metric"]["gpu"]): float(r["value"][1])
+            for r in get(api, "query", query=promql)["result"]}
+
+
+def test_gpu_readings_of_each_vllm_host_reach_prometheus(monitored, tmp_path):
+    api, inv = monitored["api"], monitored["inv"]
+    expected = {h: float(gpu_exporter.expected_gpus(monitored["hosts"][h])) for h in VLLM_HOSTS}
+    wait_for("nvidia-smi answered on both vLLM hosts",
+             lambda: query(api, 'vfleet_gpu_smi_ok{job="gpu"}') == {h: 1.0 for h in VLLM_HOSTS}, timeout=120)
+    assert query(api, 'vfleet_gpu_devices_expected{job="gpu"}') == expected
+    want: dict[tuple[str, str], float] = {}
+    for host in VLLM_HOSTS:
+        gpus = host_gpus(inv, host, tmp_path)
+        assert query(api, 'vfleet_gpu_devices{job="gpu"}')[host] == len(gpus) >= expected[host]
+        want.update({(host, i): total for i, total in gpus.items()})
+    assert gpu_series(api, 'vfleet_gpu_memory_total_bytes{job="gpu"}') == want
+    assert set(gpu_series(api, 'vfleet_gpu_utilization_ratio{job="gpu"}')) == set(want)
+    assert set(gpu_series(api, 'vfleet_gpu_memory_used_bytes{job="gpu"}')) == set(want)
+    # the node exporter reads a fresh file: written by the timer within the last minute
+    ages = query(api, 'time() - node_textfile_mtime_seconds{job="gpu"}')
+    assert set(ages) == set(VLLM_HOSTS) and all(age < 60 for age in ages.values()), ages
+    assert firing(api, "GpuUnavailable") == set() and firing(api, "GpuMetricsMissing") == set()
+
+
+def test_a_driver_that_stops_answering_fires_gpu_unavailable(monitored):
+    api, inv = monitored["api"], monitored["inv"]
+    wait_for("lab2's GPUs answering before", lambda: query(api, 'vfleet_gpu_smi_ok{job="gpu"}').get(STOPPED) == 1.0,
+             timeout=120)
+    gone = json.dumps({"nvidia_smi": "fail", "exit_code": 9, "stdout": "NVIDIA-SMI has failed because it couldn't "
+                       "communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and "
+                       "running.\n\n"})
+    p = vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command",
+               f"printf '%s' {shlex.quote(gone)} > {DRIVER_GONE}", timeout=120)
+    try:
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        # the timer (15s) + one scrape (5s) + `for` (10s) + one evaluation (5s), with slack
+        assert wait_for("GpuUnavailable firing", lambda: firing(api, "GpuUnavailable"), timeout=150) == {STOPPED}
+        assert query(api, 'vfleet_gpu_devices{job="gpu"}')[STOPPED] == 0.0
+    finally:
+        vfleet("run", "--inventory", str(inv), "--limit", STOPPED, "--command", f"rm -f {DRIVER_GONE}", timeout=120)
+    wait_for("GpuUnavailable resolved", lambda: firing(api, "GpuUnavailable") == set(), timeout=120)

@@ -66,6 +66,15 @@ def test_gateway_targets_name_each_gateways_exporter():
     assert {f.path: f for f in monitoring_files(vllm, settings)}["targets/gateway.json"].text == "[]\n"
 
 
+def test_gpu_targets_name_each_vllm_hosts_node_exporter():
+    _, vllm, settings = fleet()
+    files = {f.path: f.text for f in monitoring_files(vllm, settings)}
+    assert json.loads(files["targets/gpu.json"]) == [
+        {"targets": [f"10.20.0.1{i}:9100"], "labels": {"host": f"gpu0{i}"}} for i in (1, 2)]
+    jobs = {j["job_name"]: j.get("file_sd_configs") for j in yaml.safe_load(files["prometheus.yml"])["scrape_configs"]}
+    assert jobs["gpu"] == [{"files": ["targets/gpu.json"], "refresh_interval": "1m"}]
+
+
 def test_monitoring_group_variables_reach_config_and_rules():
     _, vllm, settings = fleet()
     assert settings.thresholds.ttft_p95_seconds == 1.5 and settings.thresholds.down_for == "30s"
@@ -86,13 +95,13 @@ def test_cli_writes_a_tree_promtool_accepts(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     written = sorted(str(q.relative_to(tmp_path)) for q in tmp_path.rglob("*") if q.is_file())
     assert written == ["grafana/vllm-dashboard.json", "prometheus.yml", "rules/vllm-alerts.yml",
-                       "targets/gateway.json", "targets/vllm.json"]
+                       "targets/gateway.json", "targets/gpu.json", "targets/vllm.json"]
     assert "10.20.0.2:9200" in (tmp_path / "targets" / "gateway.json").read_text()
     c = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
     assert c.returncode == 0, c.stdout + c.stderr
     assert "SUCCESS: 1 rule files found" in c.stdout + c.stderr
     # promtool reads the targets through the config: a broken targets file is caught
-    for name in ("vllm.json", "gateway.json"):
+    for name in ("vllm.json", "gateway.json", "gpu.json"):
         good = (tmp_path / "targets" / name).read_text()
         (tmp_path / "targets" / name).write_text('[{"targets": 5}]')
         bad = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
@@ -134,7 +143,9 @@ def test_dashboard_queries_parse_and_use_the_fleet_names(tmp_path):
     names = fleet_metric_names(c.vllm_version for c in vllm)
     dash = json.loads({f.path: f for f in monitoring_files(vllm, settings)}["grafana/vllm-dashboard.json"].text)
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 10
+    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 13
+    assert 'avg by (host) (vfleet_gpu_utilization_ratio{job="gpu", host=~"$host"})' in exprs
+    assert 'sum by (host) (vfleet_gpu_memory_used_bytes{job="gpu", host=~"$host"})' in exprs
     assert 'rate(nginx_http_requests_total{job="gateway"}[1m])' in exprs
     assert 'nginx_connections_active{job="gateway"}' in exprs
     assert any("vllm:gpu_cache_usage_perc" in e and "vllm:kv_cache_usage_perc" in e for e in exprs)

@@ -14,6 +14,7 @@ import yaml
 
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.roles.monitoring.metrics import fleet_metric_names, metric_names_for
+from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
 
 
@@ -70,7 +71,7 @@ def test_promtool_accepts_the_rules(tmp_path, names):
     path.write_text(rules_yaml(names, TH))
     p = promtool("check", "rules", str(path))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"SUCCESS: {len(ALERTS) + len(GATEWAY_ALERTS)} rules found" in p.stdout
+    assert f"SUCCESS: {len(ALERTS) + len(GATEWAY_ALERTS) + len(GPU_ALERTS)} rules found" in p.stdout
 
 
 def _series(host: str) -> str:

@@ -152,6 +152,43 @@ def test_not_available_values_survive_nounits(tmp_path):
     assert res.stdout == "[N/A], [Not Supported], 0\n"
 
 
+# --- fields the plain table shows (the GPU exporter's utilization.gpu) ----------------------
+
+def test_utilization_comes_from_the_captured_table():
+    """nvidia-smi.txt of the H200 says `0%` under GPU-Util; the real CSV prints a
+    percentage as `<n> %` under `utilization.gpu [%]`, `<n>` with nounits."""
+    assert "|      0%      Default |" in (H200 / "nvidia-smi.txt").read_text()
+    res = smi("--query-gpu=index,utilization.gpu", "--format=csv")
+    assert (res.returncode, res.stdout) == (0, "index, utilization.gpu [%]\n0, 0 %\n")
+    res = smi("--query-gpu=utilization.gpu,index", "--format=csv,noheader,nounits", "-i", "0")
+    assert (res.returncode, res.stdout) == (0, "0, 0\n")
+
+
+def _with_table(tmp_path: Path, table: str, csv: str | None = None) -> Path:
+    (tmp_path / "nvidia-smi.txt").write_text(table)
+    (tmp_path / "query-gpu.csv").write_text(csv or (H200 / "query-gpu.csv").read_text())
+    (tmp_path / "topo.txt").write_text((H200 / "topo.txt").read_text())
+    return tmp_path
+
+
+def test_utilization_reads_each_gpus_line(tmp_path):
+    table = (H200 / "nvidia-smi.txt").read_text()
+    busy = _with_table(tmp_path, table.replace("|      0%      Default |", "|     37%      Default |"))
+    assert smi("--query-gpu=utilization.gpu", "--format=csv,noheader", profile=busy).stdout == "37 %\n"
+    unknown = table.replace("|      0%      Default |", "|    N/A      Default |")
+    assert smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+               profile=_with_table(tmp_path, unknown)).stdout == "[N/A]\n"
+
+
+def test_utilization_is_refused_when_the_table_has_other_gpus(tmp_path):
+    """Two GPUs in query-gpu.csv, one in the table: never answer from another GPU's line."""
+    lines = (H200 / "query-gpu.csv").read_text().splitlines()
+    two = "\n".join([lines[0], lines[1], lines[1].replace("0, NVIDIA", "1, NVIDIA", 1)]) + "\n"
+    res = smi("--query-gpu=utilization.gpu", "--format=csv",
+              profile=_with_table(tmp_path, (H200 / "nvidia-smi.txt").read_text(), two))
+    assert res.returncode == 2 and res.stdout == "" and 'field "utilization.gpu" is valid' in res.stderr
+
+
 @pytest.mark.parametrize("profile", ["v100-8-pcie", "a100-8-sxm"])
 def test_assembled_profiles_are_consistent(profile):
     path = PROFILES / profile

@@ -12,7 +12,9 @@ Standalone on purpose (stdlib only, no vfleet imports): it is copied into each h
 Profile directory (default /etc/vfleet-lab/gpu, override with VFLEET_GPU_PROFILE), read at
 every call so a profile swapped in place takes effect at once:
     nvidia-smi.txt   output of `nvidia-smi`
-    query-gpu.csv    output of `nvidia-smi --query-gpu=<fields> --format=csv`
+    query-gpu.csv    output of `nvidia-smi --query-gpu=<fields> --format=csv`; a field it
+                     lacks that the plain table shows (utilization.gpu) is read from
+                     nvidia-smi.txt, so the lab's GPU exporter gets the captured reading
     topo.txt         output of `nvidia-smi topo -m`
     smi-q.xml        output of `nvidia-smi -q -x` (optional)
     smi-q.txt        output of `nvidia-smi -q` (optional)
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 DEFAULT_PROFILE = "/etc/vfleet-lab/gpu"
@@ -318,7 +321,8 @@ class Profile:
         return json.loads(text) if text else {}
 
     def csv(self) -> tuple[list[str], list[list[str]]]:
-        """Header cells and rows of query-gpu.csv (the real tool separates with ", ")."""
+        """Header cells and rows of query-gpu.csv (the real tool separates with ", "), plus
+        the columns of TABLE_FIELDS it lacks, read from the plain table when it has them."""
         lines = [ln for ln in self.need("query-gpu.csv", "--query-gpu").splitlines() if ln]
         header = lines[0].split(", ")
         rows = [ln.split(", ") for ln in lines[1:]]
@@ -326,7 +330,30 @@ class Profile:
             if len(row) != len(header):
                 raise Refusal(f"{SIM}: {self.path}/query-gpu.csv: row {row!r} has {len(row)} "
                               f"cells, header has {len(header)}", EXIT_UNSIMULATED, real=False)
+        names = [split_header_cell(c)[0] for c in header]
+        for cell, values in table_columns(self.file("nvidia-smi.txt") or "", len(rows)).items():
+            if split_header_cell(cell)[0] not in names:
+                header.append(cell)
+                for row, value in zip(rows, values):
+                    row.append(value)
         return header, rows
+
+
+# The plain table's second line of each GPU: `| N/A 39C P0 126W / 700W | 0MiB / 143771MiB |
+# 0% Default |`; its third cell starts with GPU-Util ("N/A" where the GPU does not say).
+_TABLE_USAGE = re.compile(r"\|\s*\d+MiB\s*/\s*\d+MiB\s*\|\s*(\d+%|N/A)\s")
+
+
+def table_columns(table: str, gpus: int) -> dict[str, list[str]]:
+    """--query-gpu columns (header cell -> one value per GPU, as the real CSV prints them)
+    that the plain table shows: utilization.gpu. Empty when the table's GPU lines do not match
+    the CSV's GPUs one for one (a profile assembled from two machines), so a field is never
+    answered from another GPU's line."""
+    found = _TABLE_USAGE.findall(table)
+    if not found or len(found) != gpus:
+        return {}
+    # the real CSV prints `0 %` (a space before the unit) and `[N/A]` where the table says N/A
+    return {"utilization.gpu [%]": [f"{u[:-1]} %" if u.endswith("%") else "[N/A]" for u in found]}
 
 
 def select_gpus(profile: Profile, ids: str | None) -> list[int] | None:

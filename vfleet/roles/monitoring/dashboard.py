@@ -9,12 +9,13 @@ import json
 from typing import Any
 
 from vfleet.roles.monitoring.rules import Names, any_of
-from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
+from vfleet.roles.monitoring.scrape import GATEWAY_JOB, GPU_JOB, VLLM_JOB
 
 __all__ = ["dashboard", "dashboard_json", "panel_queries"]
 
 SEL = f'{{job="{VLLM_JOB}", host=~"$host"}}'
 GW = f'{{job="{GATEWAY_JOB}"}}'   # every gateway: the $host variable lists vLLM hosts
+GPU = f'{{job="{GPU_JOB}", host=~"$host"}}'   # the vLLM hosts' node exporters (gpu_exporter.py)
 
 
 def panel_queries(names: Names) -> list[tuple[str, str, str]]:
@@ -34,6 +35,12 @@ def panel_queries(names: Names) -> list[tuple[str, str, str]]:
         ("TTFT p50", "s", f"histogram_quantile(0.5, sum by (le, host) ({ttft}))"),
         ("Gateway active connections", "short", f"nginx_connections_active{GW}"),
         ("Gateway requests/s", "reqps", f"rate(nginx_http_requests_total{GW}[1m])"),
+        # per host, as every other panel: the GPUs of one host serve one engine together
+        ("GPU utilisation (mean of the host's GPUs)", "percentunit",
+         f"avg by (host) (vfleet_gpu_utilization_ratio{GPU})"),
+        ("GPU memory used", "bytes", f"sum by (host) (vfleet_gpu_memory_used_bytes{GPU})"),
+        ("GPU memory used (fraction)", "percentunit",
+         f"sum by (host) (vfleet_gpu_memory_used_bytes{GPU}) / sum by (host) (vfleet_gpu_memory_total_bytes{GPU})"),
     ]
 
 

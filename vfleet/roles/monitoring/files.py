@@ -15,8 +15,9 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.monitoring.dashboard import dashboard_json
 from vfleet.roles.monitoring.metrics import fleet_metric_names
 from vfleet.roles.monitoring.rules import rules_yaml
-from vfleet.roles.monitoring.scrape import (CONFIG_FILE, GATEWAY_TARGETS_FILE, RULES_FILE, TARGETS_FILE, config_yaml,
-                                     gateway_target_groups, target_groups, targets_json)
+from vfleet.roles.monitoring.scrape import (CONFIG_FILE, GATEWAY_TARGETS_FILE, GPU_TARGETS_FILE, RULES_FILE,
+                                            TARGETS_FILE, config_yaml, gateway_target_groups, gpu_target_groups,
+                                            target_groups, targets_json)
 from vfleet.config.monitoring import MonitoringSettings
 
 __all__ = ["DASHBOARD_FILE", "MonitoringFile", "monitoring_files", "write_tree"]
@@ -40,6 +41,7 @@ def monitoring_files(vllm_hosts: Iterable[HostConfig], settings: MonitoringSetti
     names = fleet_metric_names(c.vllm_version for c in hosts)
     return [MonitoringFile(TARGETS_FILE, targets_json(target_groups(hosts)), True),
             MonitoringFile(GATEWAY_TARGETS_FILE, targets_json(gateway_target_groups(gateways)), True),
+            MonitoringFile(GPU_TARGETS_FILE, targets_json(gpu_target_groups(hosts)), True),
             MonitoringFile(RULES_FILE, rules_yaml(names, settings.thresholds), True),
             MonitoringFile(CONFIG_FILE, config_yaml(settings), True),
             MonitoringFile(DASHBOARD_FILE, dashboard_json(names), False)]

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
+from vfleet.roles.monitoring.gpu_rules import gpu_rules
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from vfleet.config.monitoring import Thresholds
 
@@ -83,7 +84,8 @@ def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
                "/health may still answer 200; restart the service (vfleet restart --limit "
                "{{ $labels.host }})."),
     ]
-    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)}]}
+    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
+                       {"name": "gpu", "rules": gpu_rules(th)}]}
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:

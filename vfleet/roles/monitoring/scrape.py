@@ -8,7 +8,11 @@ one deployed under /etc/prometheus and what the tests validate is what runs.
 
 The gateways are scraped through prometheus-nginx-exporter on each gateway host (job
 `gateway`), which reads nginx's stub_status on that host's loopback (vfleet/roles/gateway/render.py):
-nginx itself exposes no Prometheus text, and its public listener answers /metrics with 404."""
+nginx itself exposes no Prometheus text, and its public listener answers /metrics with 404.
+
+The GPUs of each vLLM host are scraped through Debian's prometheus-node-exporter on that
+host (job `gpu`, port 9100, the exporter's registered default), whose textfile collector
+serves what vfleet/roles/monitoring/gpu_textfile.py writes from nvidia-smi."""
 from __future__ import annotations
 
 import json
@@ -19,14 +23,18 @@ import yaml
 from vfleet.config.hostconfig import HostConfig, hostport
 from vfleet.config.monitoring import MonitoringSettings
 
-__all__ = ["VLLM_JOB", "GATEWAY_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE", "RULES_FILE", "CONFIG_FILE",
-           "target_groups", "gateway_target_groups", "targets_json", "prometheus_config", "config_yaml"]
+__all__ = ["VLLM_JOB", "GATEWAY_JOB", "GPU_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE", "GPU_TARGETS_FILE",
+           "RULES_FILE", "CONFIG_FILE", "NODE_EXPORTER_PORT", "target_groups", "gateway_target_groups",
+           "gpu_target_groups", "targets_json", "prometheus_config", "config_yaml"]
 
 VLLM_JOB = "vllm"
 GATEWAY_JOB = "gateway"
+GPU_JOB = "gpu"
+NODE_EXPORTER_PORT = 9100   # prometheus-node-exporter's default (Prometheus's port allocation list)
 CONFIG_FILE = "prometheus.yml"
 TARGETS_FILE = "targets/vllm.json"
 GATEWAY_TARGETS_FILE = "targets/gateway.json"
+GPU_TARGETS_FILE = "targets/gpu.json"
 RULES_FILE = "rules/vllm-alerts.yml"
 
 
@@ -49,6 +57,13 @@ def gateway_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]
             for cfg in sorted(gateways, key=lambda c: c.name)]
 
 
+def gpu_target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per vLLM host: its node exporter, labelled with the host's name (the
+    label the vllm job's series carry, so a panel or a rule joins the two on `host`)."""
+    return [{"targets": [hostport(cfg.address, NODE_EXPORTER_PORT)], "labels": {"host": cfg.name}}
+            for cfg in sorted(hosts, key=lambda c: c.name)]
+
+
 def targets_json(groups: list[dict[str, Any]]) -> str:
     """Stable text (sorted keys, fixed indent): an unchanged fleet is an unchanged file."""
     return json.dumps(groups, indent=2, sort_keys=True) + "\n"
@@ -64,6 +79,8 @@ def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
              "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": GATEWAY_JOB, "metrics_path": "/metrics",
              "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": GPU_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [GPU_TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": "prometheus",
              "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
         ],
