@@ -4,4 +4,6 @@ plan that keeps Prometheus on the `monitoring` group in step with the inventory.
 
 One module per job: metrics (names per version), settings (the monitoring variables),
 scrape (prometheus.yml + targets), rules (alerts), dashboard (Grafana JSON), files (what
-`vfleet monitor --dest` writes), deploy (facts, plan, apply on a monitoring host)."""
+`vfleet monitor --dest` writes), deploy (facts, plan, apply on a monitoring host), exporter
+(the nginx exporter on a gateway), gpu_exporter (node_exporter and the GPU producer on a vLLM
+host), gpu_textfile (the producer itself, copied to the host), gpu_rules (the GPU alerts)."""
