@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vfleet.cli.main import program
+from tests.unit.cli_run import vfleet_in_process as run_cli
 from vfleet.roles.triage.host import JournalFact, UnitHealthFact
 
 DATA = Path(__file__).parent / "data" / "triage"
@@ -66,12 +66,6 @@ def fake_systemd(tmp_path: Path, monkeypatch) -> Path:
     return inv
 
 
-def run_cli(*argv: str) -> int:
-    try:
-        program.run(["vfleet", *argv])
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def test_triage_inventory_classifies_the_failed_host_only(fake_systemd: Path, tmp_path: Path, capsys) -> None:

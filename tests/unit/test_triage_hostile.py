@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.cli.main import program
+from tests.unit.cli_run import vfleet_in_process as run_cli
 from vfleet.roles.triage.classify import classify_lines
 from vfleet.roles.triage.logfile import MAX_BYTES, read_log
 from vfleet.roles.triage.signals import MAX_LINE_CHARS
@@ -17,13 +17,6 @@ from vfleet.roles.triage.signals import MAX_LINE_CHARS
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.20 GiB is free."
 
 
-def run_cli(*argv: str) -> int:
-    """The exit code of the real CLI, run in this process."""
-    try:
-        program.run(["vfleet", *argv])
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def test_an_empty_log_is_unknown_and_says_so(tmp_path: Path, capsys) -> None:
