@@ -95,3 +95,12 @@ def test_next_steps_name_inventory_variables_that_exist() -> None:
     after = steps["oom-after-loading"]
     assert after.index("gpu_memory_utilization") < after.index("max_model_len")   # the order: utilization first
     assert "0.02-0.05" in after
+
+
+def test_the_scan_finds_each_line_holding_a_word_once_in_order() -> None:
+    from vfleet.roles.triage.scan import LowerText
+
+    lines = ["NCCL error and nccl again", "nothing", "", "Watchdog NCCL", "watchdog", "last nccl"]
+    assert list(LowerText(lines).lines_with(("nccl", "watchdog"))) == [0, 3, 4, 5]
+    assert list(LowerText(lines).lines_with(("absent",))) == []
+    assert list(LowerText([]).lines_with(("x",))) == []

@@ -11,6 +11,7 @@ Lines are cut to signals.MAX_LINE_CHARS before matching (and to SHOW_CHARS when 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Sequence
 
 from .classes import TriageClass, by_id
@@ -84,7 +85,8 @@ def _nccl_context(text: LowerText, lines: Sequence[str], skip: set[int]) -> list
 def _unknown(text: LowerText, lines: Sequence[str], first: int, note: str) -> Verdict:
     """The last error-looking lines (else the last lines)."""
     candidates = list(text.lines_with(ERROR_LIKE.needles))
-    picked = [i for i in reversed(candidates) if ERROR_LIKE.search(lines[i], lines[i].lower())][:UNKNOWN_LINES][::-1]
+    last = (i for i in reversed(candidates) if ERROR_LIKE.search(lines[i], lines[i].lower()))
+    picked = list(islice(last, UNKNOWN_LINES))[::-1]
     if not picked:
         picked = [i for i in range(max(0, len(lines) - UNKNOWN_LINES), len(lines)) if lines[i].strip()]
     return Verdict(by_id("unknown"), tuple(Line(first + i, lines[i]) for i in picked), note=note)
