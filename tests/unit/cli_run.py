@@ -15,3 +15,15 @@ def vfleet_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "PYTHONPATH": path})
+
+
+def vfleet_in_process(*args: str) -> int:
+    """Run the `vfleet` Program in this process (pytest's capsys sees its output, monkeypatched
+    environment applies); its exit code."""
+    from vfleet.cli.main import program
+
+    try:
+        program.run(["vfleet", *args])
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0

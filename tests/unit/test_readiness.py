@@ -103,6 +103,22 @@ def test_wait_ready_fails_fast_when_systemd_restarted_the_crashed_unit():
     assert any("journalctl -u vllm.service" in c for c, _ in host.commands)
 
 
+def test_wait_ready_names_the_triage_class_from_the_journal_it_reads_once():
+    """The failure line carries the class and its short next step, read from the same journal
+    tail the message always fetched: one journalctl, no extra round trip."""
+    log = (Path(__file__).parent / "data" / "triage" / "oom-after-loading-1.log").read_text()
+    host = ScriptedHost("ActiveState=failed\nNRestarts=0\nloading\n", log)
+    with pytest.raises(HostFailed) as e:
+        readiness.wait_ready(host, timeout=30)
+    message = str(e.value)
+    assert message.startswith("vLLM on gpu01: the unit died; out of memory after loading (KV cache allocation or "
+                              "CUDA graph capture): lower gpu_memory_utilization by 0.02-0.05 first, then max_model_len")
+    assert message.split("; journal: ", 1)[1].endswith("^^^^^^^^^^^^^^^^^^^^^^^^^^^^^")
+    assert len([c for c, _ in host.commands if "journalctl" in c]) == 1
+    assert e.value.data["triage"]["class"] == "oom-after-loading"
+    assert e.value.data["journal"].startswith("INFO 08-20 03:09:59")
+
+
 def test_wait_ready_returns_once_ready():
     host = ScriptedHost("ActiveState=activating\nNRestarts=1\nloading\n",
                         "ActiveState=active\nNRestarts=1\nready\n")

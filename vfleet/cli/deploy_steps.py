@@ -13,7 +13,6 @@ from typing import ClassVar, Sequence
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play
-from vfleet.engine.systemd import journal_tail
 from vfleet.roles.preflight import audit
 from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.replica import deploy as replica_deploy
@@ -29,6 +28,7 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
 from vfleet.roles.rollout.rolling import Rollout, batch_sizes
 from vfleet.roles.service.unit import ServiceOutcome
+from vfleet.roles.triage.host import failure_journal
 from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
 from vfleet.cli.options import TaskOptions
 from vfleet.cli.preflight_steps import replica_checks
@@ -252,9 +252,9 @@ def _smoke_host(ctx) -> None:
         unit = ctx.config.unit
         props = ctx.run(f"systemctl show -p ActiveState,NRestarts,ExecMainStatus -- {shlex.quote(unit)}").stdout
         state = ", ".join(ln.strip() for ln in props.splitlines() if ln.strip())
-        lines = journal_tail(ctx, unit, 40)
-        raise HostFailed(f"{exc}; {unit}: {state}; journal: {journal_tail(ctx, unit)}",
-                         {**(exc.data or {}), "journal": lines, "systemd": state}) from None
+        journal = failure_journal(ctx, unit)
+        raise HostFailed(f"{exc}; {unit}: {state}{journal.seen()}; journal: {journal.tail()}",
+                         {**(exc.data or {}), **journal.data(), "systemd": state}) from None
 
 
 def step_preflight(play: Play, fleet: Fleet, *, strict: bool, force: bool) -> None:

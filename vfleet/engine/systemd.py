@@ -15,7 +15,8 @@ from vfleet.engine.runner import HostContext, HostFailed
 
 q = shlex.quote
 
-__all__ = ["restart", "start", "stop", "journal_tail", "start_command", "stop_command", "journal_command"]
+__all__ = ["restart", "start", "stop", "journal_tail", "journal_lines", "one_line", "start_command", "stop_command",
+           "journal_command"]
 
 
 def _unit(unit: str) -> str:
@@ -63,7 +64,16 @@ def stop(ctx: HostContext, unit: str, *, timeout: float) -> None:
     ctx.run(stop_command(unit), timeout=timeout)
 
 
+def journal_lines(ctx: HostContext, unit: str, lines: int) -> list[str]:
+    """The last journal lines of a unit, as printed (-o cat)."""
+    return ctx.run(journal_command(unit, lines)).stdout.splitlines()
+
+
+def one_line(lines: list[str]) -> str:
+    """Journal lines joined on one line for a report message."""
+    return " | ".join(line.strip() for line in lines if line.strip())
+
+
 def journal_tail(ctx: HostContext, unit: str, lines: int = 15) -> str:
     """The last journal lines of a unit, joined on one line for a report message."""
-    r = ctx.run(journal_command(unit, lines))
-    return " | ".join(line.strip() for line in r.stdout.splitlines() if line.strip())
+    return one_line(journal_lines(ctx, unit, lines))

@@ -12,8 +12,8 @@ import time
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.engine.systemd import journal_tail
 from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.triage.host import failure_journal
 
 q = shlex.quote
 
@@ -78,7 +78,8 @@ def probe(ctx: HostContext, unit: str | None = None) -> str:
 
 def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | None = None) -> float:
     """Block until the host serves its model; returns seconds waited. Fails the host with the
-    last journal lines when the unit dies or the timeout passes."""
+    last journal lines and their triage class (vfleet/roles/triage/) when the unit dies or the
+    timeout passes."""
     cfg: HostConfig = ctx.config
     unit = unit or cfg.unit
     timeout = float(timeout or cfg.ready_timeout)
@@ -102,5 +103,5 @@ def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | No
     if state == "ready":
         return time.monotonic() - t0
     why = "the unit died" if state.startswith("dead") else f"not ready after {timeout:g}s (last: {state})"
-    raise HostFailed(f"vLLM on {ctx.name}: {why}; journal: {journal_tail(ctx, unit)}",
-                     {"journal": journal_tail(ctx, unit, 40)})
+    journal = failure_journal(ctx, unit)     # its class and short next step join the message
+    raise HostFailed(f"vLLM on {ctx.name}: {why}{journal.seen()}; journal: {journal.tail()}", journal.data())
