@@ -27,10 +27,13 @@ from . import nccl
 from .check_base import FAIL, GIB, PASS, WARN, Check, is_cpu_build
 from .check_base import gib as _gib
 from .check_base import min_cc_gpu as _min_cc_gpu
+from .engine_checks import engine_checks
 from .model_checks import model_checks
+from .nccl_conf import check_nccl_sources
 from .unit_checks import check_unit_files
 from .unsafe_checks import check_unsafe
 from .version_checks import inventory_flags, upgrade_checks
+from .volta_checks import volta_checks
 
 __all__ = ["Check", "PASS", "WARN", "FAIL", "host_checks", "upgrade_checks", "inventory_flags", "is_cpu_build"]
 
@@ -392,15 +395,16 @@ def host_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     checks = [check_gpu_driver(cfg, facts)]
     gpu_ok = not is_cpu_build(cfg) and facts.get("gpu_state") == "ok" and facts.get("gpu_count")
     if gpu_ok:
-        checks += [check_dtype(cfg, facts), check_quantization(cfg, facts), check_tp_count(cfg, facts),
-                   check_tp_heads(cfg.tensor_parallel_size, facts), check_topology(cfg, facts),
-                   check_nccl_env(cfg, facts), check_pcie_acs(cfg, facts),
-                   check_ecc(cfg, facts), check_persistence(cfg, facts)]
+        checks += [check_dtype(cfg, facts), check_quantization(cfg, facts), *volta_checks(cfg, facts),
+                   check_tp_count(cfg, facts), check_tp_heads(cfg.tensor_parallel_size, facts),
+                   check_topology(cfg, facts), check_nccl_env(cfg, facts), check_nccl_sources(cfg, facts),
+                   check_pcie_acs(cfg, facts), check_ecc(cfg, facts), check_persistence(cfg, facts)]
     checks += [check_shm(cfg, facts), check_disk(cfg, facts), check_model_fs(cfg, facts)]
     checks += model_checks(cfg, facts)
     checks.append(check_installed(cfg, facts))
     checks += upgrade_checks(cfg, facts)
     checks.append(check_unsafe(cfg))
+    checks += engine_checks(cfg, facts)
     if gpu_ok:
         checks.append(check_capacity(cfg, facts))
     elif is_cpu_build(cfg):

