@@ -21,6 +21,7 @@ import yaml
 
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from vfleet.config.monitoring import Thresholds
+from vfleet.roles.monitoring.verdict_rules import verdict_group
 
 __all__ = ["ALERTS", "GATEWAY_ALERTS", "Names", "any_of", "alert_rules", "gateway_rules", "rules_yaml"]
 
@@ -83,7 +84,8 @@ def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
                "/health may still answer 200; restart the service (vfleet restart --limit "
                "{{ $labels.host }})."),
     ]
-    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)}]}
+    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
+                       verdict_group(names, th)]}
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
