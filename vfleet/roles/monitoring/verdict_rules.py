@@ -40,9 +40,8 @@ def verdict_rules(names: Names, th: Thresholds) -> list[dict[str, Any]]:
     from vfleet.roles.monitoring.rules import any_of
 
     w, sel = th.window, f'{{job="{VLLM_JOB}"}}'
-    kv = any_of(names, "kv_cache_usage", lambda n: f"{n}{sel}")
-    waiting = any_of(names, "requests_waiting", lambda n: f"{n}{sel}")
-    running = any_of(names, "requests_running", lambda n: f"{n}{sel}")
+    kv, waiting, running = (any_of(names, key, lambda n: f"{n}{sel}")
+                            for key in ("kv_cache_usage", "requests_waiting", "requests_running"))
     ceiling = any_of(names, "requests_running", lambda n: f"max_over_time({n}{sel}[{CEILING_WINDOW}])")
     preempting = any_of(names, "preemptions", lambda n: f"increase({n}{sel}[{w}]) > 0")
     ttft_now = any_of(names, "ttft", lambda n: f"rate({n}_sum{sel}[{w}]) / rate({n}_count{sel}[{w}])")

@@ -60,10 +60,6 @@ def _curl(url: str, options: str = "") -> str:
     return f"curl -sS --max-time {HTTP_TIMEOUT_S} {options} -- {q(url)}".replace("  ", " ")
 
 
-def _text(out: str) -> str:
-    return out
-
-
 # A file's sha256 through a filter (NCCL_ lines out of the env file), or missing/unreadable.
 HASH_OF = ("hash_of() { if [ ! -e \"$1\" ]; then echo missing; elif [ ! -r \"$1\" ]; then echo unreadable; "
            "else $2 < \"$1\" | sha256sum | cut -d' ' -f1; fi; }")
@@ -84,11 +80,11 @@ def vllm_probes(cfg: HostConfig) -> dict[str, Probe]:
         "install": Probe(f"printf 'venv=%s\\n' \"$(readlink -- {q(cfg.current_link)})\"; "
                          f"head -c {MARKER_LIMIT} -- {marker} 2>/dev/null; true", p.installed),
         "weights": Probe(f"readlink -- {q(cfg.model_path or '')}; true", p.link_target),
-        "metrics": Probe(_curl(local_metrics_url(cfg), f"--max-filesize {METRICS_LIMIT}"), _text),
+        "metrics": Probe(_curl(local_metrics_url(cfg), f"--max-filesize {METRICS_LIMIT}"), str),
         "gpu_memory": Probe(f"nvidia-smi --query-gpu={','.join(GPU_MEMORY_FIELDS)} --format=csv,noheader,nounits",
-                            _text),
+                            str),
         "gpu_util": Probe(f"nvidia-smi --query-gpu={','.join(GPU_UTIL_FIELDS)} --format=csv,noheader,nounits",
-                          _text),
+                          str),
         # journalctl exits 0 with a hint on stderr when the user may not read the system journal
         "journal": Probe(f"journalctl -u {unit} --since=-1h --no-pager -q -o cat --output-fields=MESSAGE_ID",
                          p.journal_counts, unknown_if=("not seeing messages", "No journal files")),
