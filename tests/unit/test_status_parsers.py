@@ -40,3 +40,11 @@ def test_a_probe_is_unknown_when_its_command_failed_or_said_it_could_not_see():
     hint = "Hint: You are currently not seeing messages from other users and the system."
     assert probe.process_output(Output("", hint, 0)) is None                   # exit 0, but blind
     assert probe.process_output(Output("39f53479d3a045ac8e11786248231fbf\n", "", 0))["starts"] == 1
+
+
+def test_metrics_read_gives_the_ttft_histogram_totals_and_the_served_names():
+    from vfleet.clients.bench.server_metrics import read
+
+    values, names, served = read((DATA.parent / "bench" / "metrics_vllm_new.txt").read_text())
+    assert (values["ttft_sum"], values["ttft_count"], served) == (1.5, 10.0, ["tiny"])
+    assert names["kv_cache_usage"] == "vllm:kv_cache_usage_perc"

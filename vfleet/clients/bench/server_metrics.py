@@ -57,9 +57,10 @@ def read(text: str) -> tuple[dict[str, float], dict[str, str], list[str]]:
 
 
 def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
-    """{our name: value} and {our name: the server's metric name} from one /metrics text."""
+    """{our name: value} and {our name: the server's metric name} from one /metrics text: the
+    gauges and counters a level samples."""
     values, names, _ = read(text)
-    return values, names
+    return {k: v for k, v in values.items() if k in GAUGES or k in COUNTERS}, names
 
 
 @dataclass
