@@ -82,3 +82,21 @@ def test_compare_rejects_other_json(tmp_path):
     p.write_text(json.dumps({"task": "deploy", "hosts": {}}))
     with pytest.raises(VfleetError, match="not a `vfleet bench` result"):
         cmp.load(str(p))
+
+
+def test_each_level_shows_its_verdict_with_the_numbers(tmp_path):
+    """The server's numbers of each level judged (vfleet/clients/verdict.py): a level whose
+    requests waited with the KV cache full is memory-bound, one whose engine ran far fewer
+    than the client kept in flight is underfed, in the table and the CSV."""
+    lv = result()["levels"]
+    lv[-1]["server"] = {"running_max": 40, "waiting_mean": 6.5, "kv_cache_usage_max": 0.98, "preemptions": 4}
+    lv[0]["server"] = {"running_max": 1, "waiting_mean": 0, "kv_cache_usage_max": 0.01, "preemptions": 0}
+    lv[0]["mean_inflight"] = 8.0
+    con = Console(width=400, record=True)
+    con.print(level_table(lv))
+    text = con.export_text()
+    assert "memory-bound (waiting 6.5, running 40, KV 98%, preemptions 4)" in text
+    assert "not enough load reaches the engine (running 1, offered 8)" in text
+    write_csv(tmp_path / "b.csv", lv)
+    rows = list(csv.DictReader((tmp_path / "b.csv").open()))
+    assert rows[-1]["verdict"].startswith("memory-bound (waiting 6.5") and "lower max_model_len" in rows[-1]["verdict"]

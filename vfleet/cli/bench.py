@@ -94,7 +94,8 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
         requests=int(requests) or None, seconds=parse_duration(seconds), max_seconds=float(max_seconds),
         warmup=None if warmup in (None, "") else int(warmup), output_len=int(output_len), ignore_eos=not natural,
         timeout_s=float(timeout), max_inflight=int(max_inflight), seed=int(seed),
-        metrics_interval_s=parse_duration(metrics_interval) or 1.0)
+        metrics_interval_s=parse_duration(metrics_interval) or 1.0,
+        max_num_seqs=sum(h.max_num_seqs for h in behind) if all(h.max_num_seqs for h in behind) else None)
     if settings.output_len < 1 or settings.max_seconds <= 0 or settings.max_inflight < 1:
         raise VfleetError("--output-len, --max-seconds and --max-inflight must be positive")
     prompts = load_file(dataset, dataset_format) if dataset else SyntheticPrompts(int(input_len), int(seed))

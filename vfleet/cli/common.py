@@ -114,9 +114,10 @@ def backends(fleet: Fleet, max_concurrency: dict[str, float | None] | None = Non
     return [Backend.of(fleet.config(h), plans.get(h.name)) for h in fleet.serving_hosts]
 
 
-def make_play(task: str, fleet: Fleet, hosts: list[Host], opts: TaskOptions) -> Play:
+def make_play(task: str, fleet: Fleet, hosts: list[Host], opts: TaskOptions, console: Console | None = None) -> Play:
     """The one way every task builds its Play: each host's context gets its config from the
-    run's fleet model (built once there, not per play)."""
+    run's fleet model (built once there, not per play). `console`: where the play prints its
+    banners and per-host lines (`status` draws its own screen and keeps them out of it)."""
     if opts.forks < 1:
         raise VfleetError(f"--forks must be at least 1, got {opts.forks}")
     options = RunOptions(
@@ -126,7 +127,7 @@ def make_play(task: str, fleet: Fleet, hosts: list[Host], opts: TaskOptions) -> 
     )
     # emoji=False: hosts' output is printed as they wrote it (":ok:" stays ":ok:", not an emoji),
     # and rich's 13 ms emoji table is not loaded at the first print.
-    console = Console(highlight=False, emoji=False)
+    console = console or Console(highlight=False, emoji=False)
     return Play(task, hosts, options, console=console, configure=fleet.config)
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Union, runtime_checkable
 from urllib.parse import quote, unquote
 
-__all__ = ["MARK", "Output", "Fact", "OutputFact", "AnyFact", "fact_script", "read_outputs", "results"]
+__all__ = ["MARK", "Output", "Fact", "OutputFact", "AnyFact", "fact_script", "read_outputs", "results", "sections"]
 
 MARK = "@@VFLEET@@"
 q = shlex.quote
@@ -115,6 +115,13 @@ def read_outputs(stdout: str) -> dict[str, Output]:
     """{fact key: Output} of every complete section in a script's stdout."""
     return {unquote(m.group("label")): Output(m.group("out"), m.group("err"), int(m.group("rc")))
             for m in SECTION_RE.finditer(stdout or "")}
+
+
+def sections(outputs: Mapping[str, Output]) -> str:
+    """What the script prints for these outputs (read_outputs' inverse): the host's side of
+    the protocol, for tests and benchmarks that feed parsers without a host."""
+    return "".join(f"{MARK} BEGIN {_label(k)}\n{o.stdout}\n{MARK} STDERR {_label(k)}\n{o.stderr}\n"
+                   f"{MARK} END {_label(k)} {o.rc}\n" for k, o in outputs.items())
 
 
 def results(facts: Mapping[str, AnyFact], outputs: Mapping[str, Output]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vfleet.clients.bench.stats import LATENCIES, PCTS
+from vfleet.clients.verdict import ServerNumbers, Verdict, verdict
 
 CSV_FIXED = ("mode", "value", "requests", "completed", "failed", "errors", "duration_s", "request_throughput",
              "output_throughput", "total_token_throughput", "mean_prompt_tokens", "mean_output_tokens",
@@ -27,10 +28,38 @@ def csv_columns() -> list[str]:
     for lat in LATENCIES:
         cols += [f"{lat[:-3]}_{k}_ms" for k in ("mean", *[f"p{p}" for p in PCTS])]
     cols += [f"server_{k}" for k in CSV_SERVER]
-    return cols
+    return cols + ["verdict"]
 
 
-def csv_row(level: dict[str, Any]) -> dict[str, Any]:
+def level_numbers(level: dict[str, Any], before: dict[str, Any] | None) -> ServerNumbers:
+    """A level as the verdict reads it: the server's running (its peak: the most the engine
+    took on), waiting (its mean: "stays above 0", not a blip), KV cache peak and preemptions
+    during the level, TTFT p95 against the level below (same mode), max_num_seqs of the
+    hosts behind the target when the inventory sets it, and what the client kept in flight."""
+    s = level.get("server") or {}
+
+    def ttft(lv: dict[str, Any] | None) -> float | None:
+        p95 = ((lv or {}).get("ttft_ms") or {}).get("p95")
+        return None if p95 is None else p95 / 1000
+
+    return ServerNumbers(running=s.get("running_max"), waiting=s.get("waiting_mean"),
+                         kv_cache_usage=s.get("kv_cache_usage_max"), preemptions=s.get("preemptions"),
+                         ttft_s=ttft(level), ttft_before_s=ttft(before), max_num_seqs=level.get("max_num_seqs"),
+                         offered=level.get("mean_inflight"))
+
+
+def level_verdicts(levels: list[dict[str, Any]]) -> list[Verdict]:
+    """The bottleneck verdict of each level (vfleet/clients/verdict.py), in the levels' order;
+    "the level below" is the next lower value of the same mode, wherever it ran."""
+    out = []
+    for lv in levels:
+        lower = [x for x in levels if x["mode"] == lv["mode"] and x["value"] < lv["value"]]
+        before = max(lower, key=lambda x: x["value"]) if lower else None
+        out.append(verdict(level_numbers(lv, before)))
+    return out
+
+
+def csv_row(level: dict[str, Any], judged: Verdict | None = None) -> dict[str, Any]:
     row = {k: level.get(k) for k in CSV_FIXED}
     row["errors"] = ";".join(f"{k}={v}" for k, v in (level.get("errors") or {}).items())
     for lat in LATENCIES:
@@ -40,6 +69,7 @@ def csv_row(level: dict[str, Any]) -> dict[str, Any]:
     server = level.get("server") or {}
     for k in CSV_SERVER:
         row[f"server_{k}"] = server.get(k)
+    row["verdict"] = judged.line() if judged else None
     return row
 
 
@@ -47,8 +77,8 @@ def write_csv(path: str | Path, levels: list[dict[str, Any]]) -> None:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=csv_columns())
     w.writeheader()
-    for lv in levels:
-        w.writerow({k: ("" if v is None else v) for k, v in csv_row(lv).items()})
+    for lv, judged in zip(levels, level_verdicts(levels)):
+        w.writerow({k: ("" if v is None else v) for k, v in csv_row(lv, judged).items()})
     _atomic(path, buf.getvalue())
 
 
@@ -76,11 +106,12 @@ def _fmt(v: Any, nd: int = 0) -> str:
 
 
 def level_table(levels: list[dict[str, Any]], title: str = "") -> Table:
+    """One row a level; the last column is its bottleneck verdict with the numbers it read."""
     t = Table(title=title or None, title_justify="left")
     for h in ("level", "ok/sent", "errors", "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95",
-              "ITL p95", "E2E p95", "running", "waiting", "KV max", "preempt"):
-        t.add_column(h, justify="left" if h in ("level", "errors") else "right")
-    for lv in levels:
+              "ITL p95", "E2E p95", "running", "waiting", "KV max", "preempt", "verdict"):
+        t.add_column(h, justify="left" if h in ("level", "errors", "verdict") else "right")
+    for lv, judged in zip(levels, level_verdicts(levels)):
         s = lv.get("server") or {}
         kv = s.get("kv_cache_usage_max")
         t.add_row(lv["label"], f"{lv['completed']}/{lv['requests']}",
@@ -89,7 +120,8 @@ def level_table(levels: list[dict[str, Any]], title: str = "") -> Table:
                   _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p95"]),
                   _fmt(lv["tpot_ms"]["p50"], 1), _fmt(lv["tpot_ms"]["p95"], 1), _fmt(lv["itl_ms"]["p95"], 1),
                   _fmt(lv["e2e_ms"]["p95"]), _fmt(s.get("running_max")), _fmt(s.get("waiting_max")),
-                  "-" if kv is None else f"{kv:.0%}", _fmt(s.get("preemptions")))
+                  "-" if kv is None else f"{kv:.0%}", _fmt(s.get("preemptions")),
+                  f"{judged.kind} ({judged.because()})" if judged.numbers else judged.kind)
     return t
 
 

@@ -3,7 +3,10 @@
 preemptions. Metric names moved between vLLM versions; whichever the server exports is read:
 vllm:kv_cache_usage_perc (new) or vllm:gpu_cache_usage_perc / vllm:cpu_cache_usage_perc (old),
 vllm:num_preemptions_total (new) or vllm:num_preemptions (old). Values are summed over the
-label sets of one host (several engines or models), then over hosts per sampling tick."""
+label sets of one host (several engines or models), then over hosts per sampling tick.
+`read` also gives the TTFT histogram's sum and count (vllm:time_to_first_token_seconds, its
+mean over a window is the difference of two readings) and the served names (the model_name
+label vLLM puts on its metrics), for `vfleet status`."""
 from __future__ import annotations
 
 import asyncio
@@ -23,14 +26,21 @@ GAUGES: dict[str, tuple[str, ...]] = {
 COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
 }
+# our name -> histogram; read as <ours>_sum and <ours>_count (summed as the gauges are)
+HISTOGRAMS: dict[str, str] = {"ttft": "vllm:time_to_first_token_seconds"}
 
 
-def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
-    """{our name: value} and {our name: the server's metric name} from one /metrics text."""
+def read(text: str) -> tuple[dict[str, float], dict[str, str], list[str]]:
+    """{our name: value}, {our name: the server's metric name} and the served model names
+    (sorted) from one /metrics text."""
     samples: dict[str, float] = {}
+    served: set[str] = set()
+    wanted_totals = {f"{h}{end}" for h in HISTOGRAMS.values() for end in ("_sum", "_count")}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            if s.name.endswith(("_created", "_bucket", "_count", "_sum")):
+            if s.name.startswith("vllm:") and "model_name" in s.labels:
+                served.add(s.labels["model_name"])
+            if s.name.endswith(("_created", "_bucket", "_count", "_sum")) and s.name not in wanted_totals:
                 continue
             samples[s.name] = samples.get(s.name, 0.0) + float(s.value)
     values, names = {}, {}
@@ -39,7 +49,18 @@ def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
             if name in samples:
                 values[ours], names[ours] = samples[name], name
                 break
-    return values, names
+    for ours, name in HISTOGRAMS.items():
+        for end in ("_sum", "_count"):
+            if name + end in samples:
+                values[ours + end] = samples[name + end]
+    return values, names, sorted(served)
+
+
+def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
+    """{our name: value} and {our name: the server's metric name} from one /metrics text: the
+    gauges and counters a level samples."""
+    values, names, _ = read(text)
+    return {k: v for k, v in values.items() if k in GAUGES or k in COUNTERS}, names
 
 
 @dataclass

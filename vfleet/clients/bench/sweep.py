@@ -59,6 +59,7 @@ class SweepSettings:
     max_inflight: int = 1024             # rate mode cap
     seed: int = 0
     metrics_interval_s: float = 1.0
+    max_num_seqs: int | None = None      # of the hosts behind the target, summed (None: not set everywhere)
 
     def measured_for(self, level: Level) -> int | None:
         if self.requests:
@@ -214,6 +215,8 @@ class Sweep:
         records, info = asyncio.run(self._level(level))
         self.records[level.label] = records
         out = {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
+        if self.settings.max_num_seqs:   # what the level's verdict compares running with (output.level_numbers)
+            out["max_num_seqs"] = self.settings.max_num_seqs
         starved(out, len(records))
         return out
 

@@ -22,6 +22,7 @@ import yaml
 from vfleet.roles.monitoring.gpu_rules import gpu_rules
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from vfleet.config.monitoring import Thresholds
+from vfleet.roles.monitoring.verdict_rules import verdict_group
 
 __all__ = ["ALERTS", "GATEWAY_ALERTS", "Names", "any_of", "alert_rules", "gateway_rules", "rules_yaml"]
 
@@ -85,7 +86,7 @@ def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
                "{{ $labels.host }})."),
     ]
     return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
-                       {"name": "gpu", "rules": gpu_rules(th)}]}
+                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th)]}
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:

@@ -1,0 +1,85 @@
+"""`vfleet status` on the shared deployed lab fleet (lab1, lab2 serve tiny; lab3 is the
+gateway): a drained host, a host under load and a stopped host, each shown as it is, on the
+screen and in the JSON report. Everything changed here is put back (undrain, start and wait)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from vfleet.clients.loadgen import LoadGenerator
+from tests.integration.deploy_env import API_KEY, vfleet
+
+pytestmark = pytest.mark.integration
+
+UNIT = "vllm.service"   # the lab deploy's service_name (vfleet/lab/demo.py keeps the default)
+
+
+def status(inv: Path, report: Path) -> tuple[dict, str]:
+    p = vfleet("status", "--inventory", str(inv), "--report", str(report), timeout=120)
+    assert "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
+    return json.loads(report.read_text()), p.stdout
+
+
+def status_until(inv: Path, report: Path, ok, what: str, tries: int = 30) -> tuple[dict, str]:
+    """Status rounds until `ok(report)` (the lab shares two cores: a state takes a while)."""
+    for _ in range(tries):
+        data, out = status(inv, report)
+        if ok(data):
+            return data, out
+        time.sleep(2)
+    pytest.fail(f"status never showed {what}: {json.dumps(data)[-3000:]}")
+
+
+def gateway_url(inv: Path) -> str:
+    data = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)
+    gw = data["gateways"]["hosts"][0]
+    return f"http://{data['_meta']['hostvars'][gw]['ansible_host']}:80"
+
+
+def on_host(inv: Path, host: str, command: str) -> None:
+    p = vfleet("run", "--inventory", str(inv), "--limit", host, "--command", command, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deployed, tmp_path):
+    inv = deployed["inv"]
+    report = tmp_path / "status.json"
+    data, out = status(inv, report)
+    assert data["hosts"]["lab1"]["gateways"] == {"lab3": "in"}, data["hosts"]["lab1"]
+    assert data["gateways"]["lab3"]["nginx"] == "active"
+    assert vfleet("drain", "--inventory", str(inv), "--host", "lab1").returncode == 0
+    gen = LoadGenerator(gateway_url(inv), "tiny", API_KEY, concurrency=4, max_tokens=128, pause_s=0.0).start()
+    try:
+        # lab1 drained: still running, out of the gateway; lab2 takes the whole load
+        data, out = status_until(inv, report, lambda d: (d["hosts"]["lab2"]["server"].get("running") or 0) >= 1,
+                                 "requests running on lab2")
+        lab1, lab2 = data["hosts"]["lab1"], data["hosts"]["lab2"]
+        assert lab1["gateways"] == {"lab3": "drained"} and lab1["unit"]["active"] == "active"
+        assert data["gateways"]["lab3"]["drained"] == ["lab1"]
+        assert lab2["gateways"] == {"lab3": "in"} and lab2["unit"]["sub"] == "running"
+        assert lab2["verdict"] not in ("idle", "unknown") and "running" in lab2["numbers"], lab2
+        assert lab2["served"] == ["tiny"] and lab2["vllm_version"] and lab2["weights"].startswith("tiny-")
+        assert lab2["drift"]["changed"] == [], lab2["drift"]   # as deployed
+        row = next(line for line in out.splitlines() if line.startswith("lab1 "))
+        assert "lab3:drained" in row and "active/running" in row
+    finally:
+        gen.stop()
+        assert vfleet("undrain", "--inventory", str(inv), "--host", "lab1").returncode == 0
+    # lab2 stopped (lab1 serves again): inactive, down on the gateway, no server numbers
+    on_host(inv, "lab2", f"systemctl stop {UNIT}")
+    try:
+        data, out = status_until(inv, report, lambda d: d["hosts"]["lab2"]["unit"]["active"] in ("inactive", "failed"),
+                                 "lab2 stopped")
+        lab2 = data["hosts"]["lab2"]
+        assert lab2["gateways"] == {"lab3": "down"} and lab2["server"] == {} and lab2["verdict"] == "unknown"
+        assert data["gateways"]["lab3"]["down"] == ["lab2"] and data["gateways"]["lab3"]["drained"] == []
+        assert data["hosts"]["lab1"]["gateways"] == {"lab3": "in"}
+        row = next(line for line in out.splitlines() if line.startswith("lab2 "))
+        assert "inactive" in row and "lab3:down" in row
+    finally:
+        on_host(inv, "lab2", f"systemctl start {UNIT}")
+        status_until(inv, report, lambda d: d["hosts"]["lab2"]["gateways"] == {"lab3": "in"},
+                     "lab2 serving again", tries=120)
