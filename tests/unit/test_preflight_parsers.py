@@ -13,7 +13,6 @@ import stat
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -170,14 +169,13 @@ def _fake_bin(tmp_path: Path) -> Path:
     return b
 
 
-def _run(script: str, env_extra: dict[str, str], path_prefix: Path | None) -> tuple[str, float]:
+def _run(script: str, env_extra: dict[str, str], path_prefix: Path | None) -> str:
     env = {**os.environ, **env_extra}
     base = "/usr/local/bin:/usr/bin:/bin"
     env["PATH"] = f"{path_prefix}:{base}" if path_prefix else base
-    t0 = time.monotonic()
     r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode == 0, r.stderr
-    return r.stdout, time.monotonic() - t0
+    return r.stdout
 
 
 def _model_dir(tmp_path: Path) -> Path:
@@ -194,15 +192,15 @@ def _model_dir(tmp_path: Path) -> Path:
 
 def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
     """Live gather (fake nvidia-smi replaying the V100 profile) -> facts; write a snapshot from
-    the raw sections; snapshot -> facts must be identical. Also: one sh process, under 1 s."""
+    the raw sections; snapshot -> facts must be identical. (How long the probe takes is no
+    test's business: speed targets live in benchmarks/.)"""
     md = _model_dir(tmp_path)
     env_file = tmp_path / "vllm.env"
     env_file.write_text("NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\nVLLM_PORT=8000\n")
     cfg = config({"model_dir": str(md.parent), "model_name": md.name, "vllm_env_file": str(env_file),
                    "tensor_parallel_size": 2, "vllm_root": str(tmp_path / "nope")})
     profile = FIXTURES / "profile_v100_8_pcie"
-    out, took = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(profile)}, _fake_bin(tmp_path))
-    assert took < 1.0 + 1.5  # real hosts: < 1 s; the stand-in nvidia-smi is a Python process per call
+    out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(profile)}, _fake_bin(tmp_path))
     live = preflight.parse_gathered(out, cfg)
     assert live["gpu_state"] == "ok" and live["gpu_count"] == 8
     assert live["driver_version"] == "535.104.05" and live["cuda_version"] == "12.2"
@@ -229,7 +227,7 @@ def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
 
 def test_gather_script_r470_falls_back_and_fills_cc_from_name(tmp_path: Path) -> None:
     cfg = config({"model_dir": str(tmp_path / "m")})
-    out, _ = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
+    out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
                                                  "FAKE_SMI_R470": "1"}, _fake_bin(tmp_path))
     facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_count"] == 8
@@ -240,7 +238,7 @@ def test_gather_script_r470_falls_back_and_fills_cc_from_name(tmp_path: Path) ->
 
 def test_gather_script_without_nvidia_smi(tmp_path: Path) -> None:
     cfg = config({"model_dir": str(tmp_path / "m")})
-    out, _ = _run(preflight.gather_script(cfg), {}, None)
+    out = _run(preflight.gather_script(cfg), {}, None)
     sections = read_outputs(out)
     assert sections["nvidia_smi"].rc == 127 and sections["os_release"].rc == 0
     facts = preflight.parse_gathered(out, cfg)
@@ -254,7 +252,7 @@ def test_gather_script_without_nvidia_smi(tmp_path: Path) -> None:
 
 def test_gather_script_broken_driver_roundtrip(tmp_path: Path) -> None:
     cfg = config({"model_dir": str(tmp_path / "m")})
-    out, _ = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
+    out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
                                                  "FAKE_SMI_BROKEN": "1"}, _fake_bin(tmp_path))
     facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "broken-driver" and facts["gpus"] == []
