@@ -109,6 +109,18 @@ def quantization_requirement(quant: str | None) -> dict[str, Any] | None:
     return None
 
 
+def quantization_imports(version: str | None, quantization: str | None) -> list[dict[str, Any]]:
+    """Rows naming the Python modules `version` imports to start with `quantization` (none
+    without one): each row's `modules`, the `pip` requirement that brings them, `source`."""
+    if not quantization:
+        return []
+    quant = str(quantization).lower()
+    return [row for row in data()["quantization_imports"]
+            if row["quantization"] in ("*", quant)
+            and (not row["first"] or version_ge(version, row["first"]))
+            and (not row["last"] or version_ge(row["last"], version))]
+
+
 # --- drivers and releases ---------------------------------------------------------------------
 
 def min_driver_for_cuda(cuda: str | None) -> str | None:
