@@ -286,6 +286,17 @@ def flag_available(flag: str, version: str | None) -> bool:
     return flag_status(flag, version) in ("ok", "deprecated", "unknown")
 
 
+# --- request fields ---------------------------------------------------------------------------
+
+def dropped_request_fields(old_version: str | None, new_version: str | None) -> list[dict[str, Any]]:
+    """Rows of request fields `new_version` ignores that `old_version` still read (every field
+    `new_version` ignores when `old_version` is unknown): a client sending one gets HTTP 200
+    and the field has no effect."""
+    return [row for row in data()["request_fields"]
+            if version_ge(new_version, row["removed"])
+            and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))]
+
+
 # --- entry point ------------------------------------------------------------------------------
 
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:
