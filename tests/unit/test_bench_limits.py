@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
 from tests.unit.json_handler import JsonHandler
+from tests.unit.listeners import Listeners, bench_inventory
 
 KEY = "sk-fake-limits"
 MAX_LEN = 512
@@ -28,7 +26,7 @@ def too_long(n: int) -> dict:
                       "type": "BadRequestError", "param": None, "code": 400}}
 
 
-class Fake:
+class Fake(Listeners):
     """Two listeners: the gateway's (no /tokenize, as nginx answers 404) and the vLLM host's."""
 
     def __init__(self, models_max_len: int | None = MAX_LEN) -> None:
@@ -68,42 +66,11 @@ class Fake:
                     self.wfile.write(b"data: [DONE]\n\n")
             return Handler
 
-        self.servers = [ThreadingHTTPServer(("127.0.0.1", 0), handler(r)) for r in ("gateway", "vllm")]
-        self.port, self.vllm_port = (s.server_address[1] for s in self.servers)
-        self.threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers]
-
-    def __enter__(self) -> "Fake":
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, t in zip(self.servers, self.threads):
-            s.shutdown()
-            s.server_close()
-            t.join(timeout=10)
+        super().__init__(handler("gateway"), handler("vllm"))
 
 
 def _inventory(tmp_path: Path, fake: Fake, **more: object) -> Path:
-    extra = "".join(f"    {k}: {v}\n" for k, v in more.items())
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(f"""all:
-  vars:
-    model_name: tiny
-    api_key: {KEY}
-    vllm_port: {fake.vllm_port}
-    gateway_port: {fake.port}
-{extra}  children:
-    vllm:
-      hosts:
-        node1:
-          ansible_host: 127.0.0.1
-    gateways:
-      hosts:
-        gw:
-          ansible_host: 127.0.0.1
-""")
-    return inv
+    return bench_inventory(tmp_path, fake.port, fake.vllm_port, KEY, **more)
 
 
 def _bench(inv: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
