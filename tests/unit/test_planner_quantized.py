@@ -119,3 +119,22 @@ def test_the_kernel_names_price_as_their_format() -> None:
     awq = _row_config(TABLE["rows"][0])
     marlin = {**awq, "quantization_config": {**awq["quantization_config"], "quant_method": "awq_marlin"}}
     assert quant.weight_format(marlin, None)[0] == quant.weight_format(awq, None)[0]
+
+
+def test_plan_config_takes_the_quantization_at_load(tmp_path) -> None:
+    """`vfleet plan --config ... --quantization fp8`: the command a user runs before a host exists."""
+    import subprocess
+    import sys
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vfleet.cli", "plan", "--config",
+                               str(DATA / "configs" / "qwen2.5-7b-instruct.json"), "--gpu-memory-mib", str(H200_MIB),
+                               "--max-model-len", "32768", *extra], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[2])
+    r = run("--quantization", "fp8", "--report", str(tmp_path / "plan.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["weights_source"] == "estimate (fp8 at load)"
+    assert abs(plan["weights_bytes"] / (8.13 * cap.GIB) - 1) <= 0.01
+    bad = run("--quantization", "FP8; rm")
+    assert bad.returncode == 2 and "--quantization: expected a method name" in bad.stderr and "Traceback" not in bad.stderr
