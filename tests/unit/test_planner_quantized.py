@@ -138,3 +138,17 @@ def test_plan_config_takes_the_quantization_at_load(tmp_path) -> None:
     assert abs(plan["weights_bytes"] / (8.13 * cap.GIB) - 1) <= 0.01
     bad = run("--quantization", "FP8; rm")
     assert bad.returncode == 2 and "--quantization: expected a method name" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_ignore_list_too_long_to_match_layer_by_layer_is_refused_quickly() -> None:
+    """10,000 layers (model_files' bound) x 4,096 entries naming single layers would take
+    minutes to match: one line instead, naming the file and the way round it."""
+    import time
+
+    cfg = {**BF16_QWEN, "num_hidden_layers": 10_000, "quantization_config": {
+        "quant_method": "awq", "modules_to_not_convert": [f"layers.{i}.mlp" for i in range(4096)]}}
+    t0 = time.monotonic()
+    with pytest.raises(JsonFileError) as err:
+        _plan(cfg, config_label="m/config.json")
+    assert time.monotonic() - t0 < 2
+    assert "4096 modules to keep over 10000 layers" in str(err.value) and "model_size_bytes" in str(err.value)

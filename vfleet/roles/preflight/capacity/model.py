@@ -257,30 +257,46 @@ def _mlp_modules(shape: ModelShape, layer: int, p: str) -> list[Module]:
     return out
 
 
-def weight_modules(shape: ModelShape) -> list[Module]:
-    """Every weight of a decoder, named as in the checkpoint: embeddings, per layer attention,
-    MLP or experts and the two norms, the final norm and lm_head (unless tied). A quantized
-    checkpoint converts some of them; which, and at what size, is capacity/quant.py's."""
+def _layer_modules(shape: ModelShape, i: int) -> list[Module]:
+    p = f"model.layers.{i}"
+    return _attention_modules(shape, f"{p}.self_attn") + _mlp_modules(shape, i, f"{p}.mlp") \
+        + [Module(f"{p}.layernorms", 2 * shape.hidden, False)]
+
+
+def grouped_modules(shape: ModelShape) -> list[tuple[Module, int]]:
+    """Every weight of a decoder as (module, how many layers have it): embeddings, per layer
+    attention, MLP or experts and the two norms (named after the first layer of their kind:
+    dense or MoE), the final norm and lm_head (unless tied). Grouped because a config may claim
+    10,000 layers (model_files.MAX_LAYERS) and the planner runs once per TP x PP layout."""
     if not (shape.hidden and (shape.intermediate or shape.moe) and shape.vocab):
         raise JsonFileError(f"{shape.label}: the weight estimate needs hidden_size, intermediate_size and "
                             "vocab_size; add them, or give the weights' size (model_size_bytes, or the "
                             "safetensors files beside config.json)")
     h, vocab = shape.hidden, int(shape.vocab)
-    out = [Module("model.embed_tokens", vocab * h, False)]
-    for i in range(shape.layers):
-        p = f"model.layers.{i}"
-        out += _attention_modules(shape, f"{p}.self_attn") + _mlp_modules(shape, i, f"{p}.mlp")
-        out.append(Module(f"{p}.layernorms", 2 * h, False))
-    out.append(Module("model.norm", h, False))
+    dense = range(shape.layers) if shape.moe is None else sorted(i for i in shape.moe.dense_layers if i < shape.layers)
+    kinds = [(min(dense), len(dense))] if dense else []
+    if shape.moe is not None and len(dense) < shape.layers:
+        kinds.append((next(i for i in range(shape.layers) if i not in shape.moe.dense_layers), shape.layers - len(dense)))
+    out = [(Module("model.embed_tokens", vocab * h, False), 1)]
+    out += [(m, n) for i, n in kinds for m in _layer_modules(shape, i)]
+    out.append((Module("model.norm", h, False), 1))
     if not shape.tie_word_embeddings:
-        out.append(Module("lm_head", vocab * h, True, h))
+        out.append((Module("lm_head", vocab * h, True, h), 1))
     return out
 
 
+def weight_modules(shape: ModelShape) -> list[Module]:
+    """Every weight of a decoder, one entry per layer, named as in the checkpoint (what an
+    ignore list naming one layer's module is matched against; capacity/quant.py)."""
+    grouped = grouped_modules(shape)
+    return [m for m, _ in grouped[:1]] + [m for i in range(shape.layers) for m in _layer_modules(shape, i)] \
+        + [m for m, _ in grouped if m.name in ("model.norm", "lm_head")]
+
+
 def estimate_param_count(shape: ModelShape) -> int:
-    """Parameters of a decoder (weight_modules summed). Qwen2.5-7B-Instruct comes out at 7.62e9,
+    """Parameters of a decoder (grouped_modules summed). Qwen2.5-7B-Instruct comes out at 7.62e9,
     Mixtral-8x7B at 46.7e9, DeepSeek-V2-Lite at 15.7e9, as published."""
-    return sum(m.params for m in weight_modules(shape))
+    return sum(m.params * n for m, n in grouped_modules(shape))
 
 
 def estimate_weight_bytes(shape: ModelShape, dtype: str | None = None) -> int:

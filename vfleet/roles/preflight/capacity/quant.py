@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vfleet.engine.strict_json import JsonFileError, mapping, positive_int, type_name
-from vfleet.roles.preflight.capacity.model import Module, ModelShape, weight_modules
+from vfleet.roles.preflight.capacity.model import Module, ModelShape, grouped_modules, weight_modules
 from vfleet.roles.preflight.model_files import config_view
 
 __all__ = ["WeightFormat", "weight_format", "weight_bytes"]
@@ -44,6 +44,7 @@ MAX_BITS = 16
 MAX_GROUP = 1 << 20
 MAX_KEEP = 4096          # entries of an ignore list
 MAX_KEEP_LEN = 512       # characters of one entry
+MAX_MATCHES = 500_000    # layers x entries matched one by one (a 200-layer model with 2,500 entries)
 FIX = "fix quantization_config in the model's config.json"
 
 
@@ -70,11 +71,24 @@ class WeightFormat:
         return m.params * self.bits / 8 + groups * self.group_bytes
 
 
+    @property
+    def per_layer(self) -> bool:
+        """An entry that may name one layer's module (a digit, or a pattern) is matched layer by
+        layer; the others once per kind of layer."""
+        return any(k.startswith("re:") or any(c.isdigit() for c in k) for k in self.keep)
+
+
 def weight_bytes(shape: ModelShape, fmt: WeightFormat | None, dense_bytes: int) -> int:
     """All weights as vLLM holds them: converted modules at fmt's size, the rest at dense_bytes."""
+    per_layer = fmt is not None and fmt.per_layer
+    if per_layer and shape.layers * len(fmt.keep) > MAX_MATCHES:
+        raise JsonFileError(f"{shape.label}: quantization_config names {len(fmt.keep)} modules to keep over "
+                            f"{shape.layers} layers, more than the planner matches ({MAX_MATCHES:,} pairs); "
+                            "give the weights' size (model_size_bytes, or the safetensors files beside config.json)")
+    modules = [(m, 1) for m in weight_modules(shape)] if per_layer else grouped_modules(shape)
     total = 0.0
-    for m in weight_modules(shape):
-        total += fmt.module_bytes(m) if fmt is not None and fmt.converts(m) else m.params * dense_bytes
+    for m, n in modules:
+        total += n * (fmt.module_bytes(m) if fmt is not None and fmt.converts(m) else m.params * dense_bytes)
     return math.ceil(total)
 
 
@@ -97,7 +111,7 @@ def _keep(qc: Mapping[str, Any], keys: tuple[str, ...], label: str) -> tuple[str
                     raise JsonFileError(f"{label}: key 'quantization_config.{key}': {v[:60]!r} is not a "
                                         f"regular expression ({exc}); {FIX}") from None
         out += value
-    return tuple(out)
+    return tuple(dict.fromkeys(out))
 
 
 def _int(qc: Mapping[str, Any], keys: tuple[str, ...], label: str, upper: int, default: int) -> int:
