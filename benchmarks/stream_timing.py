@@ -35,7 +35,7 @@ from common import emit  # noqa: E402  benchmarks/common.py
 from vfleet.clients.bench import wire  # noqa: E402
 from vfleet.clients.bench.client import Endpoint, request_body, send  # noqa: E402
 from vfleet.clients.bench.prompts import SyntheticPrompts  # noqa: E402
-from vfleet.clients.bench.run import tokenizer_counter  # noqa: E402
+from vfleet.clients.bench.limits import tokenizer_counter  # noqa: E402
 from vfleet.clients.bench.sweep import cpu_and_wait  # noqa: E402
 
 

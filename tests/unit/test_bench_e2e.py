@@ -10,18 +10,18 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from tests.unit.json_handler import JsonHandler
+from tests.unit.listeners import Listeners, bench_inventory
 
 SLOTS = 4
 TOKEN_S = 0.015
 KEY = "sk-fake-bench"
 
 
-class FakeVLLM:
+class FakeVLLM(Listeners):
     def __init__(self) -> None:
         self.slots = threading.Semaphore(SLOTS)
         self.lock = threading.Lock()
@@ -103,27 +103,7 @@ class FakeVLLM:
                         fake.running -= 1
                     fake.slots.release()
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 128  # every request is a new connection (HTTP/1.0)
-
-        # Two listeners on the same fake: the gateway's port and the vLLM host's, as on a real
-        # machine that is both (one port cannot be both: vfleet/config/cross_checks.py)
-        self.servers = [Server(("127.0.0.1", 0), Handler) for _ in range(2)]
-        for server in self.servers:
-            server.daemon_threads = True
-        self.port, self.vllm_port = (server.server_address[1] for server in self.servers)
-        self.threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in self.servers]
-
-    def __enter__(self) -> "FakeVLLM":
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for server, thread in zip(self.servers, self.threads):
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=10)
+        super().__init__(Handler, Handler)
 
 
 @pytest.fixture
@@ -133,24 +113,7 @@ def fake():
 
 
 def _inventory(tmp_path: Path, port: int, vllm_port: int) -> Path:
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(f"""all:
-  vars:
-    model_name: tiny
-    api_key: {KEY}
-    vllm_port: {vllm_port}
-    gateway_port: {port}
-  children:
-    vllm:
-      hosts:
-        node1:
-          ansible_host: 127.0.0.1
-    gateways:
-      hosts:
-        gw:
-          ansible_host: 127.0.0.1
-""")
-    return inv
+    return bench_inventory(tmp_path, port, vllm_port, KEY)
 
 
 def _vfleet(*args: str) -> subprocess.CompletedProcess:

@@ -103,7 +103,8 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
     result = run_sweep(ep, prompts, levels, settings, metrics_urls=metrics_urls, n_hosts=max(len(behind), 1),
                        target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
                        slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,
-                       console=output_console())
+                       console=output_console(), host_urls=[h.base_url for h in behind],
+                       inventory_max_model_len=min((h.max_model_len for h in behind if h.max_model_len), default=None))
     if opts.report:
         from vfleet.clients.bench.output import write_json
 

@@ -100,6 +100,8 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
                     max_model_len="With --config: max_model_len", max_num_seqs="With --config: max_num_seqs",
                     dtype="With --config: dtype (auto: the model's)",
                     kv_cache_dtype="With --config: kv_cache_dtype (fp8 halves the KV bytes per token)",
+                    quantization="With --config: quantization vLLM applies at load (fp8); a quantized "
+                                 "checkpoint's own quantization_config is read from config.json",
                     max_num_batched_tokens="With --config: max_num_batched_tokens (the profiling pass)",
                     enforce_eager="With --config: no CUDA graphs (their memory is not reserved)",
                     cpu_kvcache_space_gib="With --config: plan the CPU build's KV cache instead (GiB)",
@@ -110,7 +112,7 @@ def capture(c, dest, inventory=None, limit=None, set_=None, forks=10, report=Non
 def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False, snapshot=None,
          config=None, gpu_memory_mib=None, tp=1, utilization=0.9, max_model_len=None, max_num_seqs=None,
          dtype="auto", kv_cache_dtype="auto", max_num_batched_tokens=None, enforce_eager=False,
-         cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None):
+         cpu_kvcache_space_gib=None, gpus_per_host=None, hosts=None, quantization=None):
     """Capacity plan: KV capacity, max concurrency, suggested max_num_seqs and max_model_len.
 
     From config.json and the GPUs' memory: weight bytes, KV bytes per token, KV capacity, max
@@ -129,7 +131,8 @@ def plan(c, inventory=None, limit=None, set_=None, forks=10, report=None, no_hos
                            max_model_len=num("max-model-len", max_model_len),
                            max_num_seqs=num("max-num-seqs", max_num_seqs), dtype=dtype,
                            kv_cache_dtype=kv_cache_dtype, enforce_eager=bool(enforce_eager),
-                           max_num_batched_tokens=num("max-num-batched-tokens", max_num_batched_tokens))
+                           max_num_batched_tokens=num("max-num-batched-tokens", max_num_batched_tokens),
+                           quantization=steps.quantization_flag(quantization))
         return
     fleet = load(opts)
     hosts = select(fleet, opts.limit, VLLM_GROUP) or select(fleet, opts.limit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -70,6 +71,16 @@ def number_flag(flag: str, value: object, kind: type = int) -> int | float | Non
     if kind is float and not math.isfinite(number):
         raise VfleetError(f"--{flag}: expected a finite number, got {str(value)[:40]!r}")
     return number
+
+
+def quantization_flag(value: str | None) -> str | None:
+    """`plan --quantization`: a method name as the inventory's `quantization` takes it."""
+    if value in (None, ""):
+        return None
+    if not re.fullmatch(r"[a-z0-9_]{1,40}", str(value)):
+        raise VfleetError(f"--quantization: expected a method name such as fp8 (lower-case letters, digits, _), "
+                          f"got {str(value)[:40]!r}")
+    return str(value)
 
 
 def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None,

@@ -109,6 +109,18 @@ def quantization_requirement(quant: str | None) -> dict[str, Any] | None:
     return None
 
 
+def quantization_imports(version: str | None, quantization: str | None) -> list[dict[str, Any]]:
+    """Rows naming the Python modules `version` imports to start with `quantization` (none
+    without one): each row's `modules`, the `pip` requirement that brings them, `source`."""
+    if not quantization:
+        return []
+    quant = str(quantization).lower()
+    return [row for row in data()["quantization_imports"]
+            if row["quantization"] in ("*", quant)
+            and (not row["first"] or version_ge(version, row["first"]))
+            and (not row["last"] or version_ge(row["last"], version))]
+
+
 # --- drivers and releases ---------------------------------------------------------------------
 
 def min_driver_for_cuda(cuda: str | None) -> str | None:
@@ -272,6 +284,17 @@ def flag_available(flag: str, version: str | None) -> bool:
     rejects, so an operator's extra argument is never silently lost (the service's own start-up
     error is then the ground truth)."""
     return flag_status(flag, version) in ("ok", "deprecated", "unknown")
+
+
+# --- request fields ---------------------------------------------------------------------------
+
+def dropped_request_fields(old_version: str | None, new_version: str | None) -> list[dict[str, Any]]:
+    """Rows of request fields `new_version` ignores that `old_version` still read (every field
+    `new_version` ignores when `old_version` is unknown): a client sending one gets HTTP 200
+    and the field has no effect."""
+    return [row for row in data()["request_fields"]
+            if version_ge(new_version, row["removed"])
+            and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))]
 
 
 # --- entry point ------------------------------------------------------------------------------

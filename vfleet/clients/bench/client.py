@@ -68,6 +68,19 @@ def request_body(model: str, messages: list[dict[str, str]], max_tokens: int | N
     return body
 
 
+def error_message(response: httpx.Response) -> str:
+    """The server's own words from an error reply: vLLM's {"error": {"message": ...}} (or the
+    older top-level {"message": ...}), else the body's text."""
+    try:
+        body = response.json()
+        err = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(err.get("message"), str):
+            return err["message"]
+    except (ValueError, AttributeError):
+        pass
+    return response.text.strip()
+
+
 def _kind(exc: Exception) -> str:
     if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
         return "timeout"
@@ -94,7 +107,7 @@ async def send(client: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], in
             if es.response.status_code != 200:
                 await es.response.aread()
                 rec.error = f"http_{es.response.status_code}"
-                rec.detail = es.response.text[:200]
+                rec.detail = error_message(es.response)[:400]
                 return rec
             async for sse in es.aiter_sse():
                 now = time.perf_counter() - rec.start

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vfleet.clients.bench.client import Endpoint, RequestRecord
 from vfleet.clients.bench.knee import analyse
+from vfleet.clients.bench.limits import ServerErrors, first_counter, fit_prompts, served_max_model_len
 from vfleet.clients.bench.output import level_table, print_analysis, write_csv, write_json, write_png
 from vfleet.clients.bench.prompts import FilePrompts, SyntheticPrompts
 from vfleet.clients.bench.sweep import Level, Sweep, SweepSettings
@@ -39,33 +39,26 @@ def parse_levels(concurrency: str | None, rate: str | None) -> list[Level]:
     return levels
 
 
-def tokenizer_counter(ep: Endpoint, timeout: float = 30.0):
-    """count(text) through vLLM's POST /tokenize (None when the server or gateway won't)."""
-    def count(text: str) -> int | None:
-        try:
-            r = httpx.post(ep.base_url + "/tokenize", headers=ep.headers(), timeout=timeout,
-                           json={"model": ep.model, "prompt": text, "add_special_tokens": False})
-            if r.status_code != 200:
-                return None
-            return int(r.json().get("count") or len(r.json().get("tokens") or [])) or None
-        except (httpx.HTTPError, ValueError, TypeError):
-            return None
-    return count
-
-
 def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: list[Level], settings: SweepSettings,
               *, metrics_urls: dict[str, str], n_hosts: int, target: dict[str, Any],
               slo_ttft_p95_s: float | None = None, slo_e2e_p95_s: float | None = None,
               out_dir: str | Path | None = None, name: str = "bench",
-              console: Console | None = None) -> dict[str, Any]:
+              console: Console | None = None, host_urls: Sequence[str] = (),
+              inventory_max_model_len: int | None = None) -> dict[str, Any]:
+    """The sweep, after checking its lengths against what the target serves (limits.py);
+    `host_urls`: the vLLM hosts behind the target, whose /tokenize counts the prompts when the
+    target (a gateway) does not pass it on."""
     console = console or Console(highlight=False)
+    say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731  (the server's text as is)
+    fitted = fit_prompts(prompts, settings.output_len, served_max_model_len(ep, inventory_max_model_len), say)
     if isinstance(prompts, SyntheticPrompts) and not prompts.calibrated:
-        if prompts.calibrate(tokenizer_counter(ep)):
-            console.print(f"synthetic prompts: {prompts.words_for()} words ~ {prompts.input_len} tokens "
-                          f"(calibrated with the server's /tokenize)")
+        count, where = first_counter(ep, host_urls)
+        if count and prompts.calibrate(count):
+            say(f"synthetic prompts: {prompts.words_for()} words ~ {prompts.input_len} tokens "
+                f"(calibrated with {where}/tokenize)")
         else:
-            console.print(f"synthetic prompts: {prompts.words_for()} words (no /tokenize to calibrate with; "
-                          "the real prompt length is read from usage)")
+            say(f"synthetic prompts: {prompts.words_for()} words (no /tokenize to calibrate with, on the target "
+                "or a host behind it; the real prompt length is read from usage)")
     results: list[dict[str, Any]] = []
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -85,9 +78,11 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
                         status=f"ok {c[0]} failed {c[1]}" + (" (warm-up)" if rec.warmup else ""))
 
     sweep = Sweep(ep, prompts, levels, settings, metrics_urls, on_progress=on_progress, on_level_start=on_start)
+    errors = ServerErrors(say)
     with progress:
         for level in levels:
             results.append(sweep.run_level(level))
+            errors.report(level.label, sweep.records[level.label])
     console.print(level_table(results, title=f"{name}: {ep.model} via {ep.base_url}"))
     analysis = analyse(results, n_hosts, slo_ttft_p95_s, slo_e2e_p95_s)
     print_analysis(console, analysis)
@@ -105,7 +100,7 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
                      "warmup": settings.warmup, "output_len": settings.output_len, "ignore_eos": settings.ignore_eos,
                      "timeout_s": settings.timeout_s, "max_inflight": settings.max_inflight, "seed": settings.seed,
                      "slo": {"ttft_p95_s": slo_ttft_p95_s, "e2e_p95_s": slo_e2e_p95_s}},
-        "prompts": prompts.describe(), "metrics_hosts": sorted(metrics_urls), "n_hosts": n_hosts,
+        "prompts": prompts.describe() | fitted, "metrics_hosts": sorted(metrics_urls), "n_hosts": n_hosts,
         "levels": results, "analysis": analysis,
     }
     if out_dir is not None:

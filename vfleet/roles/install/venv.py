@@ -25,10 +25,11 @@ from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.transfer import rsync_push
+from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig, InstallSpec
 from vfleet.roles.service.unit import RESTART
 
-__all__ = ["MARKER", "arch_covers", "spec_id", "facts_for", "plan", "install_venv", "link_current"]
+__all__ = ["MARKER", "arch_covers", "spec_id", "verify_imports", "facts_for", "plan", "install_venv", "link_current"]
 
 q = shlex.quote
 MARKER = ".vfleet-install.json"
@@ -51,11 +52,12 @@ def arch_covers(arch_list: list[str], compute_capability: str) -> bool:
     return False
 
 
-# Runs in the new venv on the host: imports vllm and torch, checks the version and that
-# torch's kernels cover the host's GPUs (arch_covers, the same function as above), and only
-# then writes the marker that makes the venv trusted.
+# Runs in the new venv on the host: imports vllm and torch, checks the version, imports what the
+# host's quantization makes vLLM import at start (verify_imports), checks that torch's kernels
+# cover the host's GPUs (arch_covers, the same function as above), and only then writes the
+# marker that makes the venv trusted.
 VERIFY_SCRIPT = inspect.getsource(arch_covers) + r"""
-import json, subprocess, sys
+import importlib, json, subprocess, sys
 p = json.loads(PARAMS)
 out = {}
 try:
@@ -71,6 +73,13 @@ except Exception as exc:
     sys.exit("import torch failed: %s" % exc)
 if not str(out["version"] or "").startswith(p["version"]):
     sys.exit("vllm reports version %s, pinned %s" % (out["version"], p["version"]))
+for need in p.get("imports") or []:
+    try:
+        importlib.import_module(need["module"])
+    except Exception as exc:
+        sys.exit("quantization %s: vLLM %s imports the Python module %s at start, and it fails here (%s: %s); "
+                 "add %s to vllm_extra_pins (an install with vllm_install_no_deps gets only what is named)"
+                 % (need["quantization"], p["version"], need["module"], type(exc).__name__, exc, need["pip"]))
 try:
     smi = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                          capture_output=True, text=True, timeout=60).stdout.split()
@@ -86,8 +95,19 @@ print("VFLEET_VERIFY " + json.dumps(out))
 """
 
 
-def spec_id(spec: InstallSpec) -> str:
-    return hashlib.sha256(json.dumps(spec.as_dict(), sort_keys=True).encode()).hexdigest()[:16]
+def verify_imports(cfg: HostConfig) -> list[dict[str, str]]:
+    """The modules the host's `quantization` makes vLLM import at start (vllm_facts
+    quantization_imports), for the verify step: [{module, pip, quantization}]."""
+    return [{"module": module, "pip": row["pip"], "quantization": str(cfg.quantization)}
+            for row in vllm_facts.quantization_imports(cfg.vllm_version, cfg.quantization)
+            for module in row["modules"]]
+
+
+def spec_id(spec: InstallSpec, imports: list[dict[str, str]] | None = None) -> str:
+    """What the marker proves: the spec, and the modules verified beside vllm when there were
+    any (a venv verified before a quantization was set is verified again)."""
+    record = spec.as_dict() | ({"imports": sorted(i["module"] for i in imports)} if imports else {})
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def facts_for(cfg: HostConfig) -> dict[str, Fact]:
@@ -102,10 +122,10 @@ def owned_venv(cfg: HostConfig, venv: str) -> str:
     return inside(cfg.vllm_root, venv, "vllm_venv_name")
 
 
-def installed(spec: InstallSpec, marker: Any) -> bool:
+def installed(spec: InstallSpec, marker: Any, imports: list[dict[str, str]] | None = None) -> bool:
     """A venv is trusted only when its marker says it was verified from this same spec."""
     try:
-        return marker.kind == "file" and json.loads(marker.content or "").get("spec_id") == spec_id(spec)
+        return marker.kind == "file" and json.loads(marker.content or "").get("spec_id") == spec_id(spec, imports)
     except json.JSONDecodeError:
         return False
 
@@ -127,8 +147,9 @@ def install_change(cfg: HostConfig, venv: str) -> Change:
     # `--index-url=...` or `-rFILE` is read as a requirement, and pip refuses it
     remove = f" && {pip} uninstall -y -- {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
     no_deps = " --no-deps" if spec.no_deps else ""
-    params = json.dumps({"version": spec.version, "spec_id": spec_id(spec), "spec": spec.as_dict(),
-                         "marker": posixpath.join(venv, MARKER)})
+    imports = verify_imports(cfg)
+    params = json.dumps({"version": spec.version, "spec_id": spec_id(spec, imports), "spec": spec.as_dict(),
+                         "marker": posixpath.join(venv, MARKER), "imports": imports})
     script = (f"set -e; {_clear_venv(venv)}{_python(spec.python)} -m venv{without_pip} -- {q(venv)}; "
               f"{_site_pth(spec, venv)}"
               f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
@@ -182,7 +203,7 @@ def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> l
     spec, venv = cfg.install_spec, cfg.venv_path
     # a top-level vllm_root (/tmp, /usr) would get its mode changed and hold the links: never
     changes = directory_change(deep_path(cfg.vllm_root, "vllm_root"), facts["root"], mode="0755")
-    if not installed(spec, facts["marker"]):
+    if not installed(spec, facts["marker"], verify_imports(cfg)):
         changes.append(install_change(cfg, venv))
     if switch:
         changes += link_changes(cfg, venv, facts["current"], facts.get("previous"))

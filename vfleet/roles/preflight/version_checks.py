@@ -1,7 +1,7 @@
 """Checks that depend on the pinned vLLM version: driver and GPU support of its wheels, the flags
-the inventory renders, and the metric names dashboards read. `upgrade_checks` runs them with a NEW
-version in the config (`--set vllm_version=NEW`) before an upgrade; host_checks includes them for
-the version pinned now."""
+the inventory renders, the metric names dashboards read and the request fields it stopped reading.
+`upgrade_checks` runs them with a NEW version in the config (`--set vllm_version=NEW`) before an
+upgrade; host_checks includes them for the version pinned now."""
 from __future__ import annotations
 
 from typing import Any
@@ -168,12 +168,33 @@ def check_metrics(cfg: HostConfig, facts: dict[str, Any]) -> Check:
     return Check("vllm.metrics", PASS, f"metric names unchanged between installed {installed} and {new}")
 
 
+def check_request_fields(cfg: HostConfig, facts: dict[str, Any]) -> Check:
+    """Request fields the installed vLLM reads and the pinned one ignores (vllm_facts
+    request_fields): vLLM answers 200 to a request that still sends one, so nothing but this
+    audit tells the clients' owners before the upgrade."""
+    installed = (facts.get("vllm_installed") or {}).get("version")
+    new = cfg.vllm_version
+    if not new:
+        return Check("vllm.request_fields", PASS, "no vllm_version pinned: request fields not compared")
+    dropped = vllm_facts.dropped_request_fields(installed, new)
+    if not dropped:
+        return Check("vllm.request_fields", PASS, f"no request field dropped between installed {installed} and {new}")
+    names = ", ".join(f"{r['field']} (removed in {r['removed']}; send {r['replaced_by']})" for r in dropped)
+    if not installed:
+        return Check("vllm.request_fields", PASS, f"no vLLM installed yet; vLLM {new} ignores these request "
+                     f"fields (HTTP 200, no effect): {names}")
+    return Check("vllm.request_fields", WARN, f"vLLM {new} ignores request fields that installed {installed} reads: "
+                 f"{names}; a client that still sends one gets HTTP 200 and, for guided_*, unconstrained output",
+                 "move every client to the replacements before upgrading (ask their owners: the server "
+                 "cannot tell an ignored field from a missing one)")
+
+
 def upgrade_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """What the config's vllm_version breaks on this host: driver, GPU support, flags, metric
-    names. Run it with the NEW version in the config before an upgrade (host_checks includes it
-    too)."""
+    names, request fields it no longer reads. Run it with the NEW version in the config before
+    an upgrade (host_checks includes it too)."""
     out: list[Check] = []
     if not is_cpu_build(cfg) and facts.get("gpu_state") == "ok":
         out += [check_vllm_driver(cfg, facts), check_vllm_gpu(cfg, facts)]
-    out += [check_flags(cfg, facts), check_metrics(cfg, facts)]
+    out += [check_flags(cfg, facts), check_metrics(cfg, facts), check_request_fields(cfg, facts)]
     return out

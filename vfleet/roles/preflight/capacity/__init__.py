@@ -35,6 +35,7 @@ from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner'
     kv_bytes_per_token_per_layer, kv_heads_per_gpu)
 from vfleet.roles.preflight.fact_paths import model_dir
 from vfleet.roles.preflight.capacity.figures import check_cpu_space, check_inputs
+from vfleet.roles.preflight.capacity.quant import weight_bytes, weight_format
 from vfleet.roles.preflight.model_files import INDEX_LIMIT, index_total_size, read_config
 from vfleet.roles.preflight.safetensors_header import file_weight_bytes
 
@@ -132,11 +133,13 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          kv_cache_dtype: str | None = "auto", weights_bytes: int | None = None,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
          max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
-         kv_cache_memory_bytes: int | None = None, config_label: str = "config.json") -> Plan:
+         kv_cache_memory_bytes: int | None = None, config_label: str = "config.json",
+         quantization: str | None = None) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
-    weights: safetensors total when known (exact, and right for quantised checkpoints), else the
-    estimate from config.json in the serving dtype. budget per GPU = memory x utilisation; KV per
+    weights: safetensors total when known (exact, and right for quantised checkpoints; scaled
+    down when vLLM quantizes at load, `quantization: fp8`), else the estimate from config.json
+    in the serving dtype and the checkpoint's quantization (capacity/quant.py). budget per GPU = memory x utilisation; KV per
     GPU = budget - weights/TP - reserve, or kv_cache_memory_bytes when given (vLLM then skips its
     own sizing: gpu_worker.determine_available_memory returns the flag as is); tokens = KV /
     per-GPU bytes per token, down to whole blocks. `config_label` names the config's file in
@@ -149,10 +152,7 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     wb = dtype_bytes(model_dtype)
     kvb = dtype_bytes(model_dtype if (not kv_cache_dtype or kv_cache_dtype == "auto") else kv_cache_dtype)
-    if weights_bytes:
-        weights, source = weights_bytes, "safetensors"
-    else:
-        weights, source = estimate_param_count(shape) * wb, "estimate"
+    weights, source, note = _weights(shape, config, quantization, weights_bytes, wb, config_label)
     mem = int(gpu_memory_mib) * MIB
     budget = int(mem * float(gpu_memory_utilization))
     batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -172,6 +172,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
         max_num_seqs=max_num_seqs,
         max_concurrency=(tokens * per_tok_gpu / per_request) if per_request else None,
         suggested_max_model_len=None, suggested_max_num_seqs=None)
+    if note:
+        p.warnings.append(note)
     if kv_cache_memory_bytes and kv_gpu > mem - math.ceil(weights / tp) - res:
         p.status = "fail"
         p.warnings.append(f"kv_cache_memory_bytes {kv_gpu / GIB:.1f} GiB + weights + reserve exceed the "
@@ -185,6 +187,21 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     if mml:
         _check_fit(p, mml, max_num_seqs)
     return p
+
+
+def _weights(shape: ModelShape, config: dict[str, Any], quantization: str | None, file_bytes: int | None,
+             dense_bytes: int, label: str) -> tuple[int, str, str | None]:
+    """(weight bytes vLLM holds, where the figure came from, a warning or None). The files'
+    total is what a checkpoint holds, quantized or not; vLLM quantizing at load holds less,
+    in the ratio of the two estimates."""
+    fmt, note = weight_format(config, quantization, label)
+    estimate = weight_bytes(shape, fmt, dense_bytes)
+    method = f" ({fmt.method}{' at load' if fmt.at_load else ''})" if fmt else ""
+    if not file_bytes:
+        return estimate, "estimate" + method, note
+    if fmt is not None and fmt.at_load:
+        return round(file_bytes * estimate / weight_bytes(shape, None, dense_bytes)), "safetensors" + method, note
+    return file_bytes, "safetensors", None
 
 
 def _check_fit(p: Plan, mml: int, max_num_seqs: int | None) -> None:
@@ -274,7 +291,7 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
                 max_num_batched_tokens=cfg.max_num_batched_tokens,
                 enforce_eager=cfg.enforce_eager,
                 kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
-                config_label=f"{model_dir(cfg)}/config.json")
+                config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vfleet.engine.strict_json import JsonFileError, nonneg_int, positive_int
 from vfleet.roles.preflight.model_files import (MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS, check_config,
@@ -210,19 +210,36 @@ def kv_bytes_per_request(shape: ModelShape, max_model_len: int, max_num_batched_
 
 # --- parameters --------------------------------------------------------------------------------
 
-def _attention_params(shape: ModelShape) -> int:
+class Module(NamedTuple):
+    """One weight of the model as vLLM names it: `params` summed over the module's experts,
+    `inputs` its input features (the axis a quantization group runs along), `linear` when it is
+    a Linear layer a quantization method may convert (norms, biases, embeddings and the MoE
+    router are not: vLLM builds the router without a quant_config)."""
+    name: str
+    params: int
+    linear: bool
+    inputs: int = 1
+
+
+def _attention_modules(shape: ModelShape, p: str) -> list[Module]:
     h = shape.hidden
     if shape.mla:
         m = shape.mla
         qk = shape.heads * (m.nope_dim + m.rope_dim)
-        q = (h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * qk) if m.q_lora_rank else h * qk
-        return q + h * (m.kv_lora_rank + m.rope_dim) + m.kv_lora_rank \
-            + m.kv_lora_rank * shape.heads * (m.nope_dim + m.v_dim) + shape.heads * m.v_dim * h
+        q = [Module(f"{p}.q_a_proj", h * m.q_lora_rank, True, h), Module(f"{p}.q_a_layernorm", m.q_lora_rank, False),
+             Module(f"{p}.q_b_proj", m.q_lora_rank * qk, True, m.q_lora_rank)] if m.q_lora_rank \
+            else [Module(f"{p}.q_proj", h * qk, True, h)]
+        return q + [Module(f"{p}.kv_a_proj_with_mqa", h * (m.kv_lora_rank + m.rope_dim), True, h),
+                    Module(f"{p}.kv_a_layernorm", m.kv_lora_rank, False),
+                    Module(f"{p}.kv_b_proj", m.kv_lora_rank * shape.heads * (m.nope_dim + m.v_dim), True, m.kv_lora_rank),
+                    Module(f"{p}.o_proj", shape.heads * m.v_dim * h, True, shape.heads * m.v_dim)]
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    return h * q + 2 * h * kv + q * h + ((q + 2 * kv) if shape.attention_bias else 0)
+    out = [Module(f"{p}.q_proj", h * q, True, h), Module(f"{p}.k_proj", h * kv, True, h),
+           Module(f"{p}.v_proj", h * kv, True, h), Module(f"{p}.o_proj", q * h, True, q)]
+    return out + ([Module(f"{p}.qkv_bias", q + 2 * kv, False)] if shape.attention_bias else [])
 
 
-def _mlp_params(shape: ModelShape, layer: int) -> int:
+def _mlp_modules(shape: ModelShape, layer: int, p: str) -> list[Module]:
     """Gated MLP (3 x hidden x intermediate); an MoE layer holds every expert, the router and the
     shared experts (vLLM loads them all on each GPU: expert weights are split by TP, not skipped)."""
     h, moe = shape.hidden, shape.moe
@@ -230,23 +247,56 @@ def _mlp_params(shape: ModelShape, layer: int) -> int:
         if not shape.intermediate:
             raise JsonFileError(f"{shape.label}: key 'intermediate_size' is missing (layer {layer} is a dense "
                                 f"MLP); {MISSING_FIX}")
-        return 3 * h * shape.intermediate
-    return moe.experts * 3 * h * moe.intermediate + h * moe.experts + 3 * h * moe.shared_intermediate
+        i = shape.intermediate
+        return [Module(f"{p}.gate_proj", h * i, True, h), Module(f"{p}.up_proj", h * i, True, h),
+                Module(f"{p}.down_proj", i * h, True, i)]
+    out = [Module(f"{p}.experts", moe.experts * 3 * h * moe.intermediate, True, h),
+           Module(f"{p}.gate", h * moe.experts, False)]
+    if moe.shared_intermediate:
+        out.append(Module(f"{p}.shared_experts", 3 * h * moe.shared_intermediate, True, h))
+    return out
 
 
-def estimate_param_count(shape: ModelShape) -> int:
-    """Parameters of a decoder: embeddings + layers x (attention + MLP or experts + 2 norms) +
-    final norm + lm_head (unless tied). Qwen2.5-7B-Instruct comes out at 7.62e9, Mixtral-8x7B at
-    46.7e9, DeepSeek-V2-Lite at 15.7e9, as published."""
+def _layer_modules(shape: ModelShape, i: int) -> list[Module]:
+    p = f"model.layers.{i}"
+    return _attention_modules(shape, f"{p}.self_attn") + _mlp_modules(shape, i, f"{p}.mlp") \
+        + [Module(f"{p}.layernorms", 2 * shape.hidden, False)]
+
+
+def grouped_modules(shape: ModelShape) -> list[tuple[Module, int]]:
+    """Every weight of a decoder as (module, how many layers have it): embeddings, per layer
+    attention, MLP or experts and the two norms (named after the first layer of their kind:
+    dense or MoE), the final norm and lm_head (unless tied). Grouped because a config may claim
+    10,000 layers (model_files.MAX_LAYERS) and the planner runs once per TP x PP layout."""
     if not (shape.hidden and (shape.intermediate or shape.moe) and shape.vocab):
         raise JsonFileError(f"{shape.label}: the weight estimate needs hidden_size, intermediate_size and "
                             "vocab_size; add them, or give the weights' size (model_size_bytes, or the "
                             "safetensors files beside config.json)")
-    h = shape.hidden
-    layers = sum(_attention_params(shape) + _mlp_params(shape, i) + 2 * h for i in range(shape.layers))
-    embed = int(shape.vocab) * h
-    lm_head = 0 if shape.tie_word_embeddings else int(shape.vocab) * h
-    return embed + layers + h + lm_head
+    h, vocab = shape.hidden, int(shape.vocab)
+    dense = range(shape.layers) if shape.moe is None else sorted(i for i in shape.moe.dense_layers if i < shape.layers)
+    kinds = [(min(dense), len(dense))] if dense else []
+    if shape.moe is not None and len(dense) < shape.layers:
+        kinds.append((next(i for i in range(shape.layers) if i not in shape.moe.dense_layers), shape.layers - len(dense)))
+    out = [(Module("model.embed_tokens", vocab * h, False), 1)]
+    out += [(m, n) for i, n in kinds for m in _layer_modules(shape, i)]
+    out.append((Module("model.norm", h, False), 1))
+    if not shape.tie_word_embeddings:
+        out.append((Module("lm_head", vocab * h, True, h), 1))
+    return out
+
+
+def weight_modules(shape: ModelShape) -> list[Module]:
+    """Every weight of a decoder, one entry per layer, named as in the checkpoint (what an
+    ignore list naming one layer's module is matched against; capacity/quant.py)."""
+    grouped = grouped_modules(shape)
+    return [m for m, _ in grouped[:1]] + [m for i in range(shape.layers) for m in _layer_modules(shape, i)] \
+        + [m for m, _ in grouped if m.name in ("model.norm", "lm_head")]
+
+
+def estimate_param_count(shape: ModelShape) -> int:
+    """Parameters of a decoder (grouped_modules summed). Qwen2.5-7B-Instruct comes out at 7.62e9,
+    Mixtral-8x7B at 46.7e9, DeepSeek-V2-Lite at 15.7e9, as published."""
+    return sum(m.params * n for m, n in grouped_modules(shape))
 
 
 def estimate_weight_bytes(shape: ModelShape, dtype: str | None = None) -> int:
