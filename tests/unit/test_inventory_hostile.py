@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -75,9 +74,7 @@ def test_ordinary_anchors_still_load(tmp_path):
 def test_hundred_thousand_hosts_load(tmp_path):
     path = write(tmp_path, "all:\n  vars: {model_name: m}\n  children:\n    vllm:\n"
                            "      hosts:\n        gpu[000001:100000]:\n")
-    start = time.monotonic()
-    inv = load_inventory(path, schema=SCHEMA)
-    assert time.monotonic() - start < 30     # sanity bound only; see benchmarks/
+    inv = load_inventory(path, schema=SCHEMA)    # how fast: benchmarks/inventory_scale.py
     assert len(inv.hosts) == MAX_HOSTS == 100_000
     assert inv.hosts["gpu100000"].vars["model_name"] == "m"
     assert len(inv.select("vllm:!gpu000001")) == 99_999
