@@ -1,9 +1,10 @@
 """One class for a log: the rule, and what it returns.
 
-The rule (docs/triage.md): only the last start in the lines is classified, or the one before it
-when the last holds no known signal yet (starts.py). Within a start: a log often holds several signals, because one failure sets off
-others (a worker that ran out of memory leaves the other ranks waiting in NCCL; an engine
-that died is followed by "Engine core initialization failed"). The FIRST fatal signal in the
+The rule (docs/triage.md): only the last start in the lines is classified, or the one before
+it when the last holds no known signal yet (starts.py). Within a start, a log often holds
+several signals, because one failure sets off others (a worker that ran out of memory leaves
+the other ranks waiting in NCCL; an engine that died is followed by "Engine core
+initialization failed"). The FIRST fatal signal in the
 order of the lines decides; later ones are taken as its consequences. Only when no fatal
 signal is found does a hang signal decide (workers that wait for each other). With neither,
 the class is "unknown" and the last error-looking lines are shown, so nothing is guessed.
