@@ -30,7 +30,7 @@ def test_fact_command_and_parser(case: dict[str, Any]) -> None:
     assert fact.command() == case["command"]
     got = fact.process(case["output"].splitlines())
     if dataclasses.is_dataclass(got):
-        got = {**dataclasses.asdict(got), "down": got.down}
+        got = {**dataclasses.asdict(got), "down": got.down, "read": got.read}
     assert got == case["expected"]
 
 
@@ -81,6 +81,16 @@ def test_triage_inventory_classifies_the_failed_host_only(fake_systemd: Path, tm
     failed_step = data["hosts"]["gpu01"]["steps"][-1]
     assert failed_step["data"]["triage"]["class"] == "oom-after-loading"
     assert failed_step["data"]["triage"]["numbers"]["free"] == "26.88 GiB"
+
+
+def test_a_host_whose_systemctl_prints_nothing_is_failed_not_ok(fake_systemd: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.show").write_text("")       # no systemd on gpu01, or systemctl show failed
+    report = tmp_path / "report.json"
+    assert run_cli("triage", "--inventory", str(fake_systemd), "--report", str(report)) == 1
+    gpu01 = json.loads(report.read_text())["hosts"]["gpu01"]
+    assert gpu01["status"] == "failed"
+    assert "`systemctl show` printed no ActiveState" in gpu01["steps"][-1]["message"]
+    assert "not down" not in capsys.readouterr().out
 
 
 def test_triage_log_prints_class_lines_next_step_and_writes_the_report(tmp_path: Path, capsys) -> None:

@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 def verdict_lines(source: str, verdict: "Verdict") -> list[str]:
     """What an operator reads: the class (and where), the numbers, the deciding lines with
-    their numbers, the next step."""
+    their numbers, the next step (log text with its control characters escaped)."""
+    from vfleet.roles.triage.classify import printable
+
     where = f", {verdict.where}" if verdict.where else ""
-    out = [f"{source}: {verdict.cls.title}{where}"]
+    out = [f"{printable(source)}: {verdict.cls.title}{where}"]
     if verdict.numbers:
         out.append(f"  numbers: {verdict.numbers_text()}")
     if verdict.note:
@@ -80,6 +82,9 @@ def triage(c, inventory=None, limit=None, log=None, set_=None, forks=10, report=
 
     def step(ctx: HostContext) -> None:
         t = triage_host(ctx)
+        if not t.health.read:
+            raise HostFailed(f"{t.unit}: state unknown: `systemctl show` printed no ActiveState (no systemd on "
+                             "the host, or systemctl failed); check that the host runs systemd and the unit exists")
         if t.verdict is None:
             ctx.record("triage", t.unit, Status.OK, f"{t.health.describe()}: not down, nothing to triage")
             return

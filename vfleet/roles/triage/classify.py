@@ -1,13 +1,18 @@
 """One class for a log: the rule, and what it returns.
 
-The rule (docs/triage.md): a log often holds several signals, because one failure sets off
-others (a worker that ran out of memory leaves the other ranks waiting in NCCL; an engine
-that died is followed by "Engine core initialization failed"). The FIRST fatal signal in the
+The rule (docs/triage.md): only the last start in the lines is classified, or the one before
+it when the last holds no known signal yet (starts.py). Within a start, a log often holds
+several signals, because one failure sets off others (a worker that ran out of memory leaves
+the other ranks waiting in NCCL; an engine that died is followed by "Engine core
+initialization failed"). The FIRST fatal signal in the
 order of the lines decides; later ones are taken as its consequences. Only when no fatal
 signal is found does a hang signal decide (workers that wait for each other). With neither,
 the class is "unknown" and the last error-looking lines are shown, so nothing is guessed.
 
-Lines are cut to signals.MAX_LINE_CHARS before matching (and to SHOW_CHARS when shown)."""
+Lines are cut to signals.MAX_LINE_CHARS before matching (and to SHOW_CHARS when shown). The
+text comes from the host or a file, so it is untrusted: what is shown has its non-printable
+characters (ANSI/OSC escape sequences, control characters) escaped, so a log cannot drive the
+operator's terminal."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,13 +22,20 @@ from typing import Any, Sequence
 from .classes import TriageClass, by_id
 from .memory import numbers, oom_phase
 from .scan import LowerText
+from .starts import last_starts
 from .signals import ERROR_LIKE, FATAL, HANG, MAX_LINE_CHARS, NCCL_CONTEXT, OOM, Signal, first_hit
 
-__all__ = ["Line", "Verdict", "classify_lines", "SHOW_CHARS"]
+__all__ = ["Line", "Verdict", "classify_lines", "printable", "SHOW_CHARS"]
 
 SHOW_CHARS = 400
 MAX_CONTEXT_LINES = 4
 UNKNOWN_LINES = 5
+
+
+def printable(text: str) -> str:
+    """`text` with each non-printable character written as its escape (ESC as \\x1b), tabs as spaces."""
+    text = text.replace("\t", " ")
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,7 @@ class Line:
     text: str
 
     def shown(self) -> str:
-        t = self.text.rstrip()
+        t = printable(self.text.rstrip())
         return t if len(t) <= SHOW_CHARS else t[:SHOW_CHARS - 3] + "..."
 
 
@@ -93,7 +105,23 @@ def _unknown(text: LowerText, lines: Sequence[str], first: int, note: str) -> Ve
 
 
 def classify_lines(raw: Sequence[str], *, first_line: int = 1, note: str = "") -> Verdict:
-    """The verdict for these lines (`first_line`: the number of raw[0] in its file)."""
+    """The verdict for the last start in these lines, or for the start before it when the last
+    holds no known signal (`first_line`: the number of raw[0] in its file)."""
+    spans = last_starts(raw)
+    if len(spans) < 2:
+        return _classify_start(raw, first_line, note)
+    (last, end), (before, _) = spans
+    said = f"the last start, from line {first_line + last}"
+    verdict = _classify_start(raw[last:end], first_line + last, "; ".join(filter(None, [note, said])))
+    if verdict.cls.id != "unknown":
+        return verdict
+    said = f"the start before the last (from line {first_line + before}): the last one shows no known signal"
+    earlier = _classify_start(raw[before:last], first_line + before, "; ".join(filter(None, [note, said])))
+    return verdict if earlier.cls.id == "unknown" else earlier
+
+
+def _classify_start(raw: Sequence[str], first_line: int, note: str) -> Verdict:
+    """The verdict for the lines of one start."""
     lines = [line[:MAX_LINE_CHARS] for line in raw]
     text = LowerText(lines)
     found = _first_signal(text, lines, FATAL) or _first_signal(text, lines, HANG)

@@ -12,7 +12,7 @@ from vfleet.engine.facts import gather
 from vfleet.engine.runner import HostContext
 from vfleet.engine.systemd import journal_command, journal_lines, one_line
 
-from .classify import Verdict, classify_lines
+from .classify import Verdict, classify_lines, printable
 
 __all__ = ["JOURNAL_LINES", "FAILURE_LINES", "UnitHealth", "UnitHealthFact", "JournalFact", "HostTriage",
            "triage_host", "FailureJournal", "failure_journal"]
@@ -29,6 +29,12 @@ class UnitHealth:
     sub: str             # SubState: running, failed, auto-restart, dead...
     restarts: int        # NRestarts since the unit was last started by hand
     result: str          # Result: success, exit-code, signal, oom-kill, timeout...
+
+    @property
+    def read(self) -> bool:
+        """Whether systemctl named a state at all: without systemd, or when `systemctl show`
+        fails, it prints nothing, and such a host is not known to be up (its own result)."""
+        return self.active != "unknown"
 
     @property
     def down(self) -> bool:
@@ -71,7 +77,7 @@ class JournalFact:
 class HostTriage:
     unit: str
     health: UnitHealth
-    verdict: Verdict | None      # None: the unit is not down, nothing to classify
+    verdict: Verdict | None      # None: the unit is not down (or its state unread), nothing to classify
 
 
 def triage_host(ctx: HostContext) -> HostTriage:
@@ -79,7 +85,7 @@ def triage_host(ctx: HostContext) -> HostTriage:
     unit = ctx.config.unit
     facts = gather(ctx, {"health": UnitHealthFact(unit), "journal": JournalFact(unit)})
     health: UnitHealth = facts["health"]
-    if not health.down:
+    if not health.read or not health.down:
         return HostTriage(unit, health, None)
     note = f"the last {JOURNAL_LINES} journal lines of {unit}"
     return HostTriage(unit, health, classify_lines(facts["journal"], note=note))
@@ -94,7 +100,7 @@ class FailureJournal:
     verdict: Verdict
 
     def tail(self, n: int = 15) -> str:
-        return one_line(self.lines[-n:])
+        return printable(one_line(self.lines[-n:]))
 
     def seen(self) -> str:
         """'; <class>: <short next step>' for the message, nothing when the class is unknown."""

@@ -17,8 +17,11 @@ class LowerText:
     """The lines joined and lowered once, with where each line starts."""
 
     def __init__(self, lines: Sequence[str]):
-        self.text = "\n".join(lines).lower()
-        self.starts = [0, *accumulate(len(line) + 1 for line in lines)][:len(lines)]
+        # lowered line by line, offsets from the lowered lines: some characters grow when
+        # lowered ("İ" becomes two code points), so offsets of the original lines would drift
+        lowered = [line.lower() for line in lines]
+        self.text = "\n".join(lowered)
+        self.starts = [0, *accumulate(len(line) + 1 for line in lowered)][:len(lines)]
 
     def lines_with(self, words: Sequence[str]) -> Iterator[int]:
         """The indexes of the lines that hold any of `words` (lower case), in order, once each."""

@@ -2,10 +2,11 @@
 
 Every pattern is a literal phrase with at most bounded gaps ({0,N}) and no nested
 repetition, and every line is cut to MAX_LINE_CHARS before it is matched, so a crafted line
-costs linear time (tests/unit/test_triage_hostile.py times one). Each signal also names the
-lower-case words a line must contain before its pattern is tried: plain substring tests, so a
-log of a million lines is scanned in well under a second. The phrases are vLLM's, PyTorch's
-and NCCL's own messages as they appear in vLLM's issues (docs/triage.md cites them).
+costs linear time (tests/unit/test_triage_hostile.py runs some; benchmarks/triage_scale.py
+times them). Each signal also names the lower-case words a line must contain before its
+pattern is tried: plain substring tests, so a log of a million lines is scanned in well under
+a second. The phrases are vLLM's, PyTorch's and NCCL's own messages as they appear in vLLM's
+issues (docs/triage.md cites them).
 
 FATAL signals are errors that end a start; HANG signals are warnings that a start or a server
 is stuck (workers waiting on each other), used only when no fatal signal is found. The "oom"
