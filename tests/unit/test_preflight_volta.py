@@ -13,7 +13,8 @@ from tests.unit.preflight_cases import config, facts
 from vfleet.roles.preflight import host_checks
 from vfleet.roles.preflight.engine_checks import check_batched_tokens, check_swap_space
 from vfleet.roles.preflight.fact_table import MemTotal
-from vfleet.roles.preflight.volta_checks import check_attention_backend, check_cuda_graphs, engine_on_gpu
+from vfleet.roles.preflight.volta_checks import (check_attention_backend, check_cuda_graphs, check_volta_memory_utilization,
+                                                  engine_on_gpu)
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "vfleet" / "lab" / "profiles"
@@ -97,3 +98,11 @@ def test_batched_tokens_explicitly_unchunked_fails_on_v1_too() -> None:
 def test_lab_profiles_ram_reaches_the_facts() -> None:
     assert _host("h200-1")[1]["mem_total_bytes"] == 131961788 * 1024
     assert _host("v100-8-pcie")[1]["mem_total_bytes"] == 197588060 * 1024
+
+
+def test_memory_utilization_on_volta_with_unknown_memory_size_still_warns() -> None:
+    """nvidia-smi prints [N/A] for memory.total on some boards: the parser keeps the key with None."""
+    cfg, f = _host("v100-8-pcie", gpu_memory_utilization=0.95)
+    f["gpus"] = [{**g, "memory_total_mib": None} for g in f["gpus"]]
+    c = check_volta_memory_utilization(cfg, f)
+    assert c.status == "warn" and "5% of each GPU" in c.message
