@@ -13,7 +13,8 @@ from tests.unit.preflight_cases import config, facts
 from vfleet.roles.preflight import host_checks
 from vfleet.roles.preflight.engine_checks import check_batched_tokens, check_swap_space
 from vfleet.roles.preflight.fact_table import MemTotal
-from vfleet.roles.preflight.volta_checks import check_attention_backend, check_cuda_graphs, engine_on_gpu
+from vfleet.roles.preflight.volta_checks import (check_attention_backend, check_cuda_graphs, check_volta_memory_utilization,
+                                                  engine_on_gpu)
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "vfleet" / "lab" / "profiles"
@@ -97,3 +98,33 @@ def test_batched_tokens_explicitly_unchunked_fails_on_v1_too() -> None:
 def test_lab_profiles_ram_reaches_the_facts() -> None:
     assert _host("h200-1")[1]["mem_total_bytes"] == 131961788 * 1024
     assert _host("v100-8-pcie")[1]["mem_total_bytes"] == 197588060 * 1024
+
+
+def test_memory_utilization_on_volta_with_unknown_memory_size_still_warns() -> None:
+    """nvidia-smi prints [N/A] for memory.total on some boards: the parser keeps the key with None."""
+    cfg, f = _host("v100-8-pcie", gpu_memory_utilization=0.95)
+    f["gpus"] = [{**g, "memory_total_mib": None} for g in f["gpus"]]
+    c = check_volta_memory_utilization(cfg, f)
+    assert c.status == "warn" and "5% of each GPU" in c.message
+
+
+def test_v0_turns_chunked_prefill_on_for_long_context_unless_excluded() -> None:
+    """vLLM's V0 (_set_default_args_v0) chunks prefill by itself above max_model_len 32768 on CUDA:
+    the lab's Qwen2 (use_sliding_window: false) then starts with a small budget."""
+    cfg, f = _host("v100-8-pcie", max_model_len=65536)
+    c = check_batched_tokens(cfg, f)
+    assert c.status == "pass" and "above max_model_len 32768" in c.message
+    cfg, f = _host("v100-8-pcie", max_model_len=32768)          # not above: V0 leaves it off
+    assert check_batched_tokens(cfg, f).status == "fail"
+    cfg, f = _host("v100-8-pcie", max_model_len=65536, vllm_extra_args=["--enable-lora"])
+    c = check_batched_tokens(cfg, f)
+    assert c.status == "fail" and "not for --enable-lora" in c.message
+    cfg, f = _host("v100-8-pcie", max_model_len=65536, vllm_extra_args=["--task=embed"])
+    assert "not for a pooling model" in check_batched_tokens(cfg, f).message
+    cfg, f = _host("v100-8-pcie", max_model_len=65536)
+    f["model_config"] = {**f["model_config"], "use_sliding_window": True}
+    c = check_batched_tokens(cfg, f)
+    assert c.status == "fail" and "sliding-window" in c.message
+    f["model_config"] = None                                     # config.json unread: cannot tell
+    c = check_batched_tokens(cfg, f)
+    assert c.status == "warn" and "was not read" in c.message and "enable_chunked_prefill: true" in c.fix

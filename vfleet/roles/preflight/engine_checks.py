@@ -14,10 +14,16 @@ against the host's RAM, and a token budget below max_model_len without chunked p
   "max_num_batched_tokens (X) is smaller than max_model_len (Y). ... Please increase
   max_num_batched_tokens or decrease max_model_len." (vllm#28981 quotes it from vLLM 0.11,
   verl#7626 from 0.24, unsloth-zoo#1211: the same rule in every release 0.15.0-0.29.0; V0's
-  form in verl#259). Chunked prefill is off unless asked for on the V0 engine and on by default
-  on V1 (vllm#11061: "V1 always uses chunked prefills"; facts.md), and a V100 runs V0 until
-  0.10.2 (volta_checks.engine_on_gpu). vLLM's own default budget is never below max_model_len
-  without chunked prefill, so only a set max_num_batched_tokens is checked.
+  form in verl#259). Chunked prefill is on by default on V1 (vllm#11061: "V1 always uses chunked
+  prefills"; facts.md). A V100 runs V0 until 0.10.2 (volta_checks.engine_on_gpu), where it is off
+  unless asked for, except that V0 turns it on by itself when max_model_len > 32768 on CUDA and
+  the model is not multimodal, MLA, sliding-window or pooling and neither LoRA nor speculative
+  decoding is on (EngineArgs._set_default_args_v0, "Enable chunked prefill by default for long
+  context (> 32K)": https://github.com/vllm-project/vllm/blob/v0.10.1.1/vllm/engine/arg_utils.py;
+  create_engine_config held the same rule since 0.5.x). Preflight sees those exclusions in the
+  model's config.json and in vllm_extra_args; without the model's config it cannot tell, and
+  warns instead of failing. vLLM's own default budget is never below max_model_len without
+  chunked prefill, so only a set max_num_batched_tokens is checked.
 """
 from __future__ import annotations
 
@@ -59,12 +65,53 @@ def check_swap_space(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     return Check("engine.swap_space", PASS, share)
 
 
-def chunked_prefill_on(cfg: HostConfig, facts: dict[str, Any]) -> bool:
-    """The inventory's enable_chunked_prefill, else the default of the engine that runs."""
+V0_LONG_CONTEXT = 32768      # V0 turns chunked prefill on above this max_model_len (_set_default_args_v0)
+V0_UNCHUNKED_FLAGS = ("--enable-lora", "--speculative-config", "--speculative-model", "--speculative_model")
+POOLING_TASKS = {"embed", "embedding", "classify", "score", "reward", "pooling"}
+
+
+def _flag_values(args: tuple[str, ...], flag: str) -> list[str]:
+    """Values given to `flag` in a vllm_extra_args list, as `--flag value` or `--flag=value`."""
+    return [a.partition("=")[2] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+            for i, a in enumerate(args) if a == flag or a.startswith(flag + "=")]
+
+
+def _v0_exclusion(cfg: HostConfig, model: dict[str, Any]) -> str | None:
+    """What keeps V0 from turning chunked prefill on for a long context, as far as preflight sees."""
+    args = cfg.vllm_extra_args
+    for flag in V0_UNCHUNKED_FLAGS:
+        if _flag_values(args, flag):
+            return flag
+    if POOLING_TASKS & set(_flag_values(args, "--task") + _flag_values(args, "--runner")):
+        return "a pooling model"
+    if model.get("sliding_window") and model.get("use_sliding_window", True):
+        return "a sliding-window model"
+    if model.get("kv_lora_rank"):
+        return "an MLA model"
+    if model.get("vision_config") or model.get("audio_config"):
+        return "a multimodal model"
+    return None
+
+
+def chunked_prefill(cfg: HostConfig, facts: dict[str, Any], mml: int) -> tuple[bool | None, str]:
+    """(on, why): the inventory's enable_chunked_prefill, else the default of the engine that runs;
+    on None when V0's long-context rule may apply but the model's config is unknown."""
     if cfg.enable_chunked_prefill is not None:
-        return cfg.enable_chunked_prefill
+        return cfg.enable_chunked_prefill, f"enable_chunked_prefill: {str(cfg.enable_chunked_prefill).lower()}"
     cc = None if is_cpu_build(cfg) else (min_cc_gpu(facts) or {}).get("compute_capability")
-    return engine_on_gpu(cfg.vllm_version, cc) == "V1"
+    if engine_on_gpu(cfg.vllm_version, cc) == "V1":
+        return True, f"vLLM {cfg.vllm_version}'s V1 engine"
+    off = f"chunked prefill off by default on vLLM {cfg.vllm_version}'s engine here"
+    if is_cpu_build(cfg) or mml <= V0_LONG_CONTEXT:
+        return False, off
+    model = facts.get("model_config")
+    excluded = _v0_exclusion(cfg, model or {})
+    if excluded:
+        return False, f"{off}: V0 turns it on above max_model_len {V0_LONG_CONTEXT} but not for {excluded}"
+    if model is None:
+        return None, (f"V0 turns chunked prefill on above max_model_len {V0_LONG_CONTEXT} unless the model is "
+                      "multimodal, MLA, sliding-window or pooling; its config.json was not read")
+    return True, f"V0 turns chunked prefill on above max_model_len {V0_LONG_CONTEXT}"
 
 
 def check_batched_tokens(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
@@ -72,17 +119,17 @@ def check_batched_tokens(cfg: HostConfig, facts: dict[str, Any]) -> Check | None
     mml = cfg.max_model_len or (facts.get("model_config") or {}).get("max_position_embeddings")
     if budget is None or not mml:
         return None
-    if chunked_prefill_on(cfg, facts):
+    on, how = chunked_prefill(cfg, facts, int(mml))
+    if on:
         return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} with chunked prefill "
-                     f"(max_model_len {mml})")
-    how = "enable_chunked_prefill: false" if cfg.enable_chunked_prefill is False else \
-        f"chunked prefill off by default on vLLM {cfg.vllm_version}'s engine here"
-    if budget < int(mml):
-        return Check("engine.batched_tokens", FAIL, f"max_num_batched_tokens {budget} is below max_model_len {mml} "
-                     f"({how}): vLLM refuses to start (\"max_num_batched_tokens ({budget}) is smaller than "
-                     f"max_model_len ({mml})\")", f"set max_num_batched_tokens: {mml} (or more), or "
-                     f"enable_chunked_prefill: true, or max_model_len: {budget}")
-    return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} >= max_model_len {mml} ({how})")
+                     f"(max_model_len {mml}; {how})")
+    if budget >= int(mml):
+        return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} >= max_model_len {mml} ({how})")
+    said = (f"max_num_batched_tokens {budget} is below max_model_len {mml} ({how}): without chunked prefill vLLM "
+            f"refuses to start (\"max_num_batched_tokens ({budget}) is smaller than max_model_len ({mml})\")")
+    fix = (f"set max_num_batched_tokens: {mml} (or more), or enable_chunked_prefill: true, "
+           f"or max_model_len: {budget}")
+    return Check("engine.batched_tokens", WARN if on is None else FAIL, said, fix)
 
 
 def engine_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:

@@ -187,8 +187,13 @@ class NcclEnvFile(PreflightFact):
 
 @dataclass(frozen=True)
 class NcclConf(NcclEnvFile):
+    """NCCL_* variables NCCL itself sets from /etc/nccl.conf: by its literal KEY=VALUE rule
+    (parsers/nccl_sources.py nccl_conf_lines), not a shell's."""
     name, key = "nccl_conf", "nccl_conf"
     path: str = "/etc/nccl.conf"
+
+    def parse(self, output: str) -> Any:
+        return nccl_sources.nccl_conf_lines((output or "").splitlines())[0]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ anything in the inventory saying so, and the symptom (an init that hangs, half t
 bandwidth) appears far from its cause; vfleet's triage names it after the fact, this check before.
 
 Which values reach NCCL (what decides whether a line matters):
+- ~/.nccl.conf only while NCCL_CONF_FILE is unset or empty: NCCL reads the file it names instead
+  (param.cc initEnvFunc, if/else; /etc/nccl.conf is read after either, always), so the home file
+  is not reported when the inventory, a drop-in or its environment file sets NCCL_CONF_FILE;
+- NCCL takes a configuration file's lines literally (param.cc setEnvFile): a line such as
+  `export NCCL_X=1` or `NCCL_X = 1` sets no NCCL variable, and is reported as a warning that it
+  has no effect (whoever wrote it meant it to have one);
 - configuration files (~/.nccl.conf, NCCL_CONF_FILE) fill only variables the process environment
   lacks (NVIDIA/nccl src/misc/param.cc setEnvFile: setenv without overwrite), and a drop-in's
   Environment= loses to the unit's EnvironmentFile= (systemd.exec(5)): both are overridden where
@@ -72,15 +78,27 @@ def _severity(cfg: HostConfig, key: str, value: str) -> tuple[str, str]:
     return WARN, "silently changes NCCL's behaviour"
 
 
+def _conf_file_set(cfg: HostConfig, unit_env: dict[str, str], sources: list[dict[str, Any]]) -> bool:
+    """Whether the service runs with a non-empty NCCL_CONF_FILE, so NCCL skips ~/.nccl.conf."""
+    named = [unit_env.get("NCCL_CONF_FILE"), (cfg.nccl_env or {}).get("NCCL_CONF_FILE"),
+             cfg.vllm_env.get("NCCL_CONF_FILE")]
+    named += [s["vars"].get("NCCL_CONF_FILE") for s in sources if s["kind"] in ("dropin", "envfile")]
+    return any(named) or any(s["kind"] == "conffile" for s in sources)
+
+
 def check_nccl_sources(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     sources = facts.get("nccl_sources")
     if sources is None:
         return None   # probe failed or an older snapshot: nothing known, nothing said
     unit_env = (facts.get("topology") or {}).get("nccl_env") or {}
+    if _conf_file_set(cfg, unit_env, sources):
+        sources = [s for s in sources if s["kind"] != "home"]
     found: list[tuple[str, str, str]] = []   # (status, problem, fix)
     for src in sources:
         wins = src["kind"] == "envfile"
         where = f"{src['path']} ({LABELS.get(src['kind'], src['kind'])})"
+        found += [(WARN, f"'{ln}' in {where} has no effect: NCCL reads KEY=VALUE literally (no export, no "
+                   "spaces around '=')", f"remove that line from {src['path']}") for ln in src.get("ignored", [])]
         for key, value in sorted(src["vars"].items()):
             if key == "NCCL_CONF_FILE" or (not wins and key in unit_env) or unit_env.get(key) == value:
                 continue

@@ -138,9 +138,10 @@ def check_volta_memory_utilization(cfg: HostConfig, facts: dict[str, Any]) -> Ch
     ceiling = float(_table()["volta_max_gpu_memory_utilization"]["value"])
     util = cfg.gpu_memory_utilization
     if util > ceiling:
+        total_mib = gpu.get("memory_total_mib")   # None where nvidia-smi printed [N/A]
+        left = f"{gib((1 - util) * total_mib * MIB)} per GPU" if total_mib else f"{1 - util:.0%} of each GPU"
         return Check("gpu.memory_utilization", WARN, f"gpu_memory_utilization {util:g} on {gpu.get('name')} "
-                     f"(CC 7.0) is above {ceiling:g}: CUDA graphs, NCCL buffers and the CUDA context get "
-                     f"{gib((1 - util) * gpu.get('memory_total_mib', 0) * MIB)} per GPU",
+                     f"(CC 7.0) is above {ceiling:g}: CUDA graphs, NCCL buffers and the CUDA context get {left}",
                      f"set gpu_memory_utilization: {ceiling:g} or lower (0.9 is vLLM's default)")
     return Check("gpu.memory_utilization", PASS, f"gpu_memory_utilization {util:g} (<= {ceiling:g} on CC 7.0)")
 
