@@ -142,6 +142,20 @@ def test_drift_names_each_file_that_differs_and_what_it_could_not_compare(tmp_pa
     assert drift_mod.wanted(with_nccl, 252).env_sha == want.env_sha
 
 
+def test_each_watch_round_reads_the_controllers_manifest_again(tmp_path):
+    """A manifest written during --watch (the weights role copied the model) is compared from
+    the next round on, not hidden by the first round's answer."""
+    src = tmp_path / "tiny"
+    src.mkdir()
+    c = cfg("busy", model_source=str(src))
+    facts = {"busy": answers(probes_for(c, BACKENDS), host_wire(c, "running unit", metrics()))}
+    watch = Watch()
+    first = build_round([c], facts, {}, watch).hosts[0].drift
+    assert first.changed == () and "weights: no manifest on the controller to compare with" in first.unknown
+    (src / "MANIFEST.sha256").write_text("00  config.json\n")   # its id is not the host's 1a2b3c4d5e6f
+    assert build_round([c], facts, {}, watch).hosts[0].drift.changed == ("weights",)
+
+
 class _Vllm(http.server.BaseHTTPRequestHandler):
     """vLLM's /metrics (the captured text) and /health, on loopback."""
 
