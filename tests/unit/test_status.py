@@ -85,7 +85,9 @@ def test_a_host_under_load_a_drained_one_a_stopped_one_and_one_that_does_not_ans
     assert (stopped["UNIT"], stopped["SINCE"], stopped["RUN"], stopped["GATEWAYS"]) == ("inactive/dead", "34m", "-", "gw:down")
     assert stopped["VERDICT"] == "unknown"
     assert gone["UNIT"] == "no answer" and set(list(gone.values())[2:]) == {"-"}
-    assert gateway_cells(rnd.gateways[0]) == ["gw", "active", "2", "stopped", "drained"]
+    # the drained host answers /health but takes no traffic: not counted up
+    assert gateway_cells(rnd.gateways[0]) == ["gw", "active", "1", "stopped", "drained"]
+    assert (rnd.gateways[0].up, rnd.gateways[0].down) == (["busy"], ["stopped"])
     report = rnd.to_dict()
     assert report["hosts"]["gone"]["error"].startswith("unreachable") and rnd.unanswered == ["gone"]
     assert report["hosts"]["busy"]["numbers"] == {"waiting": 2.0, "running": 3.0, "max_num_seqs": 4,
