@@ -2,6 +2,7 @@
 file_sd targets and rules together), written atomically; the dashboard's queries parse."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -156,3 +157,16 @@ def test_dashboard_queries_parse_and_use_the_fleet_names(tmp_path):
     (tmp_path / "dash.yml").write_text(yaml.safe_dump(rules))
     p = promtool("check", "rules", str(tmp_path / "dash.yml"))
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_verdict_alerts_compare_each_host_with_its_inventory_max_num_seqs():
+    """vLLM exports no max_num_seqs: the rules carry the inventory's, per host; a host without
+    one is compared with its own ceiling of the last hour."""
+    _, vllm, settings = fleet()
+    vllm = [dataclasses.replace(c, max_num_seqs=32) if c.name == "gpu01" else c for c in vllm]
+    text = {f.path: f.text for f in monitoring_files(vllm, settings)}["rules/vllm-alerts.yml"]
+    verdict = {r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] if g["name"] == "vllm-verdict"
+               for r in g["rules"]}
+    assert 'host="gpu01"} >= 30.4)' in verdict["VllmQueueing"] and 'host="gpu02"}' not in verdict["VllmQueueing"]
+    assert 'host="gpu01"} < 16)' in verdict["VllmUnderfed"]
+    assert "max_over_time(" in verdict["VllmQueueing"]   # gpu02's fallback

@@ -96,17 +96,24 @@ def test_ecc_errors_growing_fires_on_growth_only(tmp_path):
 
 def test_gpu_metrics_missing_fires_when_the_readings_stop(tmp_path):
     """`gone`: the node exporter stops answering at minute 2; `stale`: the textfile's mtime
-    stops moving at minute 2 (timer stopped); `nofile`: the exporter answers, no readings at
+    stops moving at minute 2 (timer stopped), `stalebase` the same with the file labelled by its
+    base name (node_exporter releases differ); `nofile`: the exporter answers, no readings at
     all; `ok`: fresh readings every minute."""
     fresh_file = {"file": TEXTFILE}
     mtime = "node_textfile_mtime_seconds"
     readings = {  # host -> metric -> values, one a minute
         "gone": {"up": "1 1 0x10", "vfleet_gpu_smi_ok": "1 1"},
         "stale": {"up": "1x12", "vfleet_gpu_smi_ok": "1x12", mtime: "0 60 120x10"},
+        "stalebase": {"up": "1x12", "vfleet_gpu_smi_ok": "1x12", mtime: "0 60 120x10"},
         "nofile": {"up": "1x12"},
         "ok": {"up": "1x12", "vfleet_gpu_smi_ok": "1x12", mtime: "0+60x12"},
     }
-    series = [{"series": metric + sel(host, **(fresh_file if metric == mtime else {})), "values": values}
+    base_file = {"file": TEXTFILE.rsplit("/", 1)[1]}
+
+    def file_label(host: str, metric: str) -> dict[str, str]:
+        return {} if metric != mtime else base_file if host == "stalebase" else fresh_file
+
+    series = [{"series": metric + sel(host, **file_label(host, metric)), "values": values}
               for host, metrics in readings.items() for metric, values in metrics.items()]
     run(tmp_path, series, [
         # nofile since minute 0; gone and stale not for 2m yet
@@ -114,5 +121,6 @@ def test_gpu_metrics_missing_fires_when_the_readings_stop(tmp_path):
         {"eval_time": "6m", "alertname": "GpuMetricsMissing",
          "exp_alerts": [fired("GpuMetricsMissing", "gone", "0"),
                         fired("GpuMetricsMissing", "stale", "240", **fresh_file),
+                        fired("GpuMetricsMissing", "stalebase", "240", **base_file),
                         fired("GpuMetricsMissing", "nofile", "1")]},
     ])

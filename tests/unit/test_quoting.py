@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from vfleet.config.quoting import (QuotingError, env_name, nginx_quote, shell_quote,
+from vfleet.config.quoting import (QuotingError, env_name, nginx_quote, promql_quote, shell_quote,
                            systemd_env_quote, systemd_quote, systemd_unit_value)
 
 HOSTILE = [
@@ -139,7 +139,7 @@ def test_systemd_quote_escapes_specifiers_and_variables():
 
 @pytest.mark.parametrize("value", CONTROL)
 @pytest.mark.parametrize("f", [systemd_quote, systemd_env_quote, nginx_quote, shell_quote,
-                               systemd_unit_value])
+                               systemd_unit_value, promql_quote])
 def test_control_characters_are_refused(f, value):
     with pytest.raises(QuotingError):
         f(value)
@@ -252,3 +252,10 @@ def test_nginx_quote_round_trips_through_a_real_nginx(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_promql_quote():
+    """A label value as a PromQL string literal; promtool parsing it is in
+    test_monitor_verdict_rules.py (a host named with a quote and a backslash)."""
+    assert promql_quote("lab1") == '"lab1"'
+    assert promql_quote('we"ird\\host') == '"we\\"ird\\\\host"'

@@ -72,10 +72,10 @@ def fleet_round(watch: Watch, busy_metrics: str):
 
 
 def test_a_host_under_load_a_drained_one_a_stopped_one_and_one_that_does_not_answer():
-    rnd = fleet_round(Watch(), metrics())
+    rnd = fleet_round(Watch(), metrics(running=4))   # at its max_num_seqs of 4, 2 waiting
     rows = {h.name: dict(zip(HOST_COLUMNS, host_cells(h))) for h in rnd.hosts}
     busy, drained, stopped, gone = rows["busy"], rows["drained"], rows["stopped"], rows["gone"]
-    assert (busy["UNIT"], busy["SINCE"], busy["RUN"], busy["WAIT"], busy["KV"]) == ("active/running", "2h33m", "3", "2", "44%")
+    assert (busy["UNIT"], busy["SINCE"], busy["RUN"], busy["WAIT"], busy["KV"]) == ("active/running", "2h33m", "4", "2", "44%")
     assert busy["GATEWAYS"] == "in" and busy["VLLM"] == "0.32.0" and busy["VENV"] == "vllm-0.32.0"
     assert busy["WEIGHTS"] == "tiny-1a2b3c4d5e6f" and busy["STARTS 1h"] == "3 (2 exits)"
     assert busy["GPU MEM"] == "76/80G" and busy["GPU UTIL"] == "1x 97%"
@@ -85,10 +85,12 @@ def test_a_host_under_load_a_drained_one_a_stopped_one_and_one_that_does_not_ans
     assert (stopped["UNIT"], stopped["SINCE"], stopped["RUN"], stopped["GATEWAYS"]) == ("inactive/dead", "34m", "-", "gw:down")
     assert stopped["VERDICT"] == "unknown"
     assert gone["UNIT"] == "no answer" and set(list(gone.values())[2:]) == {"-"}
-    assert gateway_cells(rnd.gateways[0]) == ["gw", "active", "2", "stopped", "drained"]
+    # the drained host answers /health but takes no traffic: not counted up
+    assert gateway_cells(rnd.gateways[0]) == ["gw", "active", "1", "stopped", "drained"]
+    assert (rnd.gateways[0].up, rnd.gateways[0].down) == (["busy"], ["stopped"])
     report = rnd.to_dict()
     assert report["hosts"]["gone"]["error"].startswith("unreachable") and rnd.unanswered == ["gone"]
-    assert report["hosts"]["busy"]["numbers"] == {"waiting": 2.0, "running": 3.0, "max_num_seqs": 4,
+    assert report["hosts"]["busy"]["numbers"] == {"waiting": 2.0, "running": 4.0, "max_num_seqs": 4,
                                                   "kv_cache_usage": 0.4375}
     assert report["summary"]["verdicts"] == {"max_num_seqs too small": 1, "idle": 1, "unknown": 1}
     json.dumps(report)   # every field is JSON
@@ -98,10 +100,10 @@ def test_the_screen_names_the_numbers_behind_a_verdict_and_why_a_host_is_missing
     from rich.console import Console
 
     con = Console(width=400, record=True)
-    con.print(screen(fleet_round(Watch(), metrics())))
+    con.print(screen(fleet_round(Watch(), metrics(running=4))))
     text = con.export_text()
     assert "gone: no answer: unreachable: gone (10.0.0.4:22): cannot connect" in text
-    assert "busy: max_num_seqs too small (waiting 2, running 3, max_num_seqs 4, KV 44%): " in text
+    assert "busy: max_num_seqs too small (waiting 2, running 4, max_num_seqs 4, KV 44%): " in text
 
 
 def test_watch_rounds_judge_the_preemptions_and_ttft_of_the_window_between_them():
@@ -142,6 +144,20 @@ def test_drift_names_each_file_that_differs_and_what_it_could_not_compare(tmp_pa
     assert drift_mod.wanted(with_nccl, 252).env_sha == want.env_sha
 
 
+def test_each_watch_round_reads_the_controllers_manifest_again(tmp_path):
+    """A manifest written during --watch (the weights role copied the model) is compared from
+    the next round on, not hidden by the first round's answer."""
+    src = tmp_path / "tiny"
+    src.mkdir()
+    c = cfg("busy", model_source=str(src))
+    facts = {"busy": answers(probes_for(c, BACKENDS), host_wire(c, "running unit", metrics()))}
+    watch = Watch()
+    first = build_round([c], facts, {}, watch).hosts[0].drift
+    assert first.changed == () and "weights: no manifest on the controller to compare with" in first.unknown
+    (src / "MANIFEST.sha256").write_text("00  config.json\n")   # its id is not the host's 1a2b3c4d5e6f
+    assert build_round([c], facts, {}, watch).hosts[0].drift.changed == ("weights",)
+
+
 class _Vllm(http.server.BaseHTTPRequestHandler):
     """vLLM's /metrics (the captured text) and /health, on loopback."""
 
@@ -171,7 +187,7 @@ def test_the_command_on_a_local_host_and_one_that_cannot_be_reached(tmp_path, vl
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"all": {"vars": {"vllm_version": "0.11.0", "model_name": "tiny"}, "children": {
         "vllm": {"hosts": {
-            "here": {"ansible_connection": "local", "ansible_host": "127.0.0.1", "vllm_host": "127.0.0.1", "vllm_port": vllm_port, "max_num_seqs": 4},
+            "here": {"ansible_connection": "local", "ansible_host": "127.0.0.1", "vllm_host": "127.0.0.1", "vllm_port": vllm_port, "max_num_seqs": 3},
             "gone": {"ansible_host": "127.0.0.1", "ansible_port": 1}}},
         "gateways": {"hosts": {"gw": {"ansible_connection": "local"}}}}}}))
     report = tmp_path / "status.json"

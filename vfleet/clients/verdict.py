@@ -11,10 +11,13 @@ caller has it; max_num_seqs from the inventory.
 
 The rules, first match wins (the field reports' chains of reasoning, issue 27):
   1. waiting > 0 and the KV cache near full (or preempting): memory-bound.
-  2. waiting > 0 and the KV cache has room: max_num_seqs is what holds requests back (unless
-     it is already at the planner's figure, when the caller knows it).
-  3. running at max_num_seqs and TTFT growing (or requests waiting past the planner's
-     figure): queueing, the host is at capacity.
+  2. waiting > 0, the KV cache has room and running at max_num_seqs (where the inventory sets
+     it): max_num_seqs is what holds requests back. vLLM's scheduler stops admitting waiting
+     requests at max_num_seqs running, or when a step's token budget (max_num_batched_tokens)
+     is spent (https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/scheduler.py,
+     Scheduler.schedule); below max_num_seqs a waiting request waits for the next steps'
+     budget, which is healthy (rule 5).
+  3. running at max_num_seqs and TTFT growing: queueing, the host is at capacity.
   4. running low and the GPU (or the offered load) says more could run: not enough load
      reaches the engine.
   5. otherwise healthy (requests running) or idle (none).
@@ -71,7 +74,8 @@ TEXTS: dict[str, str] = {
               "offered load",
     UNDERFED: "the engine has room and the GPU idles: look upstream (client connection pool, gateway "
               "limits gateway_max_conns / gateway_rate_limit)",
-    HEALTHY: "requests run, none wait",
+    HEALTHY: "requests run and none wait, or a few wait below max_num_seqs with the KV cache free "
+             "(admitted over the next scheduler steps, within max_num_batched_tokens)",
     IDLE: "no request running or waiting",
     UNKNOWN: "not enough numbers to judge (no answer from /metrics, or requests wait and no KV cache "
              "usage is exported)",
@@ -84,9 +88,7 @@ class ServerNumbers:
     """What a verdict reads; None: not known (the verdict then does not rely on it).
     `preemptions` counts those during the window judged (not vLLM's counter since start);
     `ttft_s` and `ttft_before_s` are the TTFT of this window and of the one before it (any
-    one statistic, the same for both); `offered` is the load the client kept in flight;
-    `planned_max_num_seqs` the capacity planner's figure where the caller has it (at or past
-    it, raising max_num_seqs is no longer the answer: waiting requests are queueing)."""
+    one statistic, the same for both); `offered` is the load the client kept in flight."""
 
     running: float | None = None
     waiting: float | None = None
@@ -96,7 +98,6 @@ class ServerNumbers:
     ttft_before_s: float | None = None
     gpu_util_pct: float | None = None
     max_num_seqs: int | None = None
-    planned_max_num_seqs: int | None = None
     offered: float | None = None
 
     def read(self) -> dict[str, float | int]:
@@ -159,15 +160,14 @@ def verdict(n: ServerNumbers) -> Verdict:
     kv_full = n.kv_cache_usage is not None and n.kv_cache_usage >= KV_NEAR_FULL
     if waiting > 0 and (kv_full or (n.preemptions or 0) > 0):
         return Verdict(MEMORY_BOUND, _pick(n, "waiting", "running", "kv_cache_usage", "preemptions"))
-    at_planned = (n.planned_max_num_seqs is not None and n.max_num_seqs is not None
-                  and n.max_num_seqs >= n.planned_max_num_seqs)
-    if waiting > 0 and not at_planned:
-        if n.kv_cache_usage is None:
-            return Verdict(UNKNOWN, _pick(n, "waiting", "running"))
-        return Verdict(SEQS_TOO_SMALL, _pick(n, "waiting", "running", "max_num_seqs", "planned_max_num_seqs",
-                                             "kv_cache_usage"))
+    if waiting > 0 and n.kv_cache_usage is None:
+        return Verdict(UNKNOWN, _pick(n, "waiting", "running"))
     at_limit = n.max_num_seqs is not None and running >= AT_LIMIT_SHARE * n.max_num_seqs
-    if at_limit and (_ttft_growing(n) or waiting > 0):
+    if waiting > 0 and (at_limit or n.max_num_seqs is None):
+        return Verdict(SEQS_TOO_SMALL, _pick(n, "waiting", "running", "max_num_seqs", "kv_cache_usage"))
+    if waiting > 0:   # below max_num_seqs, KV room: the next steps' token budget admits them
+        return Verdict(HEALTHY, _pick(n, "running", "waiting", "max_num_seqs", "kv_cache_usage"))
+    if at_limit and _ttft_growing(n):
         return Verdict(QUEUEING, _pick(n, "running", "waiting", "max_num_seqs", "ttft_s", "ttft_before_s"))
     room = _room(n)
     low = room is not None and running < RUNNING_LOW_SHARE * room

@@ -31,7 +31,7 @@ import shlex
 
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["QuotingError", "systemd_quote", "systemd_env_quote", "nginx_quote",
+__all__ = ["QuotingError", "systemd_quote", "systemd_env_quote", "nginx_quote", "promql_quote",
            "shell_quote", "env_name", "systemd_unit_value", "FILTERS"]
 
 
@@ -110,6 +110,14 @@ def nginx_quote(value) -> str:
                            "variable; the value is not shown)")
     if s and _NGINX_PLAIN.fullmatch(s):
         return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def promql_quote(value) -> str:
+    """A PromQL string literal (a label value in a selector): double-quoted, with backslash and
+    double quote escaped (PromQL strings take Go's escapes: https://prometheus.io/docs/prometheus/
+    latest/querying/basics/#string-literals); control characters refused, as everywhere."""
+    s = _text(value, "promql_quote")
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

@@ -39,10 +39,11 @@ def monitoring_files(vllm_hosts: Iterable[HostConfig], settings: MonitoringSetti
     gateway targets file: the config names it either way."""
     hosts = list(vllm_hosts)
     names = fleet_metric_names(c.vllm_version for c in hosts)
+    limits = {c.name: c.max_num_seqs for c in hosts if c.max_num_seqs}   # the verdict alerts compare per host
     return [MonitoringFile(TARGETS_FILE, targets_json(target_groups(hosts)), True),
             MonitoringFile(GATEWAY_TARGETS_FILE, targets_json(gateway_target_groups(gateways)), True),
             MonitoringFile(GPU_TARGETS_FILE, targets_json(gpu_target_groups(hosts)), True),
-            MonitoringFile(RULES_FILE, rules_yaml(names, settings.thresholds), True),
+            MonitoringFile(RULES_FILE, rules_yaml(names, settings.thresholds, limits), True),
             MonitoringFile(CONFIG_FILE, config_yaml(settings), True),
             MonitoringFile(DASHBOARD_FILE, dashboard_json(names), False)]
 

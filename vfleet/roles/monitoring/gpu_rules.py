@@ -31,7 +31,9 @@ STALE_AFTER_SECONDS = 60
 def gpu_rules(th: Thresholds) -> list[dict[str, Any]]:
     """The alerts of GPU_ALERTS, in that order, each labelled with the target's host."""
     sel = f'{{job="{GPU_JOB}"}}'
-    textfile = f'{{job="{GPU_JOB}", file=~".*/{TEXTFILE_NAME.replace(".", "[.]")}"}}'
+    # node_exporter's textfile collector labels the file with its full path in some releases and
+    # its base name in others: match both
+    textfile = f'{{job="{GPU_JOB}", file=~"(.*/)?{TEXTFILE_NAME.replace(".", "[.]")}"}}'
     unavailable = (f"(vfleet_gpu_smi_ok{sel} == 0) or "
                    f"(vfleet_gpu_devices{sel} < vfleet_gpu_devices_expected{sel})")
     missing = (f"(up{sel} == 0) or (time() - node_textfile_mtime_seconds{textfile} > {STALE_AFTER_SECONDS}) "

@@ -47,8 +47,9 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
             "annotations": {"summary": summary, "description": description}}
 
 
-def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
-    """The rules file as data: one group `vllm` with the alerts of ALERTS, in that order."""
+def alert_rules(names: Names, th: Thresholds, limits: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The rules file as data: one group `vllm` with the alerts of ALERTS, in that order, then
+    the gateway, gpu and verdict groups (`limits`: each host's max_num_seqs, verdict_rules.py)."""
     w = th.window
     sel = f'{{job="{VLLM_JOB}"}}'
     kv = any_of(names, "kv_cache_usage", lambda n: f"{n}{sel}")
@@ -86,7 +87,7 @@ def alert_rules(names: Names, th: Thresholds) -> dict[str, Any]:
                "{{ $labels.host }})."),
     ]
     return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
-                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th)]}
+                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th, limits)]}
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
@@ -103,6 +104,6 @@ def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
     ]
 
 
-def rules_yaml(names: Names, th: Thresholds) -> str:
+def rules_yaml(names: Names, th: Thresholds, limits: Mapping[str, int] | None = None) -> str:
     head = "# Managed by vfleet (vfleet/roles/monitoring/rules.py): local edits are overwritten.\n"
-    return head + yaml.safe_dump(alert_rules(names, th), sort_keys=False, width=120)
+    return head + yaml.safe_dump(alert_rules(names, th, limits), sort_keys=False, width=120)

@@ -9,13 +9,14 @@ is parsing, which benchmarks/status_scale.py times for 100 and 1000 hosts."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.fact_protocol import fact_script, read_outputs, results
 from vfleet.engine.runner import HostContext, HostFailed, Play
-from vfleet.roles.status.drift import Wanted, wanted
+from vfleet.roles.status.drift import Wanted, controller_manifest_id, wanted
 from vfleet.roles.status.model import GatewayStatus, HostStatus, Previous, gateway_status, host_status, mark_gateways
 from vfleet.roles.status.probes import SCRIPT_TIMEOUT_S, Probe, gateway_probes, vllm_probes
 
@@ -36,18 +37,11 @@ class Round:
                 "gateways": {g.name: g.to_dict() for g in self.gateways},
                 "summary": {"hosts": len(self.hosts), "no_answer": sum(1 for h in self.hosts if h.error)
                             + sum(1 for g in self.gateways if g.error),
-                            "verdicts": _count(h.verdict.kind for h in self.hosts if not h.error)}}
+                            "verdicts": dict(Counter(h.verdict.kind for h in self.hosts if not h.error))}}
 
     @property
     def unanswered(self) -> list[str]:
         return [h.name for h in self.hosts if h.error] + [g.name for g in self.gateways if g.error]
-
-
-def _count(kinds: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for k in kinds:
-        out[k] = out.get(k, 0) + 1
-    return out
 
 
 @dataclass
@@ -94,7 +88,10 @@ def _ask(ctx: HostContext, backends: Sequence[tuple[str, str]]) -> dict[str, Any
 
 def build_round(configs: Sequence[HostConfig], facts: Mapping[str, Mapping[str, Any] | None],
                 errors: Mapping[str, str], watch: Watch) -> Round:
-    """The rows from each host's parsed answers (`facts`, None: no answer, why in `errors`)."""
+    """The rows from each host's parsed answers (`facts`, None: no answer, why in `errors`).
+    Each round reads the controller's manifests afresh: a model copied again during --watch is
+    weights drift from the next round on."""
+    controller_manifest_id.cache_clear()
     hosts: list[HostStatus] = []
     gateways: list[GatewayStatus] = []
     for cfg in configs:

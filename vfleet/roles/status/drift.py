@@ -43,7 +43,8 @@ def without_nccl(env_text: str) -> str:
 def controller_manifest_id(source: str) -> str | None:
     """The manifest id (sha256 of MANIFEST.sha256) of a model folder on the controller, as
     the weights role names its copies; None when there is no manifest there (the weights
-    role makes one on its next run) or the source is on a host."""
+    role makes one on its next run) or the source is on a host. Cached for one round of
+    status (hosts share a source); build_round clears it so --watch sees a new copy."""
     path = Path(source).expanduser() / MANIFEST_NAME
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None

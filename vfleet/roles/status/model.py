@@ -63,7 +63,9 @@ class HostStatus:
 @dataclass
 class GatewayStatus:
     """One row of the gateways' table: nginx's state, and each backend as the gateway sees it
-    (`up`: /health answered 200 from the gateway; drained: in its drained-hosts file)."""
+    (`up`: takes traffic: /health answered 200 from the gateway and not drained; `down`: not
+    drained and /health did not answer 200; `drained`: in its drained-hosts file, whatever its
+    /health says). The three agree with each host's GATEWAYS cell (mark_gateways)."""
 
     name: str
     error: str | None = None
@@ -73,11 +75,11 @@ class GatewayStatus:
 
     @property
     def up(self) -> list[str]:
-        return sorted(h for h, code in self.backends.items() if code == 200)
+        return sorted(h for h, code in self.backends.items() if code == 200 and h not in self.drained)
 
     @property
     def down(self) -> list[str]:
-        return sorted(h for h, code in self.backends.items() if code != 200)
+        return sorted(h for h, code in self.backends.items() if code != 200 and h not in self.drained)
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.error, "nginx": self.nginx, "drained": list(self.drained),
