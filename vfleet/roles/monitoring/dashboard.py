@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vfleet.roles.monitoring.rules import Names, any_of
+from vfleet.roles.monitoring.promql import Names, any_of
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, GPU_JOB, VLLM_JOB
 
 __all__ = ["dashboard", "dashboard_json", "panel_queries"]

@@ -15,31 +15,21 @@ through its exporter: GatewayDown when the exporter cannot be scraped (up == 0) 
 read nginx's stub_status (nginx_up == 0), held for monitoring_down_for as VllmHostDown is."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 import yaml
 
 from vfleet.roles.monitoring.gpu_rules import gpu_rules
+from vfleet.roles.monitoring.promql import Names, any_of
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from vfleet.config.monitoring import Thresholds
 from vfleet.roles.monitoring.verdict_rules import verdict_group
 
-__all__ = ["ALERTS", "GATEWAY_ALERTS", "Names", "any_of", "alert_rules", "gateway_rules", "rules_yaml"]
+__all__ = ["ALERTS", "GATEWAY_ALERTS", "alert_rules", "gateway_rules", "rules_yaml"]
 
-Names = Mapping[str, "str | Sequence[str]"]
 ALERTS = ("VllmHostDown", "VllmKvCacheNearFull", "VllmRequestsQueueGrowing", "VllmPreemptions",
           "VllmTtftP95High", "VllmEngineStuck")
 GATEWAY_ALERTS = ("GatewayDown",)
-
-
-def any_of(names: Names, key: str, term: Callable[[str], str]) -> str:
-    """`term(name)` for each exported name of a logical metric, joined with `or`."""
-    value = names[key]
-    exported = [value] if isinstance(value, str) else list(value)
-    if not exported:
-        raise ValueError(f"no exported metric name for {key!r}")
-    parts = [term(n) for n in exported]
-    return parts[0] if len(parts) == 1 else "(" + " or ".join(f"({p})" for p in parts) + ")"
 
 
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str) -> dict[str, Any]:

@@ -16,19 +16,19 @@ it (offset). "Not enough load reaches the engine" reads the GPU utilisation the 
 exports (vfleet/roles/monitoring/gpu_textfile.py), averaged over the host's GPUs."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from vfleet.clients.verdict import (AT_LIMIT_SHARE, GPU_UTIL_LOW, KV_NEAR_FULL, MEMORY_BOUND, QUEUEING,
                                     RUNNING_LOW_SHARE, SEQS_TOO_SMALL, TEXTS, TTFT_GROWTH, UNDERFED)
 from vfleet.config.monitoring import Thresholds
 from vfleet.config.quoting import promql_quote
 from vfleet.roles.monitoring.gpu_textfile import PREFIX as GPU_PREFIX
+from vfleet.roles.monitoring.promql import Names, any_of
 from vfleet.roles.monitoring.scrape import GPU_JOB, VLLM_JOB
 
 __all__ = ["VERDICT_ALERTS", "CEILING_WINDOW", "verdict_rules", "verdict_group"]
 
 VERDICT_ALERTS = ("VllmMemoryBound", "VllmMaxNumSeqsTooSmall", "VllmQueueing", "VllmUnderfed")
-Names = Mapping[str, "str | Sequence[str]"]   # as rules.py's: logical name -> exported name(s)
 Limits = Mapping[str, int]   # host (its `host` label, the inventory name) -> its max_num_seqs
 CEILING_WINDOW = "1h"   # without max_num_seqs: "at max_num_seqs" is within AT_LIMIT_SHARE of this window's most
 
@@ -45,7 +45,6 @@ def _selector(host: str | None = None) -> str:
 def _running_vs_limit(names: Names, limits: Limits, op: str, share: float) -> str:
     """The running series where running `op` share * max_num_seqs: one comparison per host the
     inventory gives a max_num_seqs, and the CEILING_WINDOW ceiling for every other host."""
-    from vfleet.roles.monitoring.rules import any_of   # rules.py imports this module
 
     def running(sel: str) -> str:
         return any_of(names, "requests_running", lambda n: f"{n}{sel}")
@@ -63,7 +62,6 @@ def _running_vs_limit(names: Names, limits: Limits, op: str, share: float) -> st
 def verdict_rules(names: Names, th: Thresholds, limits: Limits | None = None) -> list[dict[str, Any]]:
     """The alerts of VERDICT_ALERTS: each holds for monitoring's waiting_for (the verdict's
     "waiting stays above 0"), over its rate window; `limits`: each host's max_num_seqs."""
-    from vfleet.roles.monitoring.rules import any_of
 
     w, sel, limits = th.window, _selector(), limits or {}
     kv, waiting, running = (any_of(names, key, lambda n: f"{n}{sel}")
