@@ -26,6 +26,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.roles.service.render import RenderError, render_env, render_unit
 from vfleet.roles.status.parsers import FileHashes
 from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.weights.sync import copy_name
 
 __all__ = ["Drift", "Wanted", "wanted", "drift", "without_nccl", "controller_manifest_id"]
 
@@ -125,6 +126,6 @@ def drift(cfg: HostConfig, want: Wanted, hashes: FileHashes | None, enabled: str
     manifest = controller_manifest_id(cfg.model_source) if _on_controller(cfg.model_source) else None
     if manifest is None:
         unknown.append("weights: no manifest on the controller to compare with")
-    elif not (weights or "").endswith(f"-{manifest[:12]}"):
+    elif posixpath.basename((weights or "").rstrip("/")) != copy_name(cfg, manifest):
         changed.append("weights")
     return Drift(tuple(changed), tuple(unknown))

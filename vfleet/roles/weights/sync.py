@@ -48,11 +48,17 @@ class ModelSource:
     manifest_id: str
 
 
+def copy_name(cfg: HostConfig, manifest_id: str) -> str:
+    """The folder name of one verified copy under .versions (status reads it back from the
+    model link to tell which copy a host serves)."""
+    return f"{cfg.model_name}-{manifest_id[:12]}"
+
+
 def _paths(cfg: HostConfig, manifest_id: str) -> tuple[str, str, str]:
     """(live link the service reads, verified copy, staging folder) of one copy. The copy and
     its staging folder are proven to stay inside model_dir's own .versions and .staging (they
     are removed and renamed), the link to be at least two levels deep (it is replaced)."""
-    name = f"{cfg.model_name}-{manifest_id[:12]}"
+    name = copy_name(cfg, manifest_id)
     versions, staging = posixpath.join(cfg.model_dir, ".versions"), posixpath.join(cfg.model_dir, ".staging")
     return (deep_path(str(cfg.model_path), "model_path"),
             inside(versions, posixpath.join(versions, name), "model_name"),
