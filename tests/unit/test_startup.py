@@ -86,7 +86,7 @@ def test_menu_lists_every_task():
     assert names >= {"deploy", "weights", "install", "service", "gateway", "smoke", "verify", "run", "inventory",
                      "plan", "render", "restart", "upgrade", "drain", "undrain", "monitor",
                      "preflight.preflight", "preflight.capture", "lab.up", "lab.down", "lab.status",
-                     "bench.bench", "bench.compare"}
+                     "bench.bench", "bench.compare", "eval.variants"}
 
 
 @pytest.mark.parametrize("spec", VARIABLES, ids=lambda s: s.name)

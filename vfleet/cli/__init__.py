@@ -9,7 +9,7 @@ its body or through its *_steps module. Why: importing every role for every comm
 at 5 and 20 hosts (docs/measurements.md "Speed against Ansible and pyinfra"; tests/unit/test_startup.py)."""
 from invoke import Collection
 
-from vfleet.cli import bench, core, deploy, lab, monitor, preflight, render, rollout, status, triage
+from vfleet.cli import bench, core, deploy, lab, monitor, preflight, render, rollout, status, triage, variants
 
 namespace = Collection()
 for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weights_task, deploy.install,
@@ -20,3 +20,6 @@ for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weight
 namespace.add_collection(preflight.preflight)
 namespace.add_collection(lab.lab)
 namespace.add_collection(bench.bench_ns)
+eval_ns = Collection("eval")    # `vfleet eval` and eval.compare (vfleet/cli/eval.py) join it
+eval_ns.add_task(variants.variants)
+namespace.add_collection(eval_ns)

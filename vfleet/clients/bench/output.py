@@ -222,10 +222,18 @@ def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
         h2, l2 = e2e.get_legend_handles_labels()
         tpot.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
     fig.tight_layout()
+    save_png(fig, path)
+    return modes
+
+
+def save_png(fig: Any, path: str | Path) -> None:
+    """The figure as a PNG, written whole or not at all (tmp + rename), and closed: pyplot
+    keeps every open figure alive."""
+    import matplotlib.pyplot as plt
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp.png")
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, p)
-    return modes
