@@ -76,3 +76,19 @@ def test_the_record_behind_a_gateway_keeps_what_hosts_share_on_top():
     later = m.common_record({"lab1": {**a, "vllm_version": "0.33.0"}, "lab2": {**b, "vllm_version": "0.33.0"}})
     assert differences(both, later) == ["vLLM version 0.32.0 -> 0.33.0"]
     assert m.common_record({}) == {"hosts": {}}
+
+
+def test_the_gpu_probe_is_answered_by_the_labs_nvidia_smi():
+    """The query the probe sends, as the lab's simulated nvidia-smi answers it (the H200 profile,
+    captured on a real H200): the record says NVIDIA H200, one GPU, 0 MiB used."""
+    import subprocess
+    import sys
+
+    lab = Path(__file__).resolve().parents[2] / "vfleet" / "lab"
+    cfg = host_config()
+    args = m.measured_probes(cfg)["gpus"].command().split()[1:]
+    out = subprocess.run([sys.executable, str(lab / "nvidia_smi.py"), *args], capture_output=True, text=True,
+                         env={"VFLEET_GPU_PROFILE": str(lab / "profiles" / "h200-1"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    rec = m.record_of(cfg, answers(cfg, gpus=out.stdout))
+    assert (rec["gpu_model"], rec["gpu_count"], rec["gpu_memory_used_mib"]) == ("NVIDIA H200", 1, 0.0)
