@@ -33,6 +33,10 @@ def test_first_deploy_serves_through_the_gateway(fleet):
         smoke = hosts[h]["smoke"]["host"]
         assert all(c["ok"] for c in smoke.values()), smoke
         assert smoke["streamed completion"]["chunks"] > 0
+        # the trained tiny model ends its reply by itself and honours response_format json_schema
+        assert smoke["stops"]["ok"] and smoke["stops"]["finish_reason"] == "stop" and not smoke["stops"].get("skipped")
+        assert smoke["json_schema"]["ok"] and not smoke["json_schema"].get("skipped"), smoke["json_schema"]
+        assert json.loads(smoke["json_schema"]["reply"]).keys() == {"city", "country"}
         assert hosts[h]["restarts"] == 1  # started once, by the handler
     gw = [h for h in hosts if "smoke" in hosts[h] and "gateway" in hosts[h]["smoke"]]
     assert len(gw) == 1 and all(c["ok"] for c in hosts[gw[0]]["smoke"]["gateway"].values())

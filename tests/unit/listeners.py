@@ -36,7 +36,9 @@ class Listeners:
 
 def bench_inventory(path: Path, port: int, vllm_port: int, key: str, **more: object) -> Path:
     """An inventory of one vLLM host and one gateway, both on 127.0.0.1 (the two listeners),
-    serving model `tiny` with `key`; `more`: further variables for every host."""
+    serving model `tiny` with `key`; `more`: further variables for every host. The hosts are
+    reached with a local connection: bench reads the measured record on this machine (no
+    vllm unit, no GPU: the record holds what the inventory sets)."""
     extra = "".join(f"    {k}: {v}\n" for k, v in more.items())
     inv = path / "inv.yaml"
     inv.write_text(f"""all:
@@ -50,9 +52,11 @@ def bench_inventory(path: Path, port: int, vllm_port: int, key: str, **more: obj
       hosts:
         node1:
           ansible_host: 127.0.0.1
+          ansible_connection: local
     gateways:
       hosts:
         gw:
           ansible_host: 127.0.0.1
+          ansible_connection: local
 """)
     return inv

@@ -188,6 +188,9 @@ def test_rate_level_and_compare(fake, tmp_path):
     assert c.returncode == 0, c.stderr
     assert "20 req/s" in c.stdout and "out tok/s" in c.stdout and "only in" in c.stdout and "40 req/s" in c.stdout
     assert "TTFT p95 ms" in c.stdout
+    # both runs read the same setup (the inventory's; no vllm unit or GPU here): no change to name
+    assert a["measured"]["model"] == "tiny" and a["measured"]["dtype"] == "auto" and "node1" in a["measured"]["hosts"]
+    assert "same setup" in c.stdout
     bad = _vfleet("bench.compare", str(tmp_path / "a.json"), str(tmp_path / "a.csv"))
     assert bad.returncode == 2 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
 

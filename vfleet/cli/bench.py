@@ -11,7 +11,8 @@ from invoke.exceptions import Exit
 from vfleet.engine.errors import VfleetError
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import VLLM_GROUP
-from vfleet.cli.common import cli_errors, helptext, load, select
+from vfleet.config.fleet import Fleet
+from vfleet.cli.common import cli_errors, helptext, load, make_play, select
 from vfleet.cli.options import TaskOptions
 
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -42,6 +43,8 @@ BENCH_HELP = helptext(
     slo_e2e_p95="Target end-to-end p95, e.g. 12s: print the highest level that meets it",
     metrics_interval="Seconds between /metrics samples (default 1)",
     server_metrics="Sample each vLLM host's /metrics during levels (default on; --no-server-metrics)",
+    measure="Read each vLLM host's setup over SSH for the result's measured record: vLLM version and argv, "
+            "GPUs, memory used (default on; --no-measure for a bench without SSH access)",
 )
 
 
@@ -51,12 +54,37 @@ def _model(cfg: HostConfig) -> str:
     return str(cfg.served_model_name)
 
 
+def _measured(fleet: Fleet, opts: TaskOptions, names: list[str], *, one_host: bool) -> dict:
+    """The measured record of the hosts behind the target, one SSH round trip each: that
+    host's record for --host, the hosts' shared fields plus each host's own record through a
+    gateway. A host that could not be read is left out, with one line saying why."""
+    import io
+
+    from rich.console import Console
+
+    from vfleet.roles.status.measured import common_record, measured_records
+
+    play = make_play("bench", fleet, [fleet.inventory.hosts[n] for n in names], opts,
+                     console=Console(file=io.StringIO()))
+    try:
+        records = measured_records(play, names)
+    finally:
+        play.finish()
+    for n in names:
+        if n not in records and play.results[n].steps:
+            print(f"warning: {n}: no measured record ({play.results[n].steps[-1].message})")
+    if one_host:
+        return records.get(names[0], {})
+    return common_record(records)
+
+
 @task(help=BENCH_HELP, iterable=["set_"], auto_shortflags=False)
 @cli_errors
 def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, host=None, concurrency=None, rate=None,
           requests=0, seconds=None, max_seconds=600, warmup=None, input_len=256, output_len=128, natural=False,
           dataset=None, dataset_format="auto", seed=0, timeout=300, max_inflight=1024, out="bench-results",
-          name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None):
+          name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None,
+          measure=True):
     """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs.
 
     Writes the results as JSON, CSV and PNG."""
@@ -100,11 +128,13 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
         raise VfleetError("--output-len, --max-seconds and --max-inflight must be positive")
     prompts = load_file(dataset, dataset_format) if dataset else SyntheticPrompts(int(input_len), int(seed))
     metrics_urls = {h.name: h.base_url + "/metrics" for h in behind} if server_metrics else {}
+    measured = _measured(fleet, opts, [h.name for h in behind], one_host=bool(host)) if measure and behind else {}
     result = run_sweep(ep, prompts, levels, settings, metrics_urls=metrics_urls, n_hosts=max(len(behind), 1),
                        target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
                        slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,
                        console=output_console(), host_urls=[h.base_url for h in behind],
-                       inventory_max_model_len=min((h.max_model_len for h in behind if h.max_model_len), default=None))
+                       inventory_max_model_len=min((h.max_model_len for h in behind if h.max_model_len), default=None),
+                       measured=measured)
     if opts.report:
         from vfleet.clients.bench.output import write_json
 
@@ -128,6 +158,7 @@ def compare(c, a, b):
     if not result["levels"]:
         raise VfleetError(f"{a} and {b} share no level (mode and value): nothing to compare")
     console.print(cmp.table(result, a, b))
+    console.print(cmp.setup_line(ra, rb, a, b), markup=False, highlight=False)
     for side, labels in (("only in " + a, result["only_in_a"]), ("only in " + b, result["only_in_b"])):
         if labels:
             console.print(f"{side}: {', '.join(labels)}")

@@ -1,7 +1,9 @@
 """Smoke checks, from the controller like an operator with curl: per vLLM host and through
 each gateway. /health, the served model listed, a chat completion with text, a streamed
 completion with chunks (time to first token measured), Prometheus gauges on /metrics (and
-/metrics NOT exposed by the gateway), and a request without the API key refused."""
+/metrics NOT exposed by the gateway), a request without the API key refused, and two probes of
+what the model says (vfleet/clients/smoke_probes.py: a reply that stops by itself, a reply that
+satisfies a JSON schema)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +14,7 @@ from typing import Any, Callable, ClassVar
 import httpx
 from httpx_sse import connect_sse
 
+from vfleet.clients import smoke_probes
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.config.extra_args import unsafe_warnings
@@ -65,6 +68,11 @@ class Target:
     model: str
     api_key: str | None
     chat: bool = True   # False: the model has no chat template, /v1/completions only
+    vllm_version: str | None = None   # the pinned version: a probe it cannot answer is skipped
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     @property
     def endpoint(self) -> str:
@@ -79,21 +87,17 @@ class Target:
 def host_target(cfg: HostConfig) -> Target:
     """vLLM on one host, asked for the name it serves (served_model_name)."""
     return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only)
+                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version)
 
 
 def gateway_target(cfg: HostConfig) -> Target:
     return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only)
-
-
-def _headers(key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"} if key else {}
+                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version)
 
 
 def chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
     """A chat completion (a plain completion for a model served without a chat template)."""
-    r = client.post(f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key), json=t.body(max_tokens))
+    r = client.post(f"{t.base_url}{t.endpoint}", headers=t.headers, json=t.body(max_tokens))
     r.raise_for_status()
     return r.json()
 
@@ -112,7 +116,7 @@ def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict
     text = []
     done = False
     finish = None
-    with connect_sse(client, "POST", f"{t.base_url}{t.endpoint}", headers=_headers(t.api_key),
+    with connect_sse(client, "POST", f"{t.base_url}{t.endpoint}", headers=t.headers,
                      json=t.body(max_tokens, stream=True)) as es:
         es.response.raise_for_status()
         for sse in es.iter_sse():
@@ -138,7 +142,7 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         return r.status_code == 200, f"HTTP {r.status_code}", {}
 
     def models(c: httpx.Client, t: Target):
-        r = c.get(f"{t.base_url}/v1/models", headers=_headers(t.api_key))
+        r = c.get(f"{t.base_url}/v1/models", headers=t.headers)
         names = [m.get("id") for m in r.json().get("data", [])] if r.status_code == 200 else []
         return t.model in names, f"HTTP {r.status_code}, models {names}", {"models": names}
 
@@ -156,7 +160,7 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
             {"chunks": s["chunks"], "ttft_s": s["ttft_s"]}
 
     def metrics(c: httpx.Client, t: Target):
-        r = c.get(f"{t.base_url}/metrics", headers=_headers(t.api_key))
+        r = c.get(f"{t.base_url}/metrics", headers=t.headers)
         if t.kind == "gateway":
             return r.status_code in (403, 404), f"HTTP {r.status_code} (must not be exposed)", {}
         missing = [g for g in RUNNING_GAUGES if g not in r.text]
@@ -169,7 +173,8 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         return r.status_code == 401, f"without key: HTTP {r.status_code}", {}
 
     return [("/health", health), ("/v1/models", models), ("chat completion", completion),
-            (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
+            (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth),
+            (smoke_probes.STOPS, smoke_probes.stops), (smoke_probes.JSON_SCHEMA, smoke_probes.json_schema)]
 
 
 def _warn_unsafe(ctx: HostContext) -> None:

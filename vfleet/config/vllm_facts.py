@@ -297,6 +297,14 @@ def dropped_request_fields(old_version: str | None, new_version: str | None) -> 
             and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))]
 
 
+def request_feature_available(feature: str, version: str | None) -> bool:
+    """True unless `version` is known to predate the release that added `feature` (a row of
+    request_features): an unknown version or feature is given the benefit of the doubt, so a
+    probe is only skipped on what the table knows."""
+    row = next((r for r in data()["request_features"] if r["feature"] == feature), None)
+    return row is None or parse_version(version) is None or version_ge(version, row["added"])
+
+
 # --- entry point ------------------------------------------------------------------------------
 
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from vfleet.clients.measured import differences
 from vfleet.engine.errors import VfleetError
 
 # (label, how to read it from a level, higher is better)
@@ -85,3 +86,30 @@ def table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
                       "-" if m["b"] is None else f"{m['b']:,.1f}", pct, end_section=(n == METRICS[-1][0]))
             first = False
     return t
+
+
+def setup_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What changed in the measured setup between two results (vfleet/clients/measured.py).
+    Through a gateway each host has its own record under "hosts": a change on every host is
+    said once, one on some hosts with their names, and hosts that came or went are named."""
+    ma, mb = a.get("measured") or {}, b.get("measured") or {}
+    ha, hb = ma.get("hosts") or {}, mb.get("hosts") or {}
+    shared = sorted(set(ha) & set(hb))
+    if not shared:
+        return differences(ma, mb)
+    per_host = {h: differences(ha[h], hb[h]) for h in shared}
+    everywhere = [c for c in per_host[shared[0]] if all(c in per_host[h] for h in shared)]
+    out = everywhere + [f"{h}: {c}" for h in shared for c in per_host[h] if c not in everywhere]
+    if set(ha) != set(hb):
+        out.append(f"hosts {', '.join(sorted(ha))} -> {', '.join(sorted(hb))}")
+    return out
+
+
+def setup_line(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str) -> str:
+    """One line under the table: which setup fields changed, "same setup", or which result
+    has no measured record (a bench older than the record, or run with --no-measure)."""
+    missing = [name for name, r in ((name_a, a), (name_b, b)) if not r.get("measured")]
+    if missing:
+        return f"setup not compared: no measured record in {' and '.join(missing)}"
+    changes = setup_changes(a, b)
+    return f"changed between the runs: {', '.join(changes)}" if changes else "same setup"

@@ -44,10 +44,11 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
               slo_ttft_p95_s: float | None = None, slo_e2e_p95_s: float | None = None,
               out_dir: str | Path | None = None, name: str = "bench",
               console: Console | None = None, host_urls: Sequence[str] = (),
-              inventory_max_model_len: int | None = None) -> dict[str, Any]:
+              inventory_max_model_len: int | None = None, measured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The sweep, after checking its lengths against what the target serves (limits.py);
     `host_urls`: the vLLM hosts behind the target, whose /tokenize counts the prompts when the
-    target (a gateway) does not pass it on."""
+    target (a gateway) does not pass it on; `measured`: the setup measured, kept in the result
+    (vfleet/clients/measured.py) so bench.compare can say what changed between two runs."""
     console = console or Console(highlight=False)
     say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731  (the server's text as is)
     fitted = fit_prompts(prompts, settings.output_len, served_max_model_len(ep, inventory_max_model_len), say)
@@ -95,7 +96,7 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
     result = {
         "task": "bench", "format": 1, "name": name, "started": started,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": ep.model, "target": target,
+        "model": ep.model, "target": target, "measured": measured or {},
         "settings": {"requests": settings.requests, "seconds": settings.seconds, "max_seconds": settings.max_seconds,
                      "warmup": settings.warmup, "output_len": settings.output_len, "ignore_eos": settings.ignore_eos,
                      "timeout_s": settings.timeout_s, "max_inflight": settings.max_inflight, "seed": settings.seed,

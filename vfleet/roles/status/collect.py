@@ -20,7 +20,7 @@ from vfleet.roles.status.drift import Wanted, controller_manifest_id, wanted
 from vfleet.roles.status.model import GatewayStatus, HostStatus, Previous, gateway_status, host_status, mark_gateways
 from vfleet.roles.status.probes import SCRIPT_TIMEOUT_S, Probe, gateway_probes, vllm_probes
 
-__all__ = ["Round", "Watch", "probes_for", "answers", "build_round", "run_round"]
+__all__ = ["Round", "Watch", "probes_for", "answers", "ask", "build_round", "run_round"]
 
 
 @dataclass
@@ -74,9 +74,9 @@ def answers(probes: Mapping[str, Probe], stdout: str) -> dict[str, Any]:
     return results(probes, read_outputs(stdout))
 
 
-def _ask(ctx: HostContext, backends: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """The step: the host's probes as one script, one round trip."""
-    probes = probes_for(ctx.config, backends)
+def ask(ctx: HostContext, probes: Mapping[str, Probe]) -> dict[str, Any]:
+    """`probes` as one script, one round trip: each probe's parsed answer (None where it has
+    none); a host that does not answer within SCRIPT_TIMEOUT_S, or whose script fails, fails."""
     r = ctx.run("sh -s", stdin=fact_script(probes, parallel=True), timeout=SCRIPT_TIMEOUT_S)
     if r.timed_out:
         raise HostFailed(f"no answer within {SCRIPT_TIMEOUT_S} s")
@@ -84,6 +84,11 @@ def _ask(ctx: HostContext, backends: Sequence[tuple[str, str]]) -> dict[str, Any
     if not got:
         raise HostFailed(f"the status script failed: exit {r.exited}: {r.tail()}")
     return results(probes, got)
+
+
+def _ask(ctx: HostContext, backends: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The step: the host's status probes."""
+    return ask(ctx, probes_for(ctx.config, backends))
 
 
 def build_round(configs: Sequence[HostConfig], facts: Mapping[str, Mapping[str, Any] | None],

@@ -1,0 +1,94 @@
+"""The live `measured` record of a vLLM host (vfleet/roles/status/measured.py), from what its
+probes print (tests/unit/data/status/measured.yaml) without a host: the parsers, the record, the
+plan's memory, and the record shared by the hosts behind a gateway."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.configs import host_config
+from vfleet.clients.measured import differences
+from vfleet.engine.fact_protocol import Output, results
+from vfleet.roles.status import measured as m
+
+DATA = yaml.safe_load((Path(__file__).parent / "data" / "status" / "measured.yaml").read_text())
+MODELS = Path(__file__).parent / "data" / "models"
+
+
+def answers(cfg, **outputs: str):
+    """Each probe's parsed answer, as the fact protocol hands them over (a probe without output:
+    None, as when nvidia-smi is missing)."""
+    return results(m.measured_probes(cfg), {k: Output(v) for k, v in outputs.items()})
+
+
+def test_the_record_of_a_lab_host():
+    cfg = host_config({"dtype": "bfloat16", "kv_cache_dtype": "fp8", "model_source": "/nonexistent/tiny"})
+    got = answers(cfg, install=DATA["install"], weights=DATA["weights"], argv=DATA["argv"], gpus=DATA["gpus_two"])
+    rec = m.record_of(cfg, got)
+    assert rec == {"vllm_version": "0.32.0", "vllm_argv": DATA["argv"].splitlines(), "model": "tiny",
+                   "weights_version": "tiny-1a2b3c4d5e6f", "dtype": "bfloat16", "kv_cache_dtype": "fp8",
+                   "gpu_model": "NVIDIA H200", "gpu_count": 2, "gpu_memory_used_mib": 260210.0}
+    assert list(rec) == [k for k in m.measured.FIELDS if k in rec]     # the record's own order
+    json.dumps(rec)   # it travels in a JSON report
+
+
+def test_a_host_that_answered_nothing_still_says_what_the_inventory_sets():
+    cfg = host_config({"quantization": "fp8"})
+    rec = m.record_of(cfg, answers(cfg))
+    assert rec == {"model": "tiny", "dtype": "auto", "quantization": "fp8", "kv_cache_dtype": "auto"}
+
+
+def test_an_api_key_on_the_command_line_is_masked():
+    argv = m.parse_argv(DATA["argv_with_key"])
+    assert argv[3:6] == ["--api-key", "***", "--api-key=***"] and argv[-2:] == ["--port", "8000"]
+    assert "sk-lab" not in json.dumps(argv)
+    assert m.parse_argv("") is None
+
+
+def test_the_argv_probe_reads_the_units_main_process():
+    cmd = m.measured_probes(host_config())["argv"].command()
+    assert "systemctl show -p MainPID --value -- vllm.service" in cmd and '/proc/$pid/cmdline' in cmd
+
+
+@pytest.mark.parametrize("source", ["/nonexistent/tiny", "host1:/srv/src/tiny", str(MODELS)])
+def test_no_planned_memory_without_the_model_on_the_controller(source):
+    assert m.planned_memory_gib(host_config({"model_source": source}), 143771) is None
+
+
+def test_planned_memory_is_weights_plus_kv_over_the_tp_gpus():
+    one = m.planned_memory_gib(host_config({"model_source": str(MODELS / "llama_chat")}), 143771)
+    two = m.planned_memory_gib(host_config({"model_source": str(MODELS / "llama_chat"), "tensor_parallel_size": 2}),
+                               143771)
+    # 0.9 of an H200 is 126 GiB: weights + KV take most of it, less the plan's reserve
+    assert one is not None and 100 < one < 0.9 * 143771 / 1024
+    assert two is not None and 1.9 * one < two < 2.05 * one
+    assert m.planned_memory_gib(host_config({"model_source": str(MODELS / "llama_chat")}), None) is None
+
+
+def test_the_record_behind_a_gateway_keeps_what_hosts_share_on_top():
+    a = {"vllm_version": "0.32.0", "model": "tiny", "gpu_count": 1, "gpu_memory_used_mib": 100.0}
+    b = {"vllm_version": "0.32.0", "model": "tiny", "gpu_count": 2, "gpu_memory_used_mib": 200.0}
+    both = m.common_record({"lab1": a, "lab2": b})
+    assert both == {"vllm_version": "0.32.0", "model": "tiny", "hosts": {"lab1": a, "lab2": b}}
+    later = m.common_record({"lab1": {**a, "vllm_version": "0.33.0"}, "lab2": {**b, "vllm_version": "0.33.0"}})
+    assert differences(both, later) == ["vLLM version 0.32.0 -> 0.33.0"]
+    assert m.common_record({}) == {"hosts": {}}
+
+
+def test_the_gpu_probe_is_answered_by_the_labs_nvidia_smi():
+    """The query the probe sends, as the lab's simulated nvidia-smi answers it (the H200 profile,
+    captured on a real H200): the record says NVIDIA H200, one GPU, 0 MiB used."""
+    import subprocess
+    import sys
+
+    lab = Path(__file__).resolve().parents[2] / "vfleet" / "lab"
+    cfg = host_config()
+    args = m.measured_probes(cfg)["gpus"].command().split()[1:]
+    out = subprocess.run([sys.executable, str(lab / "nvidia_smi.py"), *args], capture_output=True, text=True,
+                         env={"VFLEET_GPU_PROFILE": str(lab / "profiles" / "h200-1"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    rec = m.record_of(cfg, answers(cfg, gpus=out.stdout))
+    assert (rec["gpu_model"], rec["gpu_count"], rec["gpu_memory_used_mib"]) == ("NVIDIA H200", 1, 0.0)
