@@ -297,6 +297,17 @@ def dropped_request_fields(old_version: str | None, new_version: str | None) -> 
             and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))]
 
 
+# --- environment variables ------------------------------------------------------------------
+
+def env_var(name: str, version: str | None) -> dict[str, Any] | None:
+    """The env_vars row of `name` when `version` reads it (None when it does not, or the version
+    is unknown: nothing is claimed about a version nobody pinned)."""
+    for row in data().get("env_vars") or []:
+        if row["name"] == name and version_ge(version, row["first"]):
+            return row
+    return None
+
+
 # --- entry point ------------------------------------------------------------------------------
 
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:
