@@ -1,19 +1,22 @@
 """`vfleet TASK --help` shows the task's help for every task, those with required arguments
 too (vfleet/cli/main.py help_first): before, Invoke took `--help` as run's command, drain's host or
-bench.compare's first file, and the task ran with it."""
+bench.compare's first file, and the task ran with it. The child runs this checkout (PYTHONPATH,
+as tests/unit/cli_run.py explains), not whichever one the shared venv installed."""
 import subprocess
 import sys
 
 import pytest
 
 from vfleet.cli.main import help_first
+from tests.unit.cli_run import ROOT
 
 
 @pytest.mark.parametrize("task", ["run", "drain", "undrain", "preflight.capture", "bench.compare", "deploy",
-                                  "preflight"])
+                                  "preflight", "eval", "eval.compare"])
 def test_help_after_any_task_prints_its_help(task, tmp_path):
     p = subprocess.run([sys.executable, "-m", "vfleet.cli", task, "--help"], capture_output=True, text=True,
-                       cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "VFLEET_INVENTORY": str(tmp_path / "none.yaml")},
+                       cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "VFLEET_INVENTORY": str(tmp_path / "none.yaml"),
+                            "PYTHONPATH": str(ROOT)},
                        timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith(f"Usage: vfleet [--core-opts] {task} [--options]"), p.stdout[:300]

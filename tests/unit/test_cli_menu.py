@@ -36,7 +36,7 @@ def test_list_names_each_task_once_by_one_name_with_a_whole_sentence():
     assert len(entries) == len(namespace.task_names), names      # every task, each once
     assert len(set(names)) == len(names) and len({t for _, t in entries}) == len(entries), entries
     assert not [n for n in names if "(" in n], names              # no alias: one name per task
-    assert {"bench", "bench.compare", "eval.variants", "preflight", "preflight.capture", "deploy"} <= set(names)
+    assert {"bench", "bench.compare", "eval", "eval.compare", "eval.variants", "preflight", "preflight.capture", "deploy"} <= set(names)
     for name, text in entries:
         assert SENTENCE_END.search(text), f"{name}: {text!r} stops mid-sentence"
         assert len(text) <= 100, f"{name}: {text!r} is long for a menu line"
@@ -46,6 +46,7 @@ def test_both_names_of_a_default_task_still_run_it():
     assert namespace["bench"] is namespace["bench.bench"]
     assert namespace["preflight"] is namespace["preflight.preflight"]
     assert namespace["bench.compare"].name == "compare"
+    assert namespace["eval"] is namespace["eval.eval"] and namespace["eval.compare"].name == "compare"
 
 
 def _options(task: str) -> tuple[str, list[str]]:

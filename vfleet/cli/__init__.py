@@ -10,6 +10,7 @@ at 5 and 20 hosts (docs/measurements.md "Speed against Ansible and pyinfra"; tes
 from invoke import Collection
 
 from vfleet.cli import bench, core, deploy, lab, monitor, preflight, render, rollout, status, triage, variants
+from vfleet.cli import eval as eval_cli
 
 namespace = Collection()
 for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weights_task, deploy.install,
@@ -20,6 +21,5 @@ for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weight
 namespace.add_collection(preflight.preflight)
 namespace.add_collection(lab.lab)
 namespace.add_collection(bench.bench_ns)
-eval_ns = Collection("eval")    # `vfleet eval` and eval.compare (vfleet/cli/eval.py) join it
-eval_ns.add_task(variants.variants)
-namespace.add_collection(eval_ns)
+eval_cli.eval_ns.add_task(variants.variants)
+namespace.add_collection(eval_cli.eval_ns)

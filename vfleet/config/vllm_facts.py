@@ -305,6 +305,17 @@ def request_feature_available(feature: str, version: str | None) -> bool:
     return row is None or parse_version(version) is None or version_ge(version, row["added"])
 
 
+# --- environment variables ------------------------------------------------------------------
+
+def env_var(name: str, version: str | None) -> dict[str, Any] | None:
+    """The env_vars row of `name` when `version` reads it (None when it does not, or the version
+    is unknown: nothing is claimed about a version nobody pinned)."""
+    for row in data().get("env_vars") or []:
+        if row["name"] == name and version_ge(version, row["first"]):
+            return row
+    return None
+
+
 # --- entry point ------------------------------------------------------------------------------
 
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:

@@ -1,0 +1,62 @@
+"""The eval report: score and divergence from its items, a JSON round trip, an atomic save,
+and one line naming the file for anything that is not a report."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from vfleet.engine.errors import VfleetError
+from vfleet.clients.eval.report import EvalReport, ItemResult
+
+
+def item(id_: str, passed: bool | None, divergence: float | None = None, **more) -> ItemResult:
+    return ItemResult(id=id_, reply=f"reply {id_}", token_ids=[1, 2], logprobs=[-0.5, -0.25],
+                      top_logprobs=[{"1": -0.5}, {"2": -0.25}], finish_reason="stop", passed=passed,
+                      why="" if passed else "wrong", divergence=divergence, **more)
+
+
+def report(*items: ItemResult, **measured) -> EvalReport:
+    return EvalReport(target={"label": "lab1", "url": "http://127.0.0.1:8000", "model": "tiny"},
+                      settings={"seed": 0, "max_tokens": 24}, measured=dict(measured), items=list(items),
+                      created="2026-12-02T16:00:00+00:00")
+
+
+def test_score_counts_only_items_with_an_expectation_and_divergence_is_their_mean():
+    r = report(item("a", True, 0.1), item("b", False, 0.3), item("c", None), item("d", False, error="HTTP 400: x"))
+    assert r.score == pytest.approx(1 / 3) and r.divergence == pytest.approx(0.2) and r.errors == 1
+    assert report(item("c", None)).score is None and report(item("a", True)).divergence is None
+
+
+def test_round_trip_and_atomic_save(tmp_path):
+    r = report(item("a", True, 0.05, scored_tokens=2), item("b", None), vllm_version="0.32.0", model="tiny")
+    r.notes.append("note: something")
+    path = tmp_path / "sub" / "eval.json"
+    r.save(path)
+    assert [p.name for p in path.parent.iterdir()] == ["eval.json"]   # no temp file left behind
+    data = json.loads(path.read_text())
+    assert data["task"] == "eval" and data["summary"]["score"] == 1.0 and data["summary"]["judged"] == 1
+    back = EvalReport.load(str(path))
+    assert back == r
+    # a save replaces the file by rename: a reader holding the old one still reads it whole
+    before = os.stat(path).st_ino
+    r.save(path)
+    assert os.stat(path).st_ino != before
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{broken", "not JSON"),
+    ('{"task": "bench", "levels": []}', "not a `vfleet eval` report"),
+    ('[1, 2]', "not a `vfleet eval` report"),
+    ('{"task": "eval", "items": [{"id": "a"}], "target": {}, "settings": {}, "created": "x"}',
+     "not a `vfleet eval` report"),
+])
+def test_a_foreign_file_is_one_line_naming_it(tmp_path, content, words):
+    p = tmp_path / "r.json"
+    p.write_text(content)
+    with pytest.raises(VfleetError) as exc:
+        EvalReport.load(str(p))
+    assert str(exc.value).startswith(str(p)) and words in str(exc.value)
+    with pytest.raises(VfleetError, match="no such file"):
+        EvalReport.load(str(tmp_path / "absent.json"))
