@@ -11,8 +11,8 @@ from invoke.exceptions import Exit
 from vfleet.engine.errors import VfleetError
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import VLLM_GROUP
-from vfleet.config.fleet import Fleet
-from vfleet.cli.common import cli_errors, helptext, load, make_play, select
+from vfleet.cli.common import cli_errors, helptext, load, select
+from vfleet.cli.measure import measured_record
 from vfleet.cli.options import TaskOptions
 
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -52,30 +52,6 @@ def _model(cfg: HostConfig) -> str:
     if not cfg.served_model_name:
         raise VfleetError(f"{cfg.name}: no model_name (or served_model_name) in the inventory: which model to ask for?")
     return str(cfg.served_model_name)
-
-
-def _measured(fleet: Fleet, opts: TaskOptions, names: list[str], *, one_host: bool) -> dict:
-    """The measured record of the hosts behind the target, one SSH round trip each: that
-    host's record for --host, the hosts' shared fields plus each host's own record through a
-    gateway. A host that could not be read is left out, with one line saying why."""
-    import io
-
-    from rich.console import Console
-
-    from vfleet.roles.status.measured import common_record, measured_records
-
-    play = make_play("bench", fleet, [fleet.inventory.hosts[n] for n in names], opts,
-                     console=Console(file=io.StringIO()))
-    try:
-        records = measured_records(play, names)
-    finally:
-        play.finish()
-    for n in names:
-        if n not in records and play.results[n].steps:
-            print(f"warning: {n}: no measured record ({play.results[n].steps[-1].message})")
-    if one_host:
-        return records.get(names[0], {})
-    return common_record(records)
 
 
 @task(help=BENCH_HELP, iterable=["set_"], auto_shortflags=False)
@@ -128,7 +104,7 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
         raise VfleetError("--output-len, --max-seconds and --max-inflight must be positive")
     prompts = load_file(dataset, dataset_format) if dataset else SyntheticPrompts(int(input_len), int(seed))
     metrics_urls = {h.name: h.base_url + "/metrics" for h in behind} if server_metrics else {}
-    measured = _measured(fleet, opts, [h.name for h in behind], one_host=bool(host)) if measure and behind else {}
+    measured = measured_record(fleet, opts, [h.name for h in behind], one_host=bool(host)) if measure and behind else {}
     result = run_sweep(ep, prompts, levels, settings, metrics_urls=metrics_urls, n_hosts=max(len(behind), 1),
                        target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
                        slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,

@@ -32,6 +32,8 @@ EVAL_HELP = helptext(
     reference="An earlier eval report: score its replies under this target (divergence, nats/token)",
     out="Folder for NAME.json, or NAME-HOST.json per host with --limit (default: eval-results)",
     name="Base name of the files (default eval)",
+    measure="Read each vLLM host's setup over SSH for the report's measured record (default on; "
+            "--no-measure: only what the inventory says)",
 )
 
 
@@ -58,11 +60,22 @@ def _targets(fleet, opts: TaskOptions, host: str | None, target: str | None):
     return [(gateway_target(fleet.config(gws[0])), fleet.config(behind[0]) if behind else fleet.config(gws[0]))]
 
 
+def _live_records(fleet, opts: TaskOptions, targets, *, through_gateway: bool) -> dict[str, dict]:
+    """What each target host runs, read over SSH (the live record wins over the inventory's):
+    per host for --host/--limit; through a gateway, the fields every vLLM host behind it shares."""
+    from vfleet.cli.measure import measured_record
+
+    if through_gateway:
+        behind = [h.name for h in select(fleet, None, VLLM_GROUP)]
+        return {targets[0][1].name: measured_record(fleet, opts, behind, one_host=False, task_name="eval")} if behind else {}
+    return {cfg.name: measured_record(fleet, opts, [cfg.name], one_host=True, task_name="eval") for _, cfg in targets}
+
+
 @task(help=EVAL_HELP, iterable=["set_"], auto_shortflags=False)
 @cli_errors
 def eval_task(c, inventory=None, limit=None, set_=None, report=None, host=None, target=None, evalset=None, seed=0,
               max_tokens=64, concurrency=1, top_logprobs=5, timeout=120, reference=None, out="eval-results",
-              name="eval"):
+              name="eval", measure=True):
     """Run a fixed prompt set against a host or the gateway: score it, record tokens and logprobs."""
     # imported here: httpx and jsonschema would cost every other command's start (see bench)
     from vfleet.clients.bench.output import console as output_console
@@ -83,10 +96,11 @@ def eval_task(c, inventory=None, limit=None, set_=None, report=None, host=None, 
     targets = _targets(fleet, opts, host, target)
     per_host = bool(opts.limit) and not host   # --limit: one report a host, named after it
     console = output_console()
+    live = _live_records(fleet, opts, targets, through_gateway=not host and not opts.limit) if measure else {}
     written = {}
     for tgt, cfg in targets:
         note = batch_invariance_note(cfg)
-        result = run_eval(tgt, items, settings, reference=ref, measured=measured_for(cfg))
+        result = run_eval(tgt, items, settings, reference=ref, measured={**measured_for(cfg), **live.get(cfg.name, {})})
         if note:
             result.notes.append(note)
             console.print(note, markup=False, highlight=False, soft_wrap=True)
