@@ -63,7 +63,8 @@ def test_degraded_weights_are_stopped_at_the_canary_and_rolled_back(deployed, tm
     from vfleet.clients.eval.compare import Thresholds, compare
     from vfleet.clients.eval.evalset import load_evalset
     from vfleet.clients.eval.report import EvalReport
-    from vfleet.clients.eval.runner import EvalSettings, EvalTarget, run_eval
+    from vfleet.clients.eval.runner import EvalSettings, run_eval
+    from vfleet.clients.eval.targets import host_target
     from vfleet.config.fleet import Fleet
     from vfleet.config.variables import SCHEMA
     from vfleet.engine.inventory import load_inventory
@@ -96,7 +97,6 @@ def test_degraded_weights_are_stopped_at_the_canary_and_rolled_back(deployed, tm
     # lab1 answers as its baseline did: the old weights are what it serves
     cfg = Fleet.of(load_inventory(live, schema=SCHEMA)).config("lab1")
     baseline = EvalReport.load(verdict["baseline"])
-    now = run_eval(EvalTarget(cfg.base_url, str(cfg.served_model_name), cfg.api_key, "lab1"), load_evalset(None),
-                   EvalSettings(**GATE), reference=baseline)
+    now = run_eval(host_target(cfg), load_evalset(None), EvalSettings(**GATE), reference=baseline)
     again = compare(baseline, now, Thresholds())
     assert again.passed, again.line()

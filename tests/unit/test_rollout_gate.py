@@ -90,7 +90,7 @@ class Comparison:
     measured_changes: list[str]
 
     def line(self) -> str:
-        verdict = "passed" if self.passed else "FAILED"
+        verdict = "PASSED" if self.passed else "FAILED"
         return (f"eval gate: {verdict}: score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f}); "
                 f"divergence {self.divergence or 0:.2f} nats/token; regressed: {', '.join(self.regressed) or 'none'}")
 
@@ -149,10 +149,10 @@ def run_gated(tmp_path, monkeypatch):
                      restore=None if upgrade else (lambda ctx: "the saved point"))
         r.calls = []
 
-        def evaluate(host, cfg, reference):
+        def evaluate(cfg, reference):
             phase = "baseline" if reference is None else "candidate"
-            r.calls.append((phase, host, host in r.drained, cfg.served_model_name))
-            answer = evals[(host, phase)]
+            r.calls.append((phase, cfg.name, cfg.name in r.drained, cfg.served_model_name))
+            answer = evals[(cfg.name, phase)]
             if isinstance(answer, Exception):
                 raise answer
             return answer
@@ -186,9 +186,9 @@ def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated,
     assert verdict["passed"] is True and verdict["score_drop"] == 0.0 and verdict["divergence"] == 0.0
     assert verdict["baseline"] == str(base) and verdict["candidate"] == str(cand)
     lines = gate_lines(play)
-    assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: passed: score 1.00 -> 1.00")
+    assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: PASSED: score 1.00 -> 1.00")
     assert f"baseline saved in {base}" in lines[0] and "`baseline:`" in lines[0]
-    assert "[gpu1] eval gate: passed" in out   # said when judged, before the next batch
+    assert "[gpu1] eval gate: PASSED" in out   # said when judged, before the next batch
     assert report_dict(play)["hosts"]["gpu1"]["rollout"]["undrain_s"] >= 0
 
 
@@ -208,7 +208,7 @@ def test_a_canary_that_regressed_is_rolled_back_alone_and_the_run_stops(run_gate
     assert "capital-france: passed -> failed (reply 'Lyon.')" in line and "add-small" in line
     assert summary.lines[1] == f"gpu2: not restarted: {summary.stopped}"
     assert report_dict(play)["gate"]["hosts"]["gpu1"]["regressed"][0].startswith("capital-france")
-    assert "eval gate: passed" not in out
+    assert "eval gate: PASSED" not in out
 
 
 def test_a_canary_that_cannot_be_evaluated_after_its_restart_goes_back(run_gated):

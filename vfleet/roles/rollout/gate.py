@@ -53,12 +53,12 @@ REPLY_SETTINGS = ("seed", "max_tokens")
 
 @dataclass(frozen=True)
 class Evaluator:
-    """The two eval calls the gate makes, bound to the gate file: `run(host, config,
-    reference)` evaluates one host (vfleet.clients.eval.runner.run_eval, with the reference's
-    replies scored too when given), `judge(baseline, candidate)` compares two reports
+    """The two eval calls the gate makes, bound to the gate file: `run(config, reference)`
+    evaluates one host (vfleet.clients.eval.runner.run_eval, with the reference's replies
+    scored too when given), `judge(baseline, candidate)` compares two reports
     (compare.compare under the file's thresholds)."""
 
-    run: Callable[[str, HostConfig, "EvalReport | None"], "EvalReport"]
+    run: Callable[[HostConfig, "EvalReport | None"], "EvalReport"]
     judge: Callable[["EvalReport", "EvalReport"], "Comparison"]
 
 
@@ -149,7 +149,7 @@ class EvalGate:
         try:
             rollout.drain(ctx)
             rollout.wait_inflight(ctx)
-            report = self.evaluator.run(ctx.name, ctx.config, None)
+            report = self.evaluator.run(ctx.config, None)
             report.save(path)
         except Exception as exc:  # noqa: BLE001: any failure leaves the canary unjudged: it must not restart
             rollout.undrain(ctx)
@@ -184,7 +184,7 @@ class EvalGate:
         cand_path = self.path("candidate", ctx.name)
         waiting(ctx, "the eval gate")
         try:
-            candidate = self.evaluator.run(ctx.name, ctx.config, baseline)
+            candidate = self.evaluator.run(ctx.config, baseline)
             candidate.save(cand_path)
             verdict = GateVerdict.of(self.evaluator.judge(baseline, candidate), base_path, cand_path,
                                      reused=self.saved is not None)
@@ -250,7 +250,8 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     from vfleet.clients.eval.evalset import load_evalset
     from vfleet.clients.eval.gate_config import load_gate
     from vfleet.clients.eval.report import EvalReport
-    from vfleet.clients.eval.runner import EvalTarget, run_eval
+    from vfleet.clients.eval.runner import run_eval
+    from vfleet.clients.eval.targets import host_target, measured_for
 
     config = load_gate(path)
     items = load_evalset(config.evalset)
@@ -260,9 +261,10 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     if why:
         raise VfleetError(f"--gate {path}: {why}")
 
-    def run(host: str, cfg: HostConfig, reference: EvalReport | None) -> EvalReport:
-        target = EvalTarget(base_url=cfg.base_url, model=str(cfg.served_model_name), api_key=cfg.api_key, label=host)
-        return run_eval(target, items, config.settings, reference=reference)
+    def run(cfg: HostConfig, reference: EvalReport | None) -> EvalReport:
+        # the inventory describes the setup being rolled out: what the candidate runs, not the baseline
+        return run_eval(host_target(cfg), items, config.settings, reference=reference,
+                        measured=measured_for(cfg) if reference is not None else None)
 
     record = GateRecord(path, config.evalset or "built-in", dataclasses.asdict(config.thresholds), settings)
     return EvalGate(Evaluator(run, lambda a, b: compare(a, b, config.thresholds)), record,
