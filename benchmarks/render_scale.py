@@ -34,7 +34,7 @@ from vfleet.engine.facts import FileState, UnitState  # noqa: E402
 from vfleet.engine.inventory import load_inventory  # noqa: E402
 from vfleet.roles.gateway.nginx import plan_config  # noqa: E402
 from vfleet.roles.gateway.render import render_gateway  # noqa: E402
-from vfleet.roles.rollout.rolling import plan_batches  # noqa: E402
+from vfleet.roles.rollout.batches import plan_batches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

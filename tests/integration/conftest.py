@@ -89,7 +89,8 @@ def lab_inventory(lab: LabFleet) -> Path:
 # The lab's own lifecycle tests (down/up) go first, then the engine, then the tests that
 # deploy a real vLLM and share one deployed fleet (built once, see `deployed`).
 MODULE_ORDER = ["test_lab", "test_runner", "test_preflight_lab", "test_deploy", "test_faults", "test_faults_hosts",
-                "test_faults_restart", "test_bench_lab", "test_eval_lab", "test_status", "test_monitor", "test_rollout", "test_models", "test_replica"]
+                "test_faults_restart", "test_bench_lab", "test_eval_lab", "test_status", "test_monitor", "test_rollout",
+                "test_rollout_gate", "test_models", "test_replica"]
 
 
 def pytest_collection_modifyitems(items):

@@ -11,7 +11,8 @@ from vfleet.engine.facts import FileState, UnitState
 from vfleet.roles.gateway import nginx
 from vfleet.roles.gateway import render as gr
 from vfleet.roles.gateway.render import Backend
-from vfleet.roles.rollout.rolling import Rollout, batch_sizes, plan_batches
+from vfleet.roles.rollout.batches import batch_sizes, plan_batches
+from vfleet.roles.rollout.rolling import Rollout
 from tests.unit.gateway_cases import GW
 
 N = 20_000

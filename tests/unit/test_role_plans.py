@@ -21,7 +21,7 @@ from vfleet.roles.service import unit as service
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
 from vfleet.roles.gateway.render import Backend, render_gateway
-from vfleet.roles.rollout.rolling import plan_batches
+from vfleet.roles.rollout.batches import plan_batches
 from vfleet.roles.service.render import render_service
 from vfleet.config.vllm_facts import flag_available
 from tests.unit.configs import host_config

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Not needed to run one command on hosts: the HTTP client, the template engine, the roles and
 # the task steps of other commands.
 NOT_FOR_RUN = ("httpx", "jinja2", "vfleet.clients.smoke", "vfleet.templates.environment", "vfleet.roles.gateway.render", "vfleet.roles.preflight.audit",
-               "vfleet.roles.preflight", "vfleet.roles.preflight.capacity", "vfleet.roles.rollout.rolling", "vfleet.roles.weights.sync", "vfleet.roles.install.venv",
+               "vfleet.roles.preflight", "vfleet.roles.preflight.capacity", "vfleet.roles.rollout.rolling", "vfleet.roles.rollout.batches", "vfleet.roles.weights.sync", "vfleet.roles.install.venv",
                "vfleet.roles.service.unit", "vfleet.roles.gateway.nginx", "vfleet.roles.monitoring.deploy", "vfleet.cli.deploy_steps",
                "vfleet.cli.preflight_steps")
 

@@ -14,6 +14,9 @@ CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no
 READING = ("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout")
 BATCH_HELP = ("Restart hosts that were serving in rolling batches through the gateways (a count, "
               "25%, or 1,25%,100%), dropping no request; default: restart changed hosts at once")
+GATE_HELP = ("With --batch: eval gate file (YAML: evalset, max_score_drop, max_divergence, seed, max_tokens, "
+             "concurrency, baseline): the first batch is a canary, evaluated before and after its restart; one "
+             "that regressed goes back to its rollback point and the other batches do not start (docs/rollouts.md)")
 
 
 @task(name="weights", help=helptext(*CHANGING), iterable=["set_"])
@@ -49,21 +52,23 @@ def install(c, inventory=None, limit=None, set_=None, forks=10, report=None, che
     finish(play, opts)
 
 
-@task(name="service", help=helptext(*CHANGING, batch=BATCH_HELP), iterable=["set_"])
+@task(name="service", help=helptext(*CHANGING, batch=BATCH_HELP, gate=GATE_HELP), iterable=["set_"])
 @cli_errors
 def service_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
-                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False, batch=None):
+                 no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False, batch=None,
+                 gate=None):
     """Render the vLLM unit + environment file, enable it, restart only on change, wait ready."""
     from vfleet.cli import deploy_steps as steps
 
     opts = TaskOptions.of(locals())
     fleet, play = steps.open_play("service", opts, batch=batch)
     steps.require_serving(play)
+    judge = steps.open_gate(play, fleet, gate, opts, batch)
     with locked(play):
         steps.step_unit_names(play)
         steps.step_rollback_point(play, batch)
         steps.step_service(play, fleet, rolling=bool(batch))
-        steps.step_restart_changed(play, fleet, batch)
+        steps.step_restart_changed(play, fleet, batch, judge)
     finish(play, opts, last_lines=steps.last_lines(play))
 
 
@@ -96,12 +101,12 @@ def smoke_task(c, inventory=None, limit=None, set_=None, forks=10, report=None, 
 
 @task(help=helptext(*CHANGING, skip_preflight="Do not run the preflight audit first",
                     force="Go on with hosts whose preflight checks failed", strict="Preflight warnings fail too",
-                    batch=BATCH_HELP),
+                    batch=BATCH_HELP, gate=GATE_HELP),
       iterable=["set_"])
 @cli_errors
 def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, check=False, diff=False,
            no_host_key_checking=False, connect_timeout=None, command_timeout=None, verbose=False,
-           skip_preflight=False, force=False, strict=False, batch=None):
+           skip_preflight=False, force=False, strict=False, batch=None, gate=None):
     """Bare hosts -> a load-balanced, smoke-checked vLLM service.
 
     Steps: preflight, weights, install, service, gateway, smoke. Prints a curl command that
@@ -111,6 +116,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
     opts = TaskOptions.of(locals())
     fleet, play = steps.open_play("deploy", opts, batch=batch)
     steps.require_serving(play)
+    judge = steps.open_gate(play, fleet, gate, opts, batch)
     with locked(play):
         steps.step_unit_names(play)
         if not skip_preflight:
@@ -120,7 +126,7 @@ def deploy(c, inventory=None, limit=None, set_=None, forks=10, report=None, chec
         steps.step_install(play)
         steps.step_service(play, fleet, rolling=bool(batch))
         steps.step_gateway(play, fleet)
-        steps.step_restart_changed(play, fleet, batch)
+        steps.step_restart_changed(play, fleet, batch, judge)
         steps.step_smoke(play, fleet)
     steps.note_curl(play)
     finish(play, opts, last_lines=steps.last_lines(play))

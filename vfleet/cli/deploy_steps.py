@@ -17,6 +17,7 @@ from vfleet.roles.preflight import audit
 from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.rollout import rollback_point
+from vfleet.roles.rollout.gate import EvalGate, gate_lines, open_gate as open_eval_gate
 from vfleet.roles.service import unit as service
 from vfleet.roles.service import unit_files
 from vfleet.clients import smoke
@@ -26,7 +27,8 @@ from vfleet.roles.weights.totals import WeightsBySource
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
-from vfleet.roles.rollout.rolling import Rollout, batch_sizes
+from vfleet.roles.rollout.batches import batch_sizes
+from vfleet.roles.rollout.rolling import Rollout
 from vfleet.roles.service.unit import ServiceOutcome
 from vfleet.roles.triage.host import failure_journal
 from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
@@ -153,7 +155,18 @@ def _outcome(play: Play, name: str) -> ServiceOutcome:
     return play.results[name].get(ServiceOutcome) or ServiceOutcome(was_active=False)
 
 
-def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
+def open_gate(play: Play, fleet: Fleet, path: str | None, opts: TaskOptions, batch: str | None) -> EvalGate | None:
+    """--gate: the eval gate of the rolling restart (vfleet/roles/rollout/gate.py), checked
+    before anything changes. Only with --batch: the first batch is the canary it judges."""
+    if not path:
+        return None
+    if not batch:
+        raise VfleetError(f"--gate {path} needs --batch: the gate judges the first batch (the canary) before "
+                          "the others restart; add --batch 1")
+    return open_eval_gate(path, fleet, vllm_names(play.hosts), task=play.task, report=opts.report)
+
+
+def step_restart_changed(play: Play, fleet: Fleet, batch: str | None, gate: EvalGate | None = None) -> None:
     """With --batch: restart the hosts whose service changed while they served, batch by
     batch through the gateways, like `vfleet restart --batch` (the failure budget is the
     inventory's max_fail_percentage, else 0: the first failed batch stops the rest); a host
@@ -168,7 +181,7 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
     deferred = [n for n in vllm_names(play.hosts)
                 if batch and n in active and _outcome(play, n).restart_deferred]
     gws = [g for g in gateway_names(play.hosts) if g in active]
-    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore)
+    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore, gate=gate)
     if not deferred:
         healed = rollout.converge() if gws else []
         if healed:
@@ -181,9 +194,9 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None) -> None:
 
 
 def last_lines(play: Play) -> Sequence[str]:
-    """What a rollout of this run says last, per host (nothing when none ran)."""
+    """What a rollout of this run says last, per host, then its gate's verdicts (nothing when none ran)."""
     summary = play.get(RolloutSummary)
-    return summary.lines if summary is not None else ()
+    return [*(summary.lines if summary is not None else ()), *gate_lines(play)]
 
 
 def _batch_budget(play: Play, among: list[str]) -> float:

@@ -24,6 +24,9 @@ ROLL_HELP = dict(
     max_fail_percentage="Stop before the next batch when more than this % of a batch failed (default 0)",
     drain_timeout="Seconds to wait for a drained host's in-flight requests (default 180)",
 )
+GATE_HELP = ("Eval gate file (YAML: evalset, max_score_drop, max_divergence, seed, max_tokens, concurrency, "
+             "baseline): the first batch is a canary, evaluated before and after its restart; one that "
+             "regressed is rolled back and the other batches do not start (docs/rollouts.md)")
 
 
 def _rollout_play(name: str, opts: TaskOptions) -> tuple[Fleet, Play, list[str], list[str]]:
@@ -68,24 +71,27 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
     finish(play, opts, last_lines=summary.lines)
 
 
-@task(help=helptext(*ROLL, "forks", **ROLL_HELP), iterable=["set_"])
+@task(help=helptext(*ROLL, "forks", gate=GATE_HELP, **ROLL_HELP), iterable=["set_"])
 @cli_errors
 def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_checking=False, connect_timeout=None,
-            command_timeout=None, verbose=False, forks=10, batch="1", max_fail_percentage=0, drain_timeout=180):
+            command_timeout=None, verbose=False, forks=10, batch="1", max_fail_percentage=0, drain_timeout=180,
+            gate=None):
     """Rolling upgrade to the vllm_version in the inventory (or --set): install first, then roll."""
     from vfleet.roles.install import venv as vllm_install
+    from vfleet.roles.rollout.gate import gate_lines, open_gate
 
     opts = TaskOptions.of(locals())
     fleet, play, vllm, gws = _rollout_play("upgrade", opts)
+    judge = open_gate(gate, fleet, vllm, task="upgrade", report=opts.report) if gate else None
     with locked(play):  # taken before the install: nothing changes on a fleet another run holds
         play.run_step("install (hosts keep serving)", lambda ctx: vllm_install.install_venv(ctx, switch=False),
                       hosts=vllm)
         active = set(play.active)
         r = _rollout(fleet, play, [h for h in vllm if h in active], gws, upgrade=True,
-                     drain_timeout=float(drain_timeout))
+                     drain_timeout=float(drain_timeout), gate=judge)
         summary = r.run(str(batch), float(max_fail_percentage))
         play.note(summary)
-    finish(play, opts, last_lines=summary.lines)
+    finish(play, opts, last_lines=[*summary.lines, *gate_lines(play)])
 
 
 def _drain_task(name: str, host: str, opts: TaskOptions, drained: bool) -> None:

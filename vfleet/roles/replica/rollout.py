@@ -29,7 +29,8 @@ from vfleet.roles.replica.ray_render import ray_unit
 from vfleet.config.fleet import Fleet
 from vfleet.config.replicas import Replica
 from vfleet.roles.rollout.records import RestartTimes
-from vfleet.roles.rollout.rolling import Rollout, plan_batches
+from vfleet.roles.rollout.batches import plan_batches
+from vfleet.roles.rollout.rolling import Rollout
 
 __all__ = ["unit_key", "unit_members", "unit_batches", "restart_steps", "unit_keys", "ReplicaRollout"]
 

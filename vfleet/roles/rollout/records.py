@@ -34,6 +34,7 @@ class RolloutInfo:
 
     started: bool = False
     from_venv: str | None = None
+    from_version: str | None = None   # what from_venv's marker records: a rollback renders its unit (not reported)
     drain_s: float | None = None
     inflight_wait_s: float | None = None
     stop_s: float | None = None

@@ -7,7 +7,9 @@ upgrade (installed beforehand, while the host still served), start it, wait unti
 (port refused = loading, then /health, the model listed, a real completion), and put it
 back. Never more hosts out than the batch allows, never the last healthy one. A host that
 does not come back is rolled back (previous venv and unit) and left out if still broken; a
-batch whose failures pass the budget stops the run.
+batch whose failures pass the budget stops the run. With a gate (gate.py), the first batch
+is a canary: judged before and after its restart, and kept out of the gateways until judged.
+Batches are planned in batches.py.
 
 A controller that died mid-run leaves at most a drained host behind; the next run starts by
 undraining every drained host that is healthy, so re-running converges."""
@@ -15,13 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import posixpath
 import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Protocol
 
 import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -37,6 +38,7 @@ from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.gateway.render import Backend
 from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.rollout.batches import plan_batches
 from vfleet.roles.rollout.lines import failed, host_lines, waiting
 from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
 
@@ -60,64 +62,13 @@ print("inflight %d" % total if seen else "unavailable no-gauge")
 """
 
 
-def plan_batches(spec: str, hosts: list[str], models: Mapping[str, str] | None = None,
-                 group_sizes: Mapping[str, int] | None = None) -> list[list[str]]:
-    """The hosts in batches of batch_sizes(spec), in inventory order.
+class BatchGate(Protocol):
+    """What judges the first batch, the canary, of a rollout (the eval gate: gate.py). Each
+    hook returns None to go on, else why the rollout stops there."""
 
-    With `models` (host -> the model it serves) the spec applies to each model's hosts on
-    their own, and batch n is every model's n-th batch together: models restart side by
-    side, a percentage is of a model's hosts, and a batch never holds every host of a model
-    that has more than one (`group_sizes`: each model's host count behind the gateways, when
-    more hosts serve it than are restarted). A model with a single host still gets its
-    batch; the drain refuses to take a model's last healthy host."""
-    if models is None:
-        return _batches(spec, hosts, None)
-    groups: dict[str, list[str]] = {}
-    for h in hosts:
-        groups.setdefault(models[h], []).append(h)
-    out: list[list[str]] = []
-    for m, hs in groups.items():  # each model's n-th batch joins batch n: one pass over the hosts
-        for n, batch in enumerate(_batches(spec, hs, (group_sizes or {}).get(m, len(hs)))):
-            if n == len(out):
-                out.append([])
-            out[n] += batch
-    return out
+    def before(self, rollout: Rollout, batch: list[str]) -> str | None: ...
 
-
-def _batches(spec: str, hosts: list[str], serving: int | None) -> list[list[str]]:
-    """`serving`: how many hosts serve this model; a batch leaves at least one of them."""
-    cap = serving - 1 if serving and serving > 1 else None
-    batches, i = [], 0
-    for size in batch_sizes(spec, len(hosts)):
-        for part in range(0, size, cap or size):
-            batches.append(hosts[i + part:i + min(size, part + (cap or size))])
-        i += size
-    return batches
-
-
-def batch_sizes(spec: str, total: int) -> list[int]:
-    """Ansible's serial: '1', '25%', or a list '1,25%,100%' whose last size repeats until every
-    host is covered. A percentage is of all hosts, rounded down, at least 1."""
-    if total <= 0:
-        return []
-    parts = [p.strip() for p in str(spec).split(",") if p.strip()]
-    if not parts:
-        raise VfleetError(f"--batch {spec!r}: give a count, a percentage or a list like 1,25%,100%")
-    sizes: list[int] = []
-    for p in parts:
-        try:
-            n = max(1, math.floor(total * float(p[:-1]) / 100)) if p.endswith("%") else int(p)
-        except ValueError:
-            raise VfleetError(f"--batch {spec!r}: {p!r} is not a count or a percentage") from None
-        if n < 1:
-            raise VfleetError(f"--batch {spec!r}: sizes must be at least 1")
-        sizes.append(n)
-    out: list[int] = []
-    covered = 0   # a running total: summing `out` each round was quadratic (100,000 batches of 1)
-    while covered < total:
-        out.append(min(sizes[min(len(out), len(sizes) - 1)], total - covered))
-        covered += out[-1]
-    return out
+    def after(self, rollout: Rollout, batch: list[str]) -> str | None: ...
 
 
 @dataclass
@@ -134,6 +85,7 @@ class Rollout:
     drained: set[str] = field(default_factory=set)
     # deploy --batch: puts a host's saved unit, env, venv and weights back (vfleet.roles.rollout.rollback_point)
     restore: Callable[[HostContext], str] | None = None
+    gate: BatchGate | None = None
 
     def __post_init__(self) -> None:
         self._gw_lock = threading.Lock()
@@ -144,6 +96,7 @@ class Rollout:
         for b in self.backends:
             self.hosts_of.setdefault(b.model, set()).add(b.name)
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
+        self.held: set[str] = set()  # restarted canaries the gate has yet to judge: they stay drained
 
     # -- gateway ---------------------------------------------------------------------------
     def _apply_drained(self) -> None:
@@ -266,16 +219,27 @@ class Rollout:
             ctx.record("rollback", unit, Status.FAILED, f"still not serving after rollback: {exc}")
             return False
 
+    def roll_back(self, ctx: HostContext, info: RolloutInfo, *, switched: bool) -> str:
+        """A drained host back on what it served before (its previous venv when the restart
+        `switched` it, or deploy's saved point), into the gateways once it serves: where it was left."""
+        ok = self.rollback(ctx, info.from_venv if switched else None, info.from_version)
+        info.rolled_back, info.serving = True, (info.from_venv if ok else None)
+        if ok:
+            self.undrain(ctx)
+            return "rolled back and serving again"
+        with self._cond:  # stays drained and out of service
+            self._cond.notify_all()
+        return "rolled back but still failing: left out of the gateways"
+
     def one_host(self, ctx: HostContext) -> None:
         info = RolloutInfo()
         ctx.result.note(info)
         cfg: HostConfig = ctx.config
         old_venv = _current_venv(ctx)
-        old_version = _venv_version(ctx, old_venv)
         new_venv = cfg.venv_path if self.upgrade else None
         if new_venv == old_venv:
             new_venv = None
-        info.started, info.from_venv = True, old_venv
+        info.started, info.from_venv, info.from_version = True, old_venv, _venv_version(ctx, old_venv)
         waiting(ctx, "another host of its model to serve")
         try:
             info.drain_s = round(self.drain(ctx), 2)
@@ -288,18 +252,10 @@ class Rollout:
             info.took(self.restart_host(ctx, new_venv))
         except HostFailed as exc:
             failed(ctx, info, exc)
-            ok = self.rollback(ctx, old_venv if new_venv else None, old_version)
-            info.rolled_back = True
-            info.serving = old_venv if ok else None
-            if ok:
-                self.undrain(ctx)
-            else:
-                with self._cond:  # stays drained and out of service
-                    self._cond.notify_all()
-            raise HostFailed(f"did not come back ready: {exc}; "
-                             + ("rolled back and serving again" if ok else "rolled back but still failing: left out of the gateways"))
-        info.undrain_s = round(self.undrain(ctx), 2)
+            raise HostFailed(f"did not come back ready: {exc}; {self.roll_back(ctx, info, switched=bool(new_venv))}")
         info.serving = new_venv or old_venv
+        if ctx.name not in self.held:
+            info.undrain_s = round(self.undrain(ctx), 2)
         ctx.record("rollout", ctx.name, Status.CHANGED,
                    f"drain {info.drain_s:.1f}s, in-flight wait {info.inflight_wait_s:.1f}s, "
                    f"restart {info.restart_s:.1f}s (ready {info.ready_s:.1f}s)")
@@ -335,12 +291,18 @@ class Rollout:
         batches = plan_batches(batch_spec, hosts, {h: self.model_of.get(h, "") for h in hosts}, sizes)
         stopped = None
         for n, batch in enumerate(batches, 1):
-            self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
-                               hosts=batch, forks=len(batch))
-            failed = [h for h in batch if self.play.results[h].failed]
-            if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
-                stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
-                           f"(> {max_fail_percentage:g}%): not starting the next batch")
+            gate = self.gate if n == 1 else None   # the first batch is the canary
+            stopped = gate.before(self, batch) if gate else None
+            if stopped is None:
+                self.held = set(batch) if gate else set()
+                self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
+                                   hosts=batch, forks=len(batch))
+                failed = [h for h in batch if self.play.results[h].failed]
+                if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
+                    stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
+                               f"(> {max_fail_percentage:g}%): not starting the next batch")
+                stopped = (gate.after(self, batch) if gate else None) or stopped
+            if stopped:
                 self.play.print(f"[bold red]STOP[/]: {stopped}")
                 break
         serving = {h: self._serving(h) for h in self.vllm_hosts if h in self.play.contexts}

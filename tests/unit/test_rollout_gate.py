@@ -1,0 +1,334 @@
+"""The eval gate of a rollout (vfleet/roles/rollout/gate.py), from data, without a host.
+
+The real Rollout runs its batches over local hosts with no gateway; what would touch a host
+(the in-flight wait, the restart, the rollback, reading the venv links) is recorded instead,
+and the eval is injected: EvalReport-shaped dicts per host and phase, and a judge that
+compares them by the thresholds of EVAL_API (score drop 0.03, divergence 0.10). What is
+checked is the gate's decision and what it makes the rollout do: baseline and candidate
+evaluated with the host drained, the canary passed (the others roll) or rolled back (only
+the canary, the other batches never start, exit non-zero, one line naming what regressed),
+and what it keeps with the run (reports beside --report, the report's "gate" section)."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from invoke import Context
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from vfleet.config.fleet import Fleet
+from vfleet.config.variables import SCHEMA
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.inventory import load_inventory
+from vfleet.engine.report import report_dict
+from vfleet.cli import deploy as deploy_task, rollout as rollout_task
+from vfleet.cli.common import backends, make_play
+from vfleet.cli.options import TaskOptions
+from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.rollout import gate as gate_role, rolling
+from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
+from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
+from tests.unit.configs import LAB_VARS, host_config
+
+MAX_DROP, MAX_DIVERGENCE = 0.03, 0.10
+IDS = ["capital-france", "add-small", "json-person", "count-three"]
+
+
+# -- EvalReport-shaped data and a judge over it ------------------------------------------------
+@dataclass
+class Report:
+    """What the gate reads of an EvalReport: target, settings, items, score; save(path)."""
+
+    data: dict[str, Any]
+
+    @property
+    def target(self) -> dict:
+        return self.data["target"]
+
+    @property
+    def settings(self) -> dict:
+        return self.data["settings"]
+
+    @property
+    def items(self) -> list:
+        return [type("Item", (), item) for item in self.data["items"]]
+
+    @property
+    def score(self) -> float:
+        judged = [i for i in self.data["items"] if i["passed"] is not None]
+        return sum(i["passed"] for i in judged) / len(judged)
+
+    def save(self, path: str) -> None:
+        Path(path).write_text(json.dumps(self.data))
+
+
+def report(model: str = "tiny", failing: tuple[str, ...] = (), divergence: float | None = None,
+           max_tokens: int = 24) -> Report:
+    items = [{"id": i, "reply": "Lyon." if i in failing else "ok", "passed": i not in failing,
+              "divergence": divergence} for i in IDS]
+    return Report({"target": {"base_url": "http://x:8000", "model": model, "label": "x"},
+                   "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
+                   "measured": {}, "items": items, "created": "2026-12-02T16:00:00"})
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    score_a: float
+    score_b: float
+    score_drop: float
+    divergence: float | None
+    regressed: list[str]
+    measured_changes: list[str]
+
+    def line(self) -> str:
+        verdict = "PASSED" if self.passed else "FAILED"
+        return (f"eval gate: {verdict}: score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f}); "
+                f"divergence {self.divergence or 0:.2f} nats/token; regressed: {', '.join(self.regressed) or 'none'}")
+
+
+def judge(a: Report, b: Report) -> Comparison:
+    was = {i["id"]: i["passed"] for i in a.data["items"]}
+    regressed = [f"{i['id']}: passed -> failed (reply {i['reply']!r})" for i in b.data["items"]
+                 if was[i["id"]] and not i["passed"]]
+    divs = [i["divergence"] for i in b.data["items"] if i["divergence"] is not None]
+    div = sum(divs) / len(divs) if divs else None
+    drop = a.score - b.score
+    return Comparison(drop <= MAX_DROP and (div or 0) <= MAX_DIVERGENCE, a.score, b.score, drop, div, regressed, [])
+
+
+# -- a rollout over local hosts ----------------------------------------------------------------
+class Recorded(rolling.Rollout):
+    """The real Rollout; what would touch a host is recorded in `calls`."""
+
+    calls: list[tuple]
+
+    def wait_inflight(self, ctx) -> float:
+        return 0.0
+
+    def restart_host(self, ctx, new_venv):
+        self.calls.append(("restart", ctx.name, new_venv))
+        return RestartTimes(ready_s=1.0, restart_s=2.0, stop_s=0.5)
+
+    def rollback(self, ctx, old_venv, old_version) -> bool:
+        self.calls.append(("rollback", ctx.name, old_venv, old_version))
+        return True
+
+
+def fleet_of(tmp_path: Path, models: dict[str, str]) -> Fleet:
+    hosts = {h: {"model_name": m} for h, m in models.items()}
+    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local"},
+                    "children": {"vllm": {"hosts": hosts}}}}
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return Fleet.of(load_inventory(path, schema=SCHEMA))
+
+
+@pytest.fixture
+def run_gated(tmp_path, monkeypatch):
+    """Roll these hosts (host -> model) with a gate whose evals answer from `evals`
+    ((host, "baseline" | "candidate") -> Report, or an Exception to raise)."""
+    monkeypatch.setattr(rolling, "_current_venv", lambda ctx: "/opt/vllm/vllm-0.31.0")
+    monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.31.0" if venv else None)
+
+    def run(models: dict[str, str], evals: dict[tuple[str, str], Any], *, upgrade: bool = True,
+            saved: tuple[Report, str] | None = None):
+        fleet = fleet_of(tmp_path, models)
+        out = io.StringIO()
+        play = make_play("upgrade", fleet, fleet.vllm_hosts, TaskOptions(),
+                         console=Console(file=out, width=400, highlight=False))
+        r = Recorded(play, backends(fleet), list(models), [], upgrade=upgrade,
+                     restore=None if upgrade else (lambda ctx: "the saved point"))
+        r.calls = []
+
+        def evaluate(cfg, reference):
+            phase = "baseline" if reference is None else "candidate"
+            r.calls.append((phase, cfg.name, cfg.name in r.drained, cfg.served_model_name))
+            answer = evals[(cfg.name, phase)]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        record = GateRecord("eval.yaml", "built-in", {"max_score_drop": MAX_DROP, "max_divergence": MAX_DIVERGENCE},
+                            {"seed": 0, "max_tokens": 24})
+        r.gate = EvalGate(Evaluator(evaluate, judge), record, str(tmp_path / "run-gate"), saved)
+        summary = r.run("1", 0.0)
+        play.note(summary)
+        return r, play, summary, out.getvalue()
+    return run
+
+
+NO_OP = {("gpu1", "baseline"): report(), ("gpu1", "candidate"): report(divergence=0.0)}
+DEGRADED = {("gpu1", "baseline"): report(),
+            ("gpu1", "candidate"): report(failing=("capital-france", "add-small"), divergence=0.84)}
+
+
+def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated, tmp_path):
+    r, play, summary, out = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, NO_OP)
+    new = "/opt/vllm/vllm-0.32.0"
+    assert r.calls == [("baseline", "gpu1", True, "tiny"), ("restart", "gpu1", new),
+                       ("candidate", "gpu1", True, "tiny"), ("restart", "gpu2", new)]  # evaluated drained
+    assert summary.stopped is None and summary.drained == [] and play.exit_code == 0
+    assert set(summary.serving.values()) == {new}
+    base, cand = tmp_path / "run-gate-baseline-gpu1.json", tmp_path / "run-gate-candidate-gpu1.json"
+    assert json.loads(base.read_text())["target"]["model"] == "tiny" and cand.exists()
+    gate = report_dict(play)["gate"]
+    assert gate["thresholds"] == {"max_score_drop": 0.03, "max_divergence": 0.1}
+    verdict = gate["hosts"]["gpu1"]
+    assert verdict["passed"] is True and verdict["score_drop"] == 0.0 and verdict["divergence"] == 0.0
+    assert verdict["baseline"] == str(base) and verdict["candidate"] == str(cand)
+    lines = gate_lines(play)
+    assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: PASSED: score 1.00 -> 1.00")
+    assert f"baseline saved in {base}" in lines[0] and "`baseline:`" in lines[0]
+    assert "[gpu1] eval gate: PASSED" in out   # said when judged, before the next batch
+    assert report_dict(play)["hosts"]["gpu1"]["rollout"]["undrain_s"] >= 0
+
+
+@pytest.mark.parametrize("upgrade", [True, False], ids=["upgrade: previous venv", "deploy: rollback point"])
+def test_a_canary_that_regressed_is_rolled_back_alone_and_the_run_stops(run_gated, upgrade):
+    r, play, summary, out = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, DEGRADED, upgrade=upgrade)
+    old = "/opt/vllm/vllm-0.31.0" if upgrade else None
+    assert r.calls[-1] == ("rollback", "gpu1", old, "0.31.0")
+    assert not [c for c in r.calls if c[1] == "gpu2"]          # the other host: never evaluated nor restarted
+    assert summary.stopped.startswith("eval gate: the canary gpu1 regressed and was rolled back")
+    assert summary.drained == [] and "gpu1" not in r.out_of_service   # serving again, back in the gateways
+    assert play.exit_code == 1 and play.results["gpu1"].failed and not play.results["gpu2"].failed
+    info = play.results["gpu1"].get(RolloutInfo)
+    assert info.rolled_back and info.serving == "/opt/vllm/vllm-0.31.0" and info.waiting_for == "the eval gate"
+    line = gate_lines(play)[0]
+    assert "FAILED: score 1.00 -> 0.50 (drop 0.50)" in line and "divergence 0.84" in line
+    assert "capital-france: passed -> failed (reply 'Lyon.')" in line and "add-small" in line
+    assert summary.lines[1] == f"gpu2: not restarted: {summary.stopped}"
+    assert report_dict(play)["gate"]["hosts"]["gpu1"]["regressed"][0].startswith("capital-france")
+    assert "eval gate: PASSED" not in out
+
+
+def test_a_canary_that_cannot_be_evaluated_after_its_restart_goes_back(run_gated):
+    evals = {("gpu1", "baseline"): report(), ("gpu1", "candidate"): ConnectionError("reset by peer")}
+    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
+    assert ("rollback", "gpu1", "/opt/vllm/vllm-0.31.0", "0.31.0") in r.calls
+    assert summary.stopped and play.exit_code == 1
+    assert "could not evaluate the canary after its restart: ConnectionError: reset by peer" in gate_lines(play)[0]
+
+
+def test_no_baseline_means_no_restart_and_the_canary_back_in_service(run_gated):
+    evals = {("gpu1", "baseline"): RuntimeError("HTTP 503")}
+    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
+    assert r.calls == [("baseline", "gpu1", True, "tiny")]   # drained for it, nothing restarted
+    assert summary.stopped == "eval gate: no baseline on gpu1: the canary was not restarted"
+    assert summary.drained == [] and play.exit_code == 1
+    assert "gpu1" in play.active   # failed, yet still serving: later steps (smoke, put back) still see it
+
+
+def test_a_saved_baseline_is_reused_instead_of_recorded(run_gated, tmp_path):
+    saved = report()
+    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, {("gpu1", "candidate"): report()},
+                                    saved=(saved, "/srv/gate/base.json"))
+    assert [c[0] for c in r.calls] == ["restart", "candidate", "restart"]
+    assert summary.stopped is None
+    assert gate_lines(play)[0].endswith("; baseline /srv/gate/base.json (from the gate file)")
+    assert not (tmp_path / "run-gate-baseline-gpu1.json").exists()
+
+
+def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
+    models = {"gpu1": "tiny", "gpu2": "tiny", "gpu3": "other", "gpu4": "other"}
+    evals = {("gpu1", "baseline"): report(), ("gpu1", "candidate"): report(),
+             ("gpu3", "baseline"): report("other"), ("gpu3", "candidate"): report("other", failing=("count-three",))}
+    r, play, summary, _ = run_gated(models, evals)
+    assert summary.batches[0] == ["gpu1", "gpu3"]
+    assert [c for c in r.calls if c[0] == "rollback"] == [("rollback", "gpu3", "/opt/vllm/vllm-0.31.0", "0.31.0")]
+    assert not [c for c in r.calls if c[1] in ("gpu2", "gpu4")]
+    assert summary.serving["gpu1"] == "/opt/vllm/vllm-0.32.0" and summary.drained == []
+    assert summary.stopped.startswith("eval gate: the canary gpu3 regressed")
+    verdicts = report_dict(play)["gate"]["hosts"]
+    assert verdicts["gpu1"]["passed"] and not verdicts["gpu3"]["passed"]
+
+
+# -- what is refused before anything changes ---------------------------------------------------
+def test_refusals_name_the_host_and_the_fix():
+    tiny, chatless = host_config(name="gpu1"), host_config({"serve_completions_only": True}, name="gpu2")
+    settings = {"seed": 0, "max_tokens": 24}
+    assert refusal({"gpu1": tiny}, None, IDS, settings) is None
+    assert refusal({"gpu1": tiny}, report(), IDS, settings) is None
+    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, IDS, settings, {"gpu1", "gpu9"})
+    assert refusal({"gpu2": chatless}, None, IDS, settings).startswith("gpu2 serves /v1/completions only")
+    other = refusal({"gpu1": tiny}, report("llama"), IDS, settings)
+    assert other == ("the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
+                     "of 'llama', or drop `baseline:`")
+    assert "no result for 1 item(s) of the eval set (first: new-item)" in refusal(
+        {"gpu1": tiny}, report(), IDS + ["new-item"], settings)
+    assert refusal({"gpu1": tiny}, report(max_tokens=64), IDS, settings) == (
+        "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal")
+
+
+def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_path, monkeypatch):
+    assert reports_prefix("/var/runs/up.json", "upgrade") == "/var/runs/up-gate"
+    monkeypatch.chdir(tmp_path)
+    prefix = reports_prefix(None, "deploy")
+    assert prefix.startswith(str(tmp_path / "vfleet-deploy-gate-2"))
+    gate = EvalGate(Evaluator(None, None), GateRecord("g", "built-in", {}, {}), prefix)
+    assert gate.path("baseline", "gpu1") == prefix + "-baseline-gpu1.json"
+    assert gate.path("candidate", "a/b c") == prefix + "-candidate-a_b_c.json"
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+@pytest.fixture
+def inventory(tmp_path) -> Path:
+    path = tmp_path / "inventory.yaml"
+    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local"},
+                    "children": {"vllm": {"hosts": {"gpu1": None, "gpu2": None}}}}}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_deploy_gate_without_batch_is_refused_with_the_fix(inventory, capsys):
+    for task in (deploy_task.deploy, deploy_task.service_task):
+        with pytest.raises(Exit) as exc:
+            task(Context(), inventory=str(inventory), gate="eval.yaml")
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["error: --gate eval.yaml needs --batch: the gate judges the first batch (the canary) "
+                       "before the others restart; add --batch 1"]
+
+
+def test_a_bad_gate_file_stops_upgrade_before_anything_changes(inventory, capsys, monkeypatch):
+    ran: list[str] = []
+    monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: ran.append(ctx.name))
+
+    def bad(path, fleet, hosts, **kw):
+        raise VfleetError(f"--gate {path}: max_divergence: -1 is less than the minimum of 0")
+    monkeypatch.setattr(gate_role, "open_gate", bad)
+    with pytest.raises(Exit) as exc:
+        rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml")
+    assert exc.value.code == 2 and ran == []
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --gate eval.yaml: max_divergence: -1 is less than the minimum of 0"]
+
+
+def test_upgrade_hands_the_gate_to_its_rollout(inventory, monkeypatch):
+    seen: dict[str, Any] = {}
+    sentinel = object()
+    monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: None)
+    monkeypatch.setattr(gate_role, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw)
+                        or sentinel)
+    monkeypatch.setattr(rolling.Rollout, "run", lambda self, *a: seen.update(gate=self.gate) or
+                        RolloutSummary([], None, [], {}, []))
+    rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml", report="/tmp/x.json")
+    assert seen == {"hosts": ["gpu1", "gpu2"], "task": "upgrade", "report": "/tmp/x.json", "gate": sentinel}
+
+
+@pytest.mark.parametrize("task", ["upgrade", "deploy", "service"])
+def test_help_names_the_gate(task, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "vfleet.cli", task, "--help"], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert p.returncode == 0, p.stderr
+    flat = " ".join(p.stdout.split())
+    assert "--gate=STRING" in flat and "the first batch is a canary" in flat, flat
