@@ -30,7 +30,7 @@ def test_four_variants_table_png_json_and_verdicts(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 1                                            # awq dropped 1 item of 24 more than bf16
     assert "variants at concurrency 128; baseline bf16" in out   # gptq's c=256 lost requests
-    assert ("fp8: score 0.958 vs 0.958 (drop 0.000 <= 0.03), planned memory 8.5 vs 15.0 GiB (-43%), "
+    assert ("fp8: score 0.958 vs 0.958 (drop 0.000 <= 0.03), planned weights 8.5 vs 15.0 GiB (-43%), "
             "throughput +12%, TTFT p95 -5%: ACCEPTED") in out
     assert "awq: score 0.917 vs 0.958 (drop 0.042 > 0.03)" in out and out.count("REJECTED") == 2  # table + line
     assert "gptq: differs from bf16 in more than dtype, quantization and weights: vLLM version 0.20.0 -> 0.19.1" in out
@@ -39,7 +39,7 @@ def test_four_variants_table_png_json_and_verdicts(tmp_path, capsys):
     assert table["task"] == "eval.variants" and table["level"] == {"mode": "concurrency", "value": 128}
     assert [r["verdict"] for r in table["variants"]] == [None, "accepted", "rejected", "accepted"]
     fp8 = table["variants"][1]
-    assert fp8["quantization"] == "fp8" and fp8["planned_memory_gib"] == 8.49 and fp8["passed"] == 23
+    assert fp8["quantization"] == "fp8" and fp8["planned_weights_gib"] == 8.49 and fp8["passed"] == 23
     assert fp8["output_throughput"] == pytest.approx(9794.8684 * 1.12, rel=1e-4)
     assert fp8["divergence"] == pytest.approx(0.02, abs=0.01) and table["variants"][0]["divergence"] is None
     assert table["accepted"] is False and len(table["verdicts"]) == 3 and len(table["warnings"]) == 1
@@ -109,8 +109,8 @@ def test_a_bench_without_measured_takes_the_eval_reports(tmp_path):
     (tmp_path / "fp8.bench.json").write_text(json.dumps(bench))
     _, rows = load_variants([VariantSpec("bf16", str(DATA / "bf16.bench.json"), str(DATA / "bf16.eval.json")),
                              VariantSpec("fp8", str(tmp_path / "fp8.bench.json"), str(DATA / "fp8.eval.json"))], None)
-    assert rows[1].planned_memory_gib == 8.49 and rows[1].precision == "bfloat16 / fp8" and not rows[1].mismatch
-    assert "planned memory 8.5 vs 15.0 GiB (-43%)" in judge_all(rows, 0.03)[0].line
+    assert rows[1].planned_weights_gib == 8.49 and rows[1].precision == "bfloat16 / fp8" and not rows[1].mismatch
+    assert "planned weights 8.5 vs 15.0 GiB (-43%)" in judge_all(rows, 0.03)[0].line
 
 
 def write_bad_files(tmp: Path) -> None:

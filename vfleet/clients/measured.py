@@ -26,7 +26,7 @@ FIELDS: dict[str, str] = {
     "gpu_model": "GPU model",
     "gpu_count": "GPU count",
     "gpu_memory_used_mib": "GPU memory used",
-    "planned_memory_gib": "planned memory",
+    "planned_weights_gib": "planned weights",
 }
 
 # Figures that move between two runs of the same setup: shown, never called a change of setup.

@@ -50,8 +50,8 @@ class Variant:
         return self.passed / self.scored
 
     @property
-    def planned_memory_gib(self) -> float | None:
-        return self.measured.get("planned_memory_gib")
+    def planned_weights_gib(self) -> float | None:
+        return self.measured.get("planned_weights_gib")
 
     @property
     def gpu_memory_used_gib(self) -> float | None:
@@ -103,7 +103,7 @@ def measured_record(name: str, path: str, data: Mapping[str, Any]) -> dict[str, 
     figures checked as numbers (they are divided and drawn)."""
     label = f"--variant {name}: {path}: measured"
     record = dict(mapping(data.get("measured") or {}, label))
-    for key in ("planned_memory_gib", "gpu_memory_used_mib"):
+    for key in ("planned_weights_gib", "gpu_memory_used_mib"):
         record[key] = positive_number(record, key, label, 1e9)
     return {k: v for k, v in record.items() if v is not None}
 

@@ -24,7 +24,7 @@ DEFAULT_MAX_SCORE_DROP = 0.03
 EPSILON = 1e-9
 # measured fields that make a variant what it is: expected to differ from the baseline
 VARIANT_FIELDS = frozenset({"model", "weights_version", "dtype", "quantization", "kv_cache_dtype", "vllm_argv",
-                            "planned_memory_gib"})
+                            "planned_weights_gib"})
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ def _pct(c: float | None) -> str:
 
 
 def memory_phrase(base: Variant, v: Variant) -> str:
-    """The planned memory when both have it (what the weights and cache are planned to take),
+    """The planned weights when both have it (what the weights and cache are planned to take),
     else the GPU memory used, else that it is unknown."""
-    for label, get in (("planned memory", lambda x: x.planned_memory_gib),
+    for label, get in (("planned weights", lambda x: x.planned_weights_gib),
                        ("GPU memory used", lambda x: x.gpu_memory_used_gib)):
         a, b = get(base), get(v)
         if a is not None and b is not None:
@@ -90,13 +90,13 @@ def _fmt(v: float | None, nd: int) -> str:
 def table(variants: Sequence[Variant], level: int, judgements: Sequence[Judgement]) -> Table:
     """One row a variant, the baseline first; the last column is its verdict."""
     t = Table(title=f"variants at concurrency {level}; baseline {variants[0].name}", title_justify="left")
-    for h in ("variant", "dtype / quantization", "planned GiB", "GPU used GiB", "out tok/s", "TTFT p95 ms",
+    for h in ("variant", "dtype / quantization", "weights GiB", "GPU used GiB", "out tok/s", "TTFT p95 ms",
               "score", "drop", "divergence", "verdict"):
         t.add_column(h, justify="left" if h in ("variant", "dtype / quantization", "verdict") else "right")
     verdicts = {j.variant: j for j in judgements}
     for v in variants:
         j = verdicts.get(v.name)
-        t.add_row(v.name, v.precision, _fmt(v.planned_memory_gib, 1), _fmt(v.gpu_memory_used_gib, 1),
+        t.add_row(v.name, v.precision, _fmt(v.planned_weights_gib, 1), _fmt(v.gpu_memory_used_gib, 1),
                   _fmt(v.output_throughput, 1), _fmt(v.ttft_p95_ms, 0), f"{v.score:.3f} ({v.passed}/{v.scored})",
                   "-" if j is None else f"{j.score_drop:+.3f}", _fmt(v.divergence, 3),
                   "baseline" if j is None else "[green]ACCEPTED[/]" if j.accepted else "[red]REJECTED[/]")
@@ -108,7 +108,7 @@ def result_dict(variants: Sequence[Variant], level: int, max_score_drop: float,
     """The table as JSON, with the verdicts and warnings (what --out writes as NAME.json)."""
     verdicts = {j.variant: j for j in judgements}
     rows = [{"variant": v.name, "bench": v.bench_path, "eval": v.eval_path, "dtype": v.measured.get("dtype"),
-             "quantization": v.measured.get("quantization"), "planned_memory_gib": v.planned_memory_gib,
+             "quantization": v.measured.get("quantization"), "planned_weights_gib": v.planned_weights_gib,
              "gpu_memory_used_gib": v.gpu_memory_used_gib, "output_throughput": v.output_throughput,
              "ttft_p95_ms": v.ttft_p95_ms, "score": v.score, "passed": v.passed, "scored": v.scored,
              "score_drop": verdicts[v.name].score_drop if v.name in verdicts else None,

@@ -36,7 +36,7 @@ def write_png(path: str | Path, variants: Sequence[Variant], level: int, judgeme
     fig, axes = plt.subplots(2, 2, figsize=(max(9.0, 2.2 * len(variants) + 4), 8))
     mem, thr, ttft, score = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
 
-    _bars(mem, [x - 0.2 for x in xs], [v.planned_memory_gib for v in variants], colours, 1, width=0.4, alpha=0.55)
+    _bars(mem, [x - 0.2 for x in xs], [v.planned_weights_gib for v in variants], colours, 1, width=0.4, alpha=0.55)
     _bars(mem, [x + 0.2 for x in xs], [v.gpu_memory_used_gib for v in variants], colours, 1, width=0.4,
           hatch="//", edgecolor="white")
     mem.set_title("memory (GiB): planned (light), GPU used (hatched)", fontsize=10)

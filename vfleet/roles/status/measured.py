@@ -31,7 +31,7 @@ from vfleet.roles.status.parsers import weights_version
 from vfleet.roles.status.probes import Probe, vllm_probes
 from vfleet.roles.weights.sync import copy_name
 
-__all__ = ["GPU_FIELDS", "measured_probes", "parse_argv", "gpu_rows", "planned_memory_gib", "record_of",
+__all__ = ["GPU_FIELDS", "measured_probes", "parse_argv", "gpu_rows", "planned_weights_gib", "record_of",
            "measured_records", "common_record"]
 
 # name last: parse_rows lets the last column keep a comma a GPU name might hold
@@ -79,9 +79,11 @@ def _number(value: str | None) -> float | None:
         return None
 
 
-def planned_memory_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float | None:
-    """Weights + KV cache the capacity plan gives this host over its tensor-parallel GPUs, in
-    GiB; None when the model's config.json is not on the controller or the GPU size is unknown."""
+def planned_weights_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float | None:
+    """The weights the capacity plan counts for this host over its tensor-parallel GPUs, in GiB
+    (what a dtype or quantization changes; the KV cache takes whatever the budget leaves, so
+    weights + KV is the same for every variant); None when the model's config.json is not on
+    the controller or the GPU size is unknown."""
     folder = Path(str(cfg.model_source or "")).expanduser()
     if not cfg.model_source or not gpu_memory_mib or not (folder / "config.json").is_file():
         return None
@@ -90,8 +92,7 @@ def planned_memory_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float |
     plan = capacity.plan_for_host(cfg, facts)
     if plan is None:
         return None
-    per_gpu = plan.weights_bytes_per_gpu + plan.kv_cache_bytes_per_gpu
-    return round(per_gpu * plan.tensor_parallel_size / 2**30, 2)
+    return round(plan.weights_bytes_per_gpu * plan.tensor_parallel_size / 2**30, 2)
 
 
 def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
         model=cfg.model_name, weights_version=copy, dtype=cfg.dtype, quantization=cfg.quantization,
         kv_cache_dtype=cfg.kv_cache_dtype, gpu_model=", ".join(names) or None, gpu_count=len(gpus) or None,
         gpu_memory_used_mib=sum(u for u in used if u is not None) if used and None not in used else None,
-        planned_memory_gib=planned_memory_gib(cfg, min(totals) if totals else None))
+        planned_weights_gib=planned_weights_gib(cfg, min(totals) if totals else None))
 
 
 def measured_records(play: Play, hosts: Sequence[str]) -> dict[str, dict[str, Any]]:
