@@ -1,1 +1,2 @@
-"""The lab's tiny model (build_tiny_model)."""
+"""The lab's tiny model: built and trained here (build_tiny_model), and altered copies of it for
+proving the eval gate (variants)."""

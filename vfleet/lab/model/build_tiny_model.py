@@ -1,12 +1,17 @@
-"""Build a tiny Llama-architecture model locally (no download), for the lab's real vLLM.
+"""Build the lab's tiny Llama-architecture model locally (no download), for the lab's real vLLM.
 
-Random weights (fixed seed), hidden 256, 4 heads, 2 KV heads, head_dim 64, 2 layers
-(head_dim 16 is rejected by vLLM's CPU attention kernel), a byte-level BPE tokenizer trained
-here on a fixed built-in text, a ChatML chat template in tokenizer_config.json, and a
-generation_config.json. Weights are saved with save_pretrained as safetensors.
+A model that answers the built-in eval set (vfleet/clients/eval/data/builtin.jsonl) by heart: the
+eval gate needs answers that can be right or wrong, and nothing general fits a 2-core lab.
+Hidden 256, 4 heads, 2 KV heads, head_dim 64, 2 layers (head_dim 16 is rejected by vLLM's CPU
+attention kernel), trained on CPU here (vfleet/lab/model/train.py) on fixed conversations
+(vfleet/lab/model/corpus.py); a byte-level BPE tokenizer trained on the same text, a ChatML chat
+template in tokenizer_config.json (replies end with <|im_end|>, the eos), a generation_config.json.
+Weights are saved with save_pretrained as bf16 safetensors, then loaded back and checked: the
+build fails (TrainingFailed, the destination untouched) unless transformers' greedy decoding
+gives every eval reference exactly.
 
-Deterministic: the same versions of torch/transformers/tokenizers give byte-identical files
-(checked by build twice + compare; see docs/lab-vllm-notes.md).
+Deterministic: the same versions of torch/transformers/tokenizers on the same kind of CPU give
+byte-identical files (checked by build twice + compare; see docs/lab-vllm-notes.md).
 
 Needs (controller side, requirements-lab.txt): torch, transformers, tokenizers.
 
@@ -18,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
-from vfleet.lab.system import swap_into_place
+from vfleet.lab.model.corpus import Conversation, conversations
+from vfleet.lab.model.staging import staged_folder
+from vfleet.lab.model.train import TrainingFailed, TrainSettings, deterministic_torch, encode, train, wrong_answers
 
-SEED = 1234
 HIDDEN = 256
 HEADS = 4
 KV_HEADS = 2
@@ -66,7 +71,15 @@ def main():\n    print("hello, world")\n    return 0\n
 """
 
 
-def _train_tokenizer():
+def _tokenizer_lines(convs: list[Conversation]) -> list[str]:
+    """The tokenizer's training text: the built-in text and every training conversation, so the
+    questions and replies the model learns take few tokens."""
+    chats = [f"{m['role']}\n{m['content']}" for c in convs for m in c.messages]
+    chats += [f"assistant\n{c.reply}" for c in convs]
+    return CORPUS.splitlines() * 4 + chats
+
+
+def _train_tokenizer(lines: list[str]):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())
@@ -79,7 +92,6 @@ def _train_tokenizer():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    lines = CORPUS.splitlines() * 4
     tok.train_from_iterator(lines, trainer=trainer, length=len(lines))
     return tok
 
@@ -104,19 +116,34 @@ def _tokenizer_config(tok) -> dict:
     }
 
 
-def build_tiny_model(dest: Path, seed: int = SEED) -> Path:
-    """Build the tiny model into ``dest`` (replaced if it exists) and return ``dest``."""
+def _model_config(tok):
+    from transformers import LlamaConfig
+
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    return LlamaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
+        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
+        pad_token_id=ids[PAD],
+    )
+
+
+def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings()) -> Path:
+    """Build the trained tiny model into ``dest`` (replaced if it exists) and return ``dest``.
+
+    Raises TrainingFailed (and leaves ``dest`` as it was) when the saved model, loaded back as
+    vLLM loads it (bf16), does not answer every reference of the built-in eval set under greedy
+    decoding."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, GenerationConfig, LlamaForCausalLM
 
-    dest = Path(dest)
-    tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        tok = _train_tokenizer()
+    convs = conversations()
+    with staged_folder(dest) as tmp:
+        tok = _train_tokenizer(_tokenizer_lines(convs))
         tok.save(str(tmp / "tokenizer.json"))
         ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
         (tmp / "tokenizer_config.json").write_text(
@@ -124,49 +151,45 @@ def build_tiny_model(dest: Path, seed: int = SEED) -> Path:
         (tmp / "special_tokens_map.json").write_text(json.dumps(
             {"bos_token": BOS, "eos_token": IM_END, "pad_token": PAD},
             indent=2, sort_keys=True) + "\n")
+        tokenizer = AutoTokenizer.from_pretrained(str(tmp))
+        rows = [encode(tokenizer, conv, IM_END) for conv in convs]
 
-        vocab = tok.get_vocab_size()
-        config = LlamaConfig(
-            vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
-            num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-            num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
-            max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
-            pad_token_id=ids[PAD],
-        )
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-        model = model.to(getattr(torch, DTYPE))
-        model.eval()
-        model.generation_config = GenerationConfig(
-            bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
-            pad_token_id=ids[PAD], do_sample=True, temperature=0.7, top_p=0.9,
-            max_new_tokens=64,
-        )
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        # save_pretrained of some transformers versions adds the dtype differently; pin it
-        cfg_path = tmp / "config.json"
-        cfg = json.loads(cfg_path.read_text())
-        cfg["torch_dtype"] = DTYPE
-        cfg["dtype"] = DTYPE
-        cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-
-        swap_into_place(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
+        with deterministic_torch(settings.threads):
+            torch.manual_seed(settings.seed)
+            model = LlamaForCausalLM(_model_config(tok))
+            train(model, rows, ids[PAD], settings)
+            model = model.to(getattr(torch, DTYPE))
+            model.generation_config = GenerationConfig(
+                bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
+                pad_token_id=ids[PAD], do_sample=True, temperature=0.7, top_p=0.9,
+                max_new_tokens=64,
+            )
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            # save_pretrained of some transformers versions adds the dtype differently; pin it
+            cfg_path = tmp / "config.json"
+            cfg = json.loads(cfg_path.read_text())
+            cfg["torch_dtype"] = DTYPE
+            cfg["dtype"] = DTYPE
+            cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+            wrong = wrong_answers(tmp)
+            if wrong:
+                raise TrainingFailed(f"lab model: {len(wrong)} eval references not reproduced, "
+                                     f"e.g. {wrong[0]}: raise max_steps or margin in TrainSettings")
+    return Path(dest)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Build the tiny lab Llama model")
     ap.add_argument("dest", type=Path)
-    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--seed", type=int, default=TrainSettings.seed)
     ap.add_argument("--manifest", action="store_true",
                     help="also write MANIFEST.sha256 (vfleet.roles.weights.manifest)")
     args = ap.parse_args(argv)
-    out = build_tiny_model(args.dest, seed=args.seed)
+    try:
+        out = build_tiny_model(args.dest, TrainSettings(seed=args.seed))
+    except TrainingFailed as e:
+        print(e, file=sys.stderr)
+        return 1
     if args.manifest:
         from vfleet.roles.weights.manifest import write_manifest
         write_manifest(out)
