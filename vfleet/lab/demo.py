@@ -3,6 +3,7 @@ gateway), the tiny model and the offline wheelhouse, writes a deploy inventory b
 lab's own, deploys, smoke-checks, prints the recap and a curl command for the gateway."""
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -35,10 +36,15 @@ DEPLOY_VARS = {
 
 
 def ensure_model() -> Path:
-    """The tiny Llama the lab serves (built locally: no download exists here)."""
-    if not (MODEL_DIR / "config.json").is_file():
-        from vfleet.lab.model.build_tiny_model import build_tiny_model
+    """The tiny Llama the lab serves (built locally: no download exists here), rebuilt when the
+    cache was made by another recipe (its build stamp differs)."""
+    from vfleet.lab.model.build_tiny_model import BUILD_STAMP, RECIPE, build_tiny_model
 
+    try:
+        built = json.loads((MODEL_DIR / BUILD_STAMP).read_text()).get("recipe")
+    except (OSError, ValueError, AttributeError):
+        built = None
+    if built != RECIPE or not (MODEL_DIR / "config.json").is_file():
         build_tiny_model(MODEL_DIR)
     return MODEL_DIR
 

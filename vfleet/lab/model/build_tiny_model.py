@@ -39,6 +39,10 @@ INTERMEDIATE = 512
 VOCAB_SIZE = 1024          # target; BPE stops earlier if the text has no more merges
 MAX_POSITIONS = 2048
 DTYPE = "bfloat16"
+# What the lab's model cache is checked against (vfleet/lab/demo.py ensure_model): a cache built
+# by another recipe (the random-weights model of earlier versions) is rebuilt, not served.
+BUILD_STAMP = "vfleet-build.json"
+RECIPE = "trained-on-builtin-eval-1"
 
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>",
                   "<|pad|>"]
@@ -171,6 +175,7 @@ def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings()) -> P
             cfg["torch_dtype"] = DTYPE
             cfg["dtype"] = DTYPE
             cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+            (tmp / BUILD_STAMP).write_text(json.dumps({"recipe": RECIPE}) + "\n")
             wrong = wrong_answers(tmp)
             if wrong:
                 raise TrainingFailed(f"lab model: {len(wrong)} eval references not reproduced, "
