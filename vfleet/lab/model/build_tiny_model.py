@@ -24,18 +24,28 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from vfleet.lab.model.corpus import Conversation, conversations
 from vfleet.lab.model.staging import staged_folder
 from vfleet.lab.model.train import TrainingFailed, TrainSettings, deterministic_torch, encode, train, wrong_answers
 
-HIDDEN = 256
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = 64
-LAYERS = 2
-INTERMEDIATE = 512
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The architecture. The lab's default is small enough to serve on two shared CPU cores;
+    a GPU run (docs/evidence/h200-eval/) trains a larger one on the same conversations, so that
+    quantization has weights worth quantizing. head_dim 16 is rejected by vLLM's CPU attention."""
+    hidden: int = 256
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 64
+    layers: int = 2
+    intermediate: int = 512
+
+
 VOCAB_SIZE = 1024          # target; BPE stops earlier if the text has no more merges
 MAX_POSITIONS = 2048
 DTYPE = "bfloat16"
@@ -120,14 +130,14 @@ def _tokenizer_config(tok) -> dict:
     }
 
 
-def _model_config(tok):
+def _model_config(tok, shape: Shape):
     from transformers import LlamaConfig
 
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     return LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+        vocab_size=tok.get_vocab_size(), hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
         max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-5,
         tie_word_embeddings=False,
         bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
@@ -135,7 +145,8 @@ def _model_config(tok):
     )
 
 
-def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings()) -> Path:
+def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings(), shape: Shape = Shape(),
+                     device: str = "cpu") -> Path:
     """Build the trained tiny model into ``dest`` (replaced if it exists) and return ``dest``.
 
     Raises TrainingFailed (and leaves ``dest`` as it was) when the saved model, loaded back as
@@ -160,9 +171,9 @@ def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings()) -> P
 
         with deterministic_torch(settings.threads):
             torch.manual_seed(settings.seed)
-            model = LlamaForCausalLM(_model_config(tok))
+            model = LlamaForCausalLM(_model_config(tok, shape)).to(device)
             train(model, rows, ids[PAD], settings)
-            model = model.to(getattr(torch, DTYPE))
+            model = model.to("cpu", getattr(torch, DTYPE))
             model.generation_config = GenerationConfig(
                 bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
                 pad_token_id=ids[PAD], do_sample=True, temperature=0.7, top_p=0.9,

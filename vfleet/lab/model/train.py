@@ -110,7 +110,8 @@ def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, settings:
     margin holds; return the steps taken."""
     import torch
 
-    batches = _batches(rows, pad_id, settings.batch_rows)
+    device = next(model.parameters()).device
+    batches = [tuple(t.to(device) for t in batch) for batch in _batches(rows, pad_id, settings.batch_rows)]
     reply_tokens = sum(int((labels != IGNORE).sum()) for _, labels, _ in batches)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
