@@ -36,10 +36,13 @@ from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.rollout import gate as gate_role, rolling
 from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
 from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
+from vfleet.clients.eval.report import EvalReport
+from vfleet.engine.runner import HostFailed
 from tests.unit.configs import LAB_VARS, host_config
 
 MAX_DROP, MAX_DIVERGENCE = 0.03, 0.10
 IDS = ["capital-france", "add-small", "json-person", "count-three"]
+HASHES = {i: f"hash-{i}" for i in IDS}   # EvalItem.digest of each item of the eval set
 
 
 # -- EvalReport-shaped data and a judge over it ------------------------------------------------
@@ -61,6 +64,9 @@ class Report:
     def items(self) -> list:
         return [type("Item", (), item) for item in self.data["items"]]
 
+    def baseline_problem(self) -> str | None:
+        return EvalReport.baseline_problem(self)   # the real check, over these items
+
     @property
     def score(self) -> float:
         judged = [i for i in self.data["items"] if i["passed"] is not None]
@@ -71,9 +77,10 @@ class Report:
 
 
 def report(model: str = "tiny", failing: tuple[str, ...] = (), divergence: float | None = None,
-           max_tokens: int = 24) -> Report:
+           max_tokens: int = 24, error: str | None = None) -> Report:
     items = [{"id": i, "reply": "Lyon." if i in failing else "ok", "passed": i not in failing,
-              "divergence": divergence} for i in IDS]
+              "divergence": divergence, "error": error, "token_ids": [] if error else [7, 8],
+              "item_hash": HASHES[i]} for i in IDS]
     return Report({"target": {"base_url": "http://x:8000", "model": model, "label": "x"},
                    "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
                    "measured": {}, "items": items, "created": "2026-12-02T16:00:00"})
@@ -88,6 +95,7 @@ class Comparison:
     divergence: float | None
     regressed: list[str]
     measured_changes: list[str]
+    divergence_signed: float | None = None
 
     def line(self) -> str:
         verdict = "PASSED" if self.passed else "FAILED"
@@ -114,8 +122,12 @@ class Recorded(rolling.Rollout):
     def wait_inflight(self, ctx) -> float:
         return 0.0
 
+    failing: set[str]   # hosts whose restart fails
+
     def restart_host(self, ctx, new_venv):
         self.calls.append(("restart", ctx.name, new_venv))
+        if ctx.name in self.failing:
+            raise HostFailed("not ready after 600s")
         return RestartTimes(ready_s=1.0, restart_s=2.0, stop_s=0.5)
 
     def rollback(self, ctx, old_venv, old_version) -> bool:
@@ -123,9 +135,9 @@ class Recorded(rolling.Rollout):
         return True
 
 
-def fleet_of(tmp_path: Path, models: dict[str, str]) -> Fleet:
+def fleet_of(tmp_path: Path, models: dict[str, str], **more: Any) -> Fleet:
     hosts = {h: {"model_name": m} for h, m in models.items()}
-    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local"},
+    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local", **more},
                     "children": {"vllm": {"hosts": hosts}}}}
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -140,14 +152,14 @@ def run_gated(tmp_path, monkeypatch):
     monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.31.0" if venv else None)
 
     def run(models: dict[str, str], evals: dict[tuple[str, str], Any], *, upgrade: bool = True,
-            saved: tuple[Report, str] | None = None):
-        fleet = fleet_of(tmp_path, models)
+            saved: tuple[Report, str] | None = None, failing: tuple[str, ...] = (), **more: Any):
+        fleet = fleet_of(tmp_path, models, **more)
         out = io.StringIO()
         play = make_play("upgrade", fleet, fleet.vllm_hosts, TaskOptions(),
                          console=Console(file=out, width=400, highlight=False))
         r = Recorded(play, backends(fleet), list(models), [], upgrade=upgrade,
                      restore=None if upgrade else (lambda ctx: "the saved point"))
-        r.calls = []
+        r.calls, r.failing = [], set(failing)
 
         def evaluate(cfg, reference):
             phase = "baseline" if reference is None else "candidate"
@@ -228,6 +240,35 @@ def test_no_baseline_means_no_restart_and_the_canary_back_in_service(run_gated):
     assert "gpu1" in play.active   # failed, yet still serving: later steps (smoke, put back) still see it
 
 
+def test_a_baseline_whose_items_errored_is_no_baseline(run_gated):
+    """A key changed since the fleet was deployed: the baseline is all HTTP 401; judged against
+    it, any candidate would pass ("score 0.00 -> 0.00")."""
+    evals = {("gpu1", "baseline"): report(failing=tuple(IDS), error="HTTP 401: invalid API key")}
+    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
+    assert r.calls == [("baseline", "gpu1", True, "tiny")]   # nothing restarted
+    assert summary.stopped == "eval gate: no baseline on gpu1: the canary was not restarted"
+    assert summary.drained == [] and play.exit_code == 1
+    why = play.results["gpu1"].steps[-1].message
+    assert "4 of 4 item(s) have no usable reply (first: capital-france: error HTTP 401: invalid API key)" in why
+
+
+def test_an_aborted_run_rolls_held_canaries_back_instead_of_undraining_them(run_gated):
+    """max_fail_percentage 0: a1's restart fails, the play aborts, b1 (restarted, never judged)
+    goes back to its old version, it does not return to the gateways on the new one."""
+    models = {"a1": "m1", "a2": "m1", "b1": "m2", "b2": "m2"}
+    evals = {(h, "baseline"): report(m) for h, m in (("a1", "m1"), ("b1", "m2"))}
+    r, play, summary, _ = run_gated(models, evals, failing=("a1",), max_fail_percentage=0)
+    assert play.aborted and summary.batches[0] == ["a1", "b1"]
+    rollbacks = {c[1] for c in r.calls if c[0] == "rollback"}
+    assert rollbacks == {"a1", "b1"} and not [c for c in r.calls if c[0] == "candidate"]
+    info = play.results["b1"].get(RolloutInfo)
+    assert info.rolled_back and info.serving == "/opt/vllm/vllm-0.31.0"
+    assert summary.serving["b1"] == "/opt/vllm/vllm-0.31.0" and summary.drained == []
+    verdict = report_dict(play)["gate"]["hosts"]["b1"]
+    assert verdict["passed"] is False and verdict["line"].startswith("eval gate: not judged: ")
+    assert "rolled back and serving again" in verdict["line"]
+
+
 def test_a_saved_baseline_is_reused_instead_of_recorded(run_gated, tmp_path):
     saved = report()
     r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, {("gpu1", "candidate"): report()},
@@ -256,17 +297,34 @@ def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
 def test_refusals_name_the_host_and_the_fix():
     tiny, chatless = host_config(name="gpu1"), host_config({"serve_completions_only": True}, name="gpu2")
     settings = {"seed": 0, "max_tokens": 24}
-    assert refusal({"gpu1": tiny}, None, IDS, settings) is None
-    assert refusal({"gpu1": tiny}, report(), IDS, settings) is None
-    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, IDS, settings, {"gpu1", "gpu9"})
-    assert refusal({"gpu2": chatless}, None, IDS, settings).startswith("gpu2 serves /v1/completions only")
-    other = refusal({"gpu1": tiny}, report("llama"), IDS, settings)
+    assert refusal({"gpu1": tiny}, None, HASHES, settings) is None
+    assert refusal({"gpu1": tiny}, report(), HASHES, settings) is None
+    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, HASHES, settings, {"gpu1", "gpu9"})
+    assert refusal({"gpu2": chatless}, None, HASHES, settings).startswith("gpu2 serves /v1/completions only")
+    other = refusal({"gpu1": tiny}, report("llama"), HASHES, settings)
     assert other == ("the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
                      "of 'llama', or drop `baseline:`")
     assert "no result for 1 item(s) of the eval set (first: new-item)" in refusal(
-        {"gpu1": tiny}, report(), IDS + ["new-item"], settings)
-    assert refusal({"gpu1": tiny}, report(max_tokens=64), IDS, settings) == (
+        {"gpu1": tiny}, report(), {**HASHES, "new-item": "h"}, settings)
+    assert refusal({"gpu1": tiny}, report(max_tokens=64), HASHES, settings) == (
         "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal")
+
+
+def test_a_saved_baseline_that_errored_was_edited_or_lacks_settings_is_refused():
+    tiny, settings = host_config(name="gpu1"), {"seed": 0, "max_tokens": 24}
+    errored = refusal({"gpu1": tiny}, report(error="HTTP 401: invalid API key"), HASHES, settings)
+    assert errored.startswith("the baseline is no baseline: 4 of 4 item(s) have no usable reply (first: "
+                              "capital-france: error HTTP 401: invalid API key)")
+    edited = refusal({"gpu1": tiny}, report(), {**HASHES, "add-small": "hash-of-the-new-prompt"}, settings)
+    assert edited.startswith("1 item(s) of the eval set differ from the baseline's (first: add-small: messages, "
+                             "expectation or max_tokens changed")
+    bare = report()
+    bare.data["settings"] = {}
+    assert refusal({"gpu1": tiny}, bare, HASHES, settings) == (
+        "the baseline records no decoding settings: record a new one (drop `baseline:`)")
+    unset = report()
+    del unset.data["settings"]["seed"]
+    assert "(seed unset -> 0)" in refusal({"gpu1": tiny}, unset, HASHES, settings)
 
 
 def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_path, monkeypatch):
