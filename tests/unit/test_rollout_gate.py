@@ -35,7 +35,7 @@ from vfleet.cli.options import TaskOptions
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.rollout import gate as gate_role, rolling
 from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
-from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
+from vfleet.roles.rollout.records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
 from vfleet.clients.eval.report import EvalReport
 from vfleet.engine.runner import HostFailed
 from tests.unit.configs import LAB_VARS, host_config
@@ -390,3 +390,26 @@ def test_help_names_the_gate(task, tmp_path):
     assert p.returncode == 0, p.stderr
     flat = " ".join(p.stdout.split())
     assert "--gate=STRING" in flat and "the first batch is a canary" in flat, flat
+
+
+def test_untried_hosts_get_their_files_back_even_when_the_play_aborted(tmp_path, monkeypatch):
+    """After an abort run_step refuses every step; the hosts never restarted must still lose the
+    new unit, env and weights link on disk, each with its result in the report."""
+    from vfleet.cli import deploy_steps
+
+    fleet = fleet_of(tmp_path, {"a1": "m1", "a2": "m1", "b2": "m2"})
+    play = make_play("deploy", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=io.StringIO()))
+    play.aborted = "1 of 4 hosts failed (25% > max_fail_percentage 0%): stopping the run"
+
+    def restore(ctx) -> str:
+        if ctx.name == "b2":
+            raise HostFailed("ssh: connection reset")
+        return "the rollback point of 2026-12-02T16:00"
+    monkeypatch.setattr(deploy_steps.rollback_point, "restore", restore)
+    deploy_steps._restore_untried(play, ["a1", "a2", "b2"])
+    for host in ("a1", "a2"):
+        assert play.results[host].get(RestoredUntried) is not None
+        assert "the rollback point of 2026-12-02T16:00 put back" in play.results[host].steps[-1].message
+    assert play.results["b2"].failed
+    assert "putting its saved point back failed: ssh: connection reset" in play.results["b2"].steps[-1].message
+    assert report_dict(play)["hosts"]["a1"]
