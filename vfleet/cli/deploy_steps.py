@@ -237,7 +237,9 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
 
 
 def step_smoke(play: Play, fleet: Fleet) -> None:
-    if play.options.check:
+    """Smoke every serving host and gateway; not after an abort (no step runs any more, and
+    the run must still reach its report and last lines)."""
+    if play.options.check or play.aborted:
         return
     workers = fleet.workers  # no HTTP on a replica's workers
     play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])
