@@ -18,7 +18,7 @@ from vfleet.engine.strict_json import MIB, read_json, type_name
 TASK = "eval"
 FORMAT = 1
 SCORING_FAILED = "scoring the reference reply"   # how an item's error begins when its divergence failed
-MAX_BYTES = 64 * MIB   # a report of thousands of items with top logprobs is a few MiB
+MAX_BYTES = 256 * MIB   # every token's top logprobs: a set of thousands of items is tens of MiB
 
 _NUM, _STR = {"type": ["number", "null"]}, {"type": ["string", "null"]}
 ITEM_SCHEMA: dict[str, Any] = {
@@ -124,6 +124,10 @@ class EvalReport:
         """The report in `d` (parsed JSON), its shape and types checked: a tampered or foreign
         file is one VfleetError line naming `source` and the field, never a traceback, and a
         report without items is refused (it would compare as "nothing regressed")."""
+        task = d.get("task") if isinstance(d, dict) else None
+        if isinstance(task, str) and task != TASK:   # another vfleet result, e.g. two files swapped
+            raise VfleetError(f"{source}: a `vfleet {task[:40]}` result, not a `vfleet eval` report; give a report "
+                              "written by `vfleet eval`")
         err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(d))
         if err is not None:
             where = "/".join(str(p) for p in err.absolute_path) or "(top)"
