@@ -123,9 +123,12 @@ class Recorded(rolling.Rollout):
         return 0.0
 
     failing: set[str]   # hosts whose restart fails
+    versions: dict[str, str]   # what each host runs, as its live measured record says
+    measured: dict[tuple[str, str], dict]   # (host, phase) -> the measured record its eval got
 
     def restart_host(self, ctx, new_venv):
         self.calls.append(("restart", ctx.name, new_venv))
+        self.versions[ctx.name] = "0.32.0"
         if ctx.name in self.failing:
             raise HostFailed("not ready after 600s")
         return RestartTimes(ready_s=1.0, restart_s=2.0, stop_s=0.5)
@@ -159,10 +162,11 @@ def run_gated(tmp_path, monkeypatch):
                          console=Console(file=out, width=400, highlight=False))
         r = Recorded(play, backends(fleet), list(models), [], upgrade=upgrade,
                      restore=None if upgrade else (lambda ctx: "the saved point"))
-        r.calls, r.failing = [], set(failing)
+        r.calls, r.failing, r.versions, r.measured = [], set(failing), {h: "0.31.0" for h in models}, {}
 
-        def evaluate(cfg, reference):
+        def evaluate(cfg, reference, measured):
             phase = "baseline" if reference is None else "candidate"
+            r.measured[(cfg.name, phase)] = measured
             r.calls.append((phase, cfg.name, cfg.name in r.drained, cfg.served_model_name))
             answer = evals[(cfg.name, phase)]
             if isinstance(answer, Exception):
@@ -171,7 +175,10 @@ def run_gated(tmp_path, monkeypatch):
 
         record = GateRecord("eval.yaml", "built-in", {"max_score_drop": MAX_DROP, "max_divergence": MAX_DIVERGENCE},
                             {"seed": 0, "max_tokens": 24})
-        r.gate = EvalGate(Evaluator(evaluate, judge), record, str(tmp_path / "run-gate"), saved)
+        def measure(ctx) -> dict:
+            return {"vllm_version": r.versions[ctx.name], "dtype": "bfloat16"}
+
+        r.gate = EvalGate(Evaluator(evaluate, judge, measure), record, str(tmp_path / "run-gate"), saved)
         summary = r.run("1", 0.0)
         play.note(summary)
         return r, play, summary, out.getvalue()
@@ -201,6 +208,9 @@ def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated,
     assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: PASSED: score 1.00 -> 1.00")
     assert f"baseline saved in {base}" in lines[0] and "`baseline:`" in lines[0]
     assert "[gpu1] eval gate: PASSED" in out   # said when judged, before the next batch
+    # the live record, read before the restart for the baseline and after it for the candidate
+    assert r.measured == {("gpu1", "baseline"): {"vllm_version": "0.31.0", "dtype": "bfloat16"},
+                          ("gpu1", "candidate"): {"vllm_version": "0.32.0", "dtype": "bfloat16"}}
     assert report_dict(play)["hosts"]["gpu1"]["rollout"]["undrain_s"] >= 0
 
 
@@ -294,6 +304,13 @@ def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
 
 
 # -- what is refused before anything changes ---------------------------------------------------
+def test_the_baseline_keeps_only_what_the_host_said_of_its_live_record():
+    live = {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"], "model": "tiny", "dtype": "bfloat16",
+            "quantization": None, "kv_cache_dtype": "auto", "planned_weights_gib": 15.0, "gpu_count": 1}
+    assert gate_role.baseline_measured(live) == {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"],
+                                                 "gpu_count": 1}
+
+
 def test_refusals_name_the_host_and_the_fix():
     tiny, chatless = host_config(name="gpu1"), host_config({"serve_completions_only": True}, name="gpu2")
     settings = {"seed": 0, "max_tokens": 24}
@@ -332,7 +349,7 @@ def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_
     monkeypatch.chdir(tmp_path)
     prefix = reports_prefix(None, "deploy")
     assert prefix.startswith(str(tmp_path / "vfleet-deploy-gate-2"))
-    gate = EvalGate(Evaluator(None, None), GateRecord("g", "built-in", {}, {}), prefix)
+    gate = EvalGate(Evaluator(None, None, None), GateRecord("g", "built-in", {}, {}), prefix)
     assert gate.path("baseline", "gpu1") == prefix + "-baseline-gpu1.json"
     assert gate.path("candidate", "a/b c") == prefix + "-candidate-a_b_c.json"
 

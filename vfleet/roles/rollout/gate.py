@@ -49,17 +49,29 @@ __all__ = ["Evaluator", "GateVerdict", "GateRecord", "EvalGate", "open_gate", "r
 
 # decoding settings that change the replies themselves: a baseline made with others is not comparable
 REPLY_SETTINGS = ("seed", "max_tokens")
+# fields of the live measured record that come from the inventory (HostConfig), i.e. describe
+# what is being rolled out: true of the candidate, not of what the baseline ran
+FROM_INVENTORY = ("model", "dtype", "quantization", "kv_cache_dtype", "planned_weights_gib")
+
+
+def baseline_measured(live: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a canary's live record, read before its restart, that the host itself said."""
+    return {k: v for k, v in live.items() if k not in FROM_INVENTORY}
 
 
 @dataclass(frozen=True)
 class Evaluator:
-    """The two eval calls the gate makes, bound to the gate file: `run(config, reference)`
-    evaluates one host (vfleet.clients.eval.runner.run_eval, with the reference's replies
-    scored too when given), `judge(baseline, candidate)` compares two reports
-    (compare.compare under the file's thresholds)."""
+    """The calls the gate makes, bound to the gate file: `measure(ctx)` reads what the host
+    runs now (vfleet/roles/status/measured.py host_record: one SSH round trip), `run(config,
+    reference, measured)` evaluates one host (run_eval, with the reference's replies scored
+    too when given, the live record kept as the report's `measured`), `judge(baseline,
+    candidate)` compares two reports (compare.compare under the file's thresholds). The
+    baseline is measured before the restart and the candidate after, so the verdict says what
+    changed (vLLM version, argv, weights copy)."""
 
-    run: Callable[[HostConfig, "EvalReport | None"], "EvalReport"]
+    run: Callable[[HostConfig, "EvalReport | None", dict[str, Any]], "EvalReport"]
     judge: Callable[["EvalReport", "EvalReport"], "Comparison"]
+    measure: Callable[[HostContext], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,7 @@ class EvalGate:
         try:
             rollout.drain(ctx)
             rollout.wait_inflight(ctx)
-            report = self.evaluator.run(ctx.config, None)
+            report = self.evaluator.run(ctx.config, None, self.evaluator.measure(ctx))
             report.save(path)
             problem = report.baseline_problem()
             if problem:   # e.g. HTTP 401 after a key change: every candidate would "pass" against it
@@ -199,7 +211,7 @@ class EvalGate:
         cand_path = self.path("candidate", ctx.name)
         waiting(ctx, "the eval gate")
         try:
-            candidate = self.evaluator.run(ctx.config, baseline)
+            candidate = self.evaluator.run(ctx.config, baseline, self.evaluator.measure(ctx))
             candidate.save(cand_path)
             verdict = GateVerdict.of(self.evaluator.judge(baseline, candidate), base_path, cand_path,
                                      reused=self.saved is not None)
@@ -278,6 +290,7 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     from vfleet.clients.eval.report import EvalReport
     from vfleet.clients.eval.runner import run_eval
     from vfleet.clients.eval.targets import host_target, measured_for
+    from vfleet.roles.status.measured import host_record
 
     config = load_gate(path)
     items = load_evalset(config.evalset)
@@ -288,13 +301,16 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     if why:
         raise VfleetError(f"--gate {path}: {why}")
 
-    def run(cfg: HostConfig, reference: EvalReport | None) -> EvalReport:
+    def run(cfg: HostConfig, reference: EvalReport | None, live: dict[str, Any]) -> EvalReport:
         # the inventory describes the setup being rolled out: what the candidate runs, not the baseline
-        return run_eval(host_target(cfg), items, config.settings, reference=reference,
-                        measured=measured_for(cfg) if reference is not None else None)
+        measured = {**measured_for(cfg), **live} if reference is not None else baseline_measured(live)
+        return run_eval(host_target(cfg), items, config.settings, reference=reference, measured=measured)
 
     record = GateRecord(path, config.evalset or "built-in", dataclasses.asdict(config.thresholds), settings)
-    return EvalGate(Evaluator(run, lambda a, b: compare(a, b, config.thresholds, reference_required=True)), record,
+    def judge(a: EvalReport, b: EvalReport) -> Comparison:
+        return compare(a, b, config.thresholds, reference_required=True)   # the gate always ran B against A
+
+    return EvalGate(Evaluator(run, judge, host_record), record,
                     reports_prefix(report, task), (saved, config.baseline) if saved is not None else None)
 
 
