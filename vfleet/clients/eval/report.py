@@ -132,7 +132,8 @@ class EvalReport:
         if err is not None:
             where = "/".join(str(p) for p in err.absolute_path) or "(top)"
             if err.validator == "type":
-                what = f"expected {' or '.join(err.validator_value) if isinstance(err.validator_value, list) else err.validator_value}, found {type_name(err.instance)}"
+                wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+                what = f"expected {' or '.join(wanted)}, found {type_name(err.instance)}"
             elif err.validator == "minItems":
                 what = "no items"
             else:
