@@ -58,7 +58,8 @@ def test_eval_records_tokens_and_the_same_host_twice_is_a_no_op(deployed, evalse
     assert all(i["scored_tokens"] for i in b["items"] if i["reply"])
     c = vfleet("eval.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), timeout=120)
     assert c.returncode == 0, c.stdout + c.stderr
-    assert "eval gate: PASSED" in c.stdout
+    assert "eval gate: PASSED" in c.stdout and "nats/token" in c.stdout, c.stdout   # divergence measured
+    assert "not measured" not in c.stdout, c.stdout
 
 
 def test_another_host_against_a_reference_gives_a_divergence(deployed, evalset, tmp_path):

@@ -47,7 +47,9 @@ def test_a_no_op_upgrade_passes_the_gate_and_rolls_every_host(deployed, tmp_path
     assert load["requests"] >= 10 and load["failed"] == 0 and load["truncated"] == 0, load
     assert list(report["gate"]["hosts"]) == ["lab1"]   # the canary alone is judged
     verdict = report["gate"]["hosts"]["lab1"]
-    assert verdict["passed"] and verdict["score_drop"] <= 0.03 and verdict["divergence"] <= 0.10, verdict
+    assert verdict["passed"] and verdict["score_drop"] <= 0.03, verdict
+    assert verdict["divergence"] is not None and 0 <= verdict["divergence"] <= 0.10, verdict   # measured
+    assert "divergence not measured" not in verdict["line"], verdict
     assert report["gate"]["settings"]["max_tokens"] == 24
     assert report["rollout"]["stopped"] is None and report["rollout"]["drained"] == []
     assert [len(b) for b in report["rollout"]["batches"]] == [1, 1]
@@ -101,4 +103,4 @@ def test_degraded_weights_are_stopped_at_the_canary_and_rolled_back(deployed, tm
     baseline = EvalReport.load(verdict["baseline"])
     now = run_eval(host_target(cfg), load_evalset(None), EvalSettings(**GATE), reference=baseline)
     again = compare(baseline, now, Thresholds())
-    assert again.passed, again.line()
+    assert again.passed and again.divergence is not None, again.line()

@@ -59,9 +59,47 @@ def test_gate_file(tmp_path):
     p.write_text("max_score_drop: lots\n")
     with pytest.raises(VfleetError, match=r"eval.yaml: key 'max_score_drop': 'lots' is not of type 'number'"):
         load_gate(str(p))
+    for key in ("max_divergence", "max_score_drop"):
+        for value in (".nan", ".inf"):
+            p.write_text(f"{key}: {value}\n")
+            with pytest.raises(VfleetError, match=rf"eval.yaml: key '{key}': (nan|inf) is not a finite number"):
+                load_gate(str(p))
     p.write_text("- a list\n")
     with pytest.raises(VfleetError, match="a gate file is a mapping"):
         load_gate(str(p))
     p.write_text("a: [unclosed\n")
     with pytest.raises(VfleetError, match="not YAML"):
         load_gate(str(p))
+
+
+def referenced(n: int, divergences: list[float | None], errors: dict[int, str] | None = None, **more):
+    """B run against A over n items: item k has divergences[k] (scored_tokens 0 when None)."""
+    errors = errors or {}
+    return report(*(item(f"i{k}", True, d, scored_tokens=0 if d is None else 5, error=errors.get(k))
+                    for k, d in enumerate(divergences)), **more)
+
+
+@pytest.mark.parametrize("b,words", [
+    (referenced(4, [None] * 4), "divergence not measured: no item of A could be scored under B"),
+    (referenced(4, [0.01, 0.01, None, None], {2: "scoring the reference reply: HTTP 400: no prompt_logprobs"}),
+     "divergence not measured on 1 item(s): scoring failed (first: i2)"),
+    (referenced(4, [0.01, None, None, None]), "divergence measured on only 1 of 4 item(s) (fewer than half)"),
+])
+def test_a_divergence_not_measured_fails_when_b_ran_against_a(b, words):
+    a = scored(4, 4)
+    c = compare(a, b, Thresholds(), reference_required=True)
+    assert not c.passed and words in c.line() and c.line().startswith("eval gate: FAILED")
+    assert not compare(a, b, Thresholds()).passed     # B carries divergence fields: it ran against A
+
+
+def test_the_gate_requires_a_divergence_and_half_the_items_are_enough():
+    a = scored(4, 4)
+    assert not compare(a, scored(4, 4), Thresholds(), reference_required=True).passed
+    assert compare(a, referenced(4, [0.01, 0.02, None, None]), Thresholds(), reference_required=True).passed
+
+
+def test_the_divergence_judged_is_absolute_so_a_sharper_candidate_fails_too():
+    a = scored(4, 4)
+    b = report(*(item(f"i{k}", True, 0.3, scored_tokens=5, divergence_signed=-0.3) for k in range(4)))
+    c = compare(a, b, Thresholds())
+    assert not c.passed and c.divergence == pytest.approx(0.3) and c.divergence_signed == pytest.approx(-0.3)

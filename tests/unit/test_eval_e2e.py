@@ -135,6 +135,8 @@ def test_cli_eval_reference_and_compare(fake, tmp_path, evalset):
     assert "france: divergence 0.500 nats/token" in bad.stdout
     loose = vfleet_cli("eval.compare", str(out / "a.json"), str(out / "c.json"), "--max-divergence", "0.6")
     assert loose.returncode == 0, loose.stdout
+    off = vfleet_cli("eval.compare", str(out / "a.json"), str(out / "c.json"), "--max-divergence", "nan")
+    assert off.returncode == 2 and "--max-divergence nan: both must be finite numbers" in off.stderr, off.stderr
 
 
 def test_limit_writes_one_report_a_host_and_batch_invariance_on_says_nothing(fake, tmp_path, evalset):
@@ -160,4 +162,4 @@ def test_unreachable_target_and_bad_input_are_one_line(tmp_path, evalset):
     bad = _eval(inv, tmp_path, "--host", "node1", "--evalset", str(tmp_path / "inv.yaml"))
     assert bad.returncode == 2 and f"{tmp_path / 'inv.yaml'}:1: not valid JSON" in bad.stderr
     cmp = vfleet_cli("eval.compare", str(tmp_path / "inv.yaml"), evalset)
-    assert cmp.returncode == 2 and "not JSON" in cmp.stderr and "Traceback" not in cmp.stderr
+    assert cmp.returncode == 2 and "not valid JSON" in cmp.stderr and "Traceback" not in cmp.stderr

@@ -122,6 +122,9 @@ def write_bad_files(tmp: Path) -> None:
     for item in no_expectations["items"]:
         item["passed"] = None
     (tmp / "free.eval.json").write_text(json.dumps(no_expectations))
+    tampered = json.loads((DATA / "fp8.eval.json").read_text())
+    tampered["items"][0]["reply"] = 5
+    (tmp / "tampered.eval.json").write_text(json.dumps(tampered))
 
 
 def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], tuple[str, ...], str]]:
@@ -136,9 +139,13 @@ def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], tuple[str, ...], str]]:
         "files swapped": ([spec("bf16"), f"fp8={DATA / 'fp8.eval.json'},{DATA / 'fp8.bench.json'}"], (),
                           f"--variant fp8: {DATA / 'fp8.eval.json'}: not a `vfleet bench` result"),
         "bench as eval": ([spec("bf16"), spec("fp8", report=DATA / "fp8.bench.json")], (),
-                          "a bench result where the eval report belongs; the order is NAME=BENCH.json,EVAL.json"),
+                          f"--variant fp8: {DATA / 'fp8.bench.json'}: a `vfleet bench` result, not a `vfleet eval` "
+                          "report; give a report written by `vfleet eval`; the order is NAME=BENCH.json,EVAL.json"),
         "eval without expectations": ([spec("bf16"), spec("fp8", report=tmp / "free.eval.json")], (),
                                       "no item has an expectation (answer, regex or schema)"),
+        "tampered eval": ([spec("bf16"), spec("fp8", report=tmp / "tampered.eval.json")], (),
+                          f"--variant fp8: {tmp / 'tampered.eval.json'}: not a `vfleet eval` report: items/0/reply: "
+                          "expected string, found an integer"),
         "memory as text": ([spec("bf16"), spec("fp8", bench=tmp / "text-memory.json")], (),
                            f"--variant fp8: {tmp / 'text-memory.json'}: measured: key 'gpu_memory_used_mib': "
                            "expected a positive number"),

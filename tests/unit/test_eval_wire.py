@@ -73,6 +73,15 @@ def test_divergence_is_the_mean_gap_in_nats_per_token():
     assert d.value == pytest.approx(0.3) and d.scored == 3
 
 
+def test_divergence_is_absolute_so_sharper_tokens_and_mixed_signs_do_not_cancel():
+    ids, lps = _reference()
+    sharper = divergence(ids, [lp - 0.3 for lp in lps], wire.parse_prompt_scores(capture("prompt-logprobs")))
+    assert sharper.value == pytest.approx(0.3) and sharper.signed == pytest.approx(-0.3)
+    mixed = divergence(ids, [lp + s for lp, s in zip(lps, (0.3, -0.3, 0.0))],
+                       wire.parse_prompt_scores(capture("prompt-logprobs")))
+    assert mixed.value == pytest.approx(0.2) and mixed.signed == pytest.approx(0.0)
+
+
 def test_a_trailing_stop_token_is_not_scored():
     ids, lps = _reference()
     d = divergence(ids + [3], lps + [-0.01], wire.parse_prompt_scores(capture("prompt-logprobs")))

@@ -35,11 +35,14 @@ from vfleet.cli.options import TaskOptions
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.rollout import gate as gate_role, rolling
 from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
-from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
+from vfleet.roles.rollout.records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
+from vfleet.clients.eval.report import EvalReport
+from vfleet.engine.runner import HostFailed
 from tests.unit.configs import LAB_VARS, host_config
 
 MAX_DROP, MAX_DIVERGENCE = 0.03, 0.10
 IDS = ["capital-france", "add-small", "json-person", "count-three"]
+HASHES = {i: f"hash-{i}" for i in IDS}   # EvalItem.digest of each item of the eval set
 
 
 # -- EvalReport-shaped data and a judge over it ------------------------------------------------
@@ -61,6 +64,9 @@ class Report:
     def items(self) -> list:
         return [type("Item", (), item) for item in self.data["items"]]
 
+    def baseline_problem(self) -> str | None:
+        return EvalReport.baseline_problem(self)   # the real check, over these items
+
     @property
     def score(self) -> float:
         judged = [i for i in self.data["items"] if i["passed"] is not None]
@@ -71,9 +77,10 @@ class Report:
 
 
 def report(model: str = "tiny", failing: tuple[str, ...] = (), divergence: float | None = None,
-           max_tokens: int = 24) -> Report:
+           max_tokens: int = 24, error: str | None = None) -> Report:
     items = [{"id": i, "reply": "Lyon." if i in failing else "ok", "passed": i not in failing,
-              "divergence": divergence} for i in IDS]
+              "divergence": divergence, "error": error, "token_ids": [] if error else [7, 8],
+              "item_hash": HASHES[i]} for i in IDS]
     return Report({"target": {"base_url": "http://x:8000", "model": model, "label": "x"},
                    "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
                    "measured": {}, "items": items, "created": "2026-12-02T16:00:00"})
@@ -88,6 +95,7 @@ class Comparison:
     divergence: float | None
     regressed: list[str]
     measured_changes: list[str]
+    divergence_signed: float | None = None
 
     def line(self) -> str:
         verdict = "PASSED" if self.passed else "FAILED"
@@ -114,8 +122,15 @@ class Recorded(rolling.Rollout):
     def wait_inflight(self, ctx) -> float:
         return 0.0
 
+    failing: set[str]   # hosts whose restart fails
+    versions: dict[str, str]   # what each host runs, as its live measured record says
+    measured: dict[tuple[str, str], dict]   # (host, phase) -> the measured record its eval got
+
     def restart_host(self, ctx, new_venv):
         self.calls.append(("restart", ctx.name, new_venv))
+        self.versions[ctx.name] = "0.32.0"
+        if ctx.name in self.failing:
+            raise HostFailed("not ready after 600s")
         return RestartTimes(ready_s=1.0, restart_s=2.0, stop_s=0.5)
 
     def rollback(self, ctx, old_venv, old_version) -> bool:
@@ -123,9 +138,9 @@ class Recorded(rolling.Rollout):
         return True
 
 
-def fleet_of(tmp_path: Path, models: dict[str, str]) -> Fleet:
+def fleet_of(tmp_path: Path, models: dict[str, str], **more: Any) -> Fleet:
     hosts = {h: {"model_name": m} for h, m in models.items()}
-    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local"},
+    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local", **more},
                     "children": {"vllm": {"hosts": hosts}}}}
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -140,17 +155,18 @@ def run_gated(tmp_path, monkeypatch):
     monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.31.0" if venv else None)
 
     def run(models: dict[str, str], evals: dict[tuple[str, str], Any], *, upgrade: bool = True,
-            saved: tuple[Report, str] | None = None):
-        fleet = fleet_of(tmp_path, models)
+            saved: tuple[Report, str] | None = None, failing: tuple[str, ...] = (), **more: Any):
+        fleet = fleet_of(tmp_path, models, **more)
         out = io.StringIO()
         play = make_play("upgrade", fleet, fleet.vllm_hosts, TaskOptions(),
                          console=Console(file=out, width=400, highlight=False))
         r = Recorded(play, backends(fleet), list(models), [], upgrade=upgrade,
                      restore=None if upgrade else (lambda ctx: "the saved point"))
-        r.calls = []
+        r.calls, r.failing, r.versions, r.measured = [], set(failing), {h: "0.31.0" for h in models}, {}
 
-        def evaluate(cfg, reference):
+        def evaluate(cfg, reference, measured):
             phase = "baseline" if reference is None else "candidate"
+            r.measured[(cfg.name, phase)] = measured
             r.calls.append((phase, cfg.name, cfg.name in r.drained, cfg.served_model_name))
             answer = evals[(cfg.name, phase)]
             if isinstance(answer, Exception):
@@ -159,7 +175,10 @@ def run_gated(tmp_path, monkeypatch):
 
         record = GateRecord("eval.yaml", "built-in", {"max_score_drop": MAX_DROP, "max_divergence": MAX_DIVERGENCE},
                             {"seed": 0, "max_tokens": 24})
-        r.gate = EvalGate(Evaluator(evaluate, judge), record, str(tmp_path / "run-gate"), saved)
+        def measure(ctx) -> dict:
+            return {"vllm_version": r.versions[ctx.name], "dtype": "bfloat16"}
+
+        r.gate = EvalGate(Evaluator(evaluate, judge, measure), record, str(tmp_path / "run-gate"), saved)
         summary = r.run("1", 0.0)
         play.note(summary)
         return r, play, summary, out.getvalue()
@@ -189,6 +208,9 @@ def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated,
     assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: PASSED: score 1.00 -> 1.00")
     assert f"baseline saved in {base}" in lines[0] and "`baseline:`" in lines[0]
     assert "[gpu1] eval gate: PASSED" in out   # said when judged, before the next batch
+    # the live record, read before the restart for the baseline and after it for the candidate
+    assert r.measured == {("gpu1", "baseline"): {"vllm_version": "0.31.0", "dtype": "bfloat16"},
+                          ("gpu1", "candidate"): {"vllm_version": "0.32.0", "dtype": "bfloat16"}}
     assert report_dict(play)["hosts"]["gpu1"]["rollout"]["undrain_s"] >= 0
 
 
@@ -228,6 +250,35 @@ def test_no_baseline_means_no_restart_and_the_canary_back_in_service(run_gated):
     assert "gpu1" in play.active   # failed, yet still serving: later steps (smoke, put back) still see it
 
 
+def test_a_baseline_whose_items_errored_is_no_baseline(run_gated):
+    """A key changed since the fleet was deployed: the baseline is all HTTP 401; judged against
+    it, any candidate would pass ("score 0.00 -> 0.00")."""
+    evals = {("gpu1", "baseline"): report(failing=tuple(IDS), error="HTTP 401: invalid API key")}
+    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
+    assert r.calls == [("baseline", "gpu1", True, "tiny")]   # nothing restarted
+    assert summary.stopped == "eval gate: no baseline on gpu1: the canary was not restarted"
+    assert summary.drained == [] and play.exit_code == 1
+    why = play.results["gpu1"].steps[-1].message
+    assert "4 of 4 item(s) have no usable reply (first: capital-france: error HTTP 401: invalid API key)" in why
+
+
+def test_an_aborted_run_rolls_held_canaries_back_instead_of_undraining_them(run_gated):
+    """max_fail_percentage 0: a1's restart fails, the play aborts, b1 (restarted, never judged)
+    goes back to its old version, it does not return to the gateways on the new one."""
+    models = {"a1": "m1", "a2": "m1", "b1": "m2", "b2": "m2"}
+    evals = {(h, "baseline"): report(m) for h, m in (("a1", "m1"), ("b1", "m2"))}
+    r, play, summary, _ = run_gated(models, evals, failing=("a1",), max_fail_percentage=0)
+    assert play.aborted and summary.batches[0] == ["a1", "b1"]
+    rollbacks = {c[1] for c in r.calls if c[0] == "rollback"}
+    assert rollbacks == {"a1", "b1"} and not [c for c in r.calls if c[0] == "candidate"]
+    info = play.results["b1"].get(RolloutInfo)
+    assert info.rolled_back and info.serving == "/opt/vllm/vllm-0.31.0"
+    assert summary.serving["b1"] == "/opt/vllm/vllm-0.31.0" and summary.drained == []
+    verdict = report_dict(play)["gate"]["hosts"]["b1"]
+    assert verdict["passed"] is False and verdict["line"].startswith("eval gate: not judged: ")
+    assert "rolled back and serving again" in verdict["line"]
+
+
 def test_a_saved_baseline_is_reused_instead_of_recorded(run_gated, tmp_path):
     saved = report()
     r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, {("gpu1", "candidate"): report()},
@@ -253,20 +304,44 @@ def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
 
 
 # -- what is refused before anything changes ---------------------------------------------------
+def test_the_baseline_keeps_only_what_the_host_said_of_its_live_record():
+    live = {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"], "model": "tiny", "dtype": "bfloat16",
+            "quantization": None, "kv_cache_dtype": "auto", "planned_weights_gib": 15.0, "gpu_count": 1}
+    assert gate_role.baseline_measured(live) == {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"],
+                                                 "gpu_count": 1}
+
+
 def test_refusals_name_the_host_and_the_fix():
     tiny, chatless = host_config(name="gpu1"), host_config({"serve_completions_only": True}, name="gpu2")
     settings = {"seed": 0, "max_tokens": 24}
-    assert refusal({"gpu1": tiny}, None, IDS, settings) is None
-    assert refusal({"gpu1": tiny}, report(), IDS, settings) is None
-    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, IDS, settings, {"gpu1", "gpu9"})
-    assert refusal({"gpu2": chatless}, None, IDS, settings).startswith("gpu2 serves /v1/completions only")
-    other = refusal({"gpu1": tiny}, report("llama"), IDS, settings)
+    assert refusal({"gpu1": tiny}, None, HASHES, settings) is None
+    assert refusal({"gpu1": tiny}, report(), HASHES, settings) is None
+    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, HASHES, settings, {"gpu1", "gpu9"})
+    assert refusal({"gpu2": chatless}, None, HASHES, settings).startswith("gpu2 serves /v1/completions only")
+    other = refusal({"gpu1": tiny}, report("llama"), HASHES, settings)
     assert other == ("the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
                      "of 'llama', or drop `baseline:`")
     assert "no result for 1 item(s) of the eval set (first: new-item)" in refusal(
-        {"gpu1": tiny}, report(), IDS + ["new-item"], settings)
-    assert refusal({"gpu1": tiny}, report(max_tokens=64), IDS, settings) == (
+        {"gpu1": tiny}, report(), {**HASHES, "new-item": "h"}, settings)
+    assert refusal({"gpu1": tiny}, report(max_tokens=64), HASHES, settings) == (
         "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal")
+
+
+def test_a_saved_baseline_that_errored_was_edited_or_lacks_settings_is_refused():
+    tiny, settings = host_config(name="gpu1"), {"seed": 0, "max_tokens": 24}
+    errored = refusal({"gpu1": tiny}, report(error="HTTP 401: invalid API key"), HASHES, settings)
+    assert errored.startswith("the baseline is no baseline: 4 of 4 item(s) have no usable reply (first: "
+                              "capital-france: error HTTP 401: invalid API key)")
+    edited = refusal({"gpu1": tiny}, report(), {**HASHES, "add-small": "hash-of-the-new-prompt"}, settings)
+    assert edited.startswith("1 item(s) of the eval set differ from the baseline's (first: add-small: messages, "
+                             "expectation or max_tokens changed")
+    bare = report()
+    bare.data["settings"] = {}
+    assert refusal({"gpu1": tiny}, bare, HASHES, settings) == (
+        "the baseline records no decoding settings: record a new one (drop `baseline:`)")
+    unset = report()
+    del unset.data["settings"]["seed"]
+    assert "(seed unset -> 0)" in refusal({"gpu1": tiny}, unset, HASHES, settings)
 
 
 def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_path, monkeypatch):
@@ -274,7 +349,7 @@ def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_
     monkeypatch.chdir(tmp_path)
     prefix = reports_prefix(None, "deploy")
     assert prefix.startswith(str(tmp_path / "vfleet-deploy-gate-2"))
-    gate = EvalGate(Evaluator(None, None), GateRecord("g", "built-in", {}, {}), prefix)
+    gate = EvalGate(Evaluator(None, None, None), GateRecord("g", "built-in", {}, {}), prefix)
     assert gate.path("baseline", "gpu1") == prefix + "-baseline-gpu1.json"
     assert gate.path("candidate", "a/b c") == prefix + "-candidate-a_b_c.json"
 
@@ -332,3 +407,27 @@ def test_help_names_the_gate(task, tmp_path):
     assert p.returncode == 0, p.stderr
     flat = " ".join(p.stdout.split())
     assert "--gate=STRING" in flat and "the first batch is a canary" in flat, flat
+
+
+def test_untried_hosts_get_their_files_back_even_when_the_play_aborted(tmp_path, monkeypatch):
+    """After an abort run_step refuses every step; the hosts never restarted must still lose the
+    new unit, env and weights link on disk, each with its result in the report."""
+    from vfleet.cli import deploy_steps
+
+    fleet = fleet_of(tmp_path, {"a1": "m1", "a2": "m1", "b2": "m2"})
+    play = make_play("deploy", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=io.StringIO()))
+    play.aborted = "1 of 4 hosts failed (25% > max_fail_percentage 0%): stopping the run"
+
+    def restore(ctx) -> str:
+        if ctx.name == "b2":
+            raise HostFailed("ssh: connection reset")
+        return "the rollback point of 2026-12-02T16:00"
+    monkeypatch.setattr(deploy_steps.rollback_point, "restore", restore)
+    deploy_steps._restore_untried(play, ["a1", "a2", "b2"])
+    for host in ("a1", "a2"):
+        assert play.results[host].get(RestoredUntried) is not None
+        assert "the rollback point of 2026-12-02T16:00 put back" in play.results[host].steps[-1].message
+    assert play.results["b2"].failed
+    assert "putting its saved point back failed: ssh: connection reset" in play.results["b2"].steps[-1].message
+    deploy_steps.step_smoke(play, fleet)   # refused after an abort: the run goes on to its report
+    assert report_dict(play)["hosts"]["a1"]

@@ -113,6 +113,13 @@ def test_json_schema_fails_with_what_was_wrong(serve, content, why):
     assert seen["reply"] == content
 
 
+def test_json_schema_cut_at_max_tokens_says_truncated_not_ignored(serve):
+    ok, message, seen = probe(smoke_probes.json_schema, serve('{"city": "Paris", "country": "Fr', "length")[0])
+    assert not ok and seen["finish_reason"] == "length"
+    assert message.startswith("reply was truncated at max_tokens 48 (finish_reason length)")
+    assert "ignored response_format" not in message
+
+
 def test_json_schema_passes_a_reply_that_satisfies_the_schema_and_asks_as_openai_does(serve):
     t, asked = serve('{"city": "Berlin", "country": "Germany"}', "stop")
     ok, message, _ = probe(smoke_probes.json_schema, t)

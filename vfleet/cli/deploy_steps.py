@@ -213,7 +213,9 @@ def _batch_budget(play: Play, among: list[str]) -> float:
 def _restore_untried(play: Play, deferred: list[str]) -> None:
     """The batches stopped: hosts never restarted still serve from their saved point; put
     their files back too, so none is left with a new unit on disk that its process never ran
-    (the next crash or reboot would start it)."""
+    (the next crash or reboot would start it). When the play aborted (max_fail_percentage),
+    run_step refuses every step, yet these files must still go back: then host by host on
+    their contexts, each result recorded, so --report and the gate's lines are still written."""
     def put_back(ctx) -> None:
         what = rollback_point.restore(ctx)
         ctx.result.note(RestoredUntried())
@@ -222,11 +224,22 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
 
     active = set(play.active)
     untried = [n for n in deferred if n in active and play.results[n].get(RolloutInfo) is None]
-    play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
+    if not play.aborted:
+        play.run_step("rollout stopped: put back untried hosts", put_back, hosts=untried)
+        return
+    for name in untried:
+        ctx = play.contexts[name]
+        ctx.step_name = "rollout stopped: put back untried hosts"
+        try:
+            put_back(ctx)
+        except VfleetError as exc:   # HostFailed, unreachable, a command that failed: say so and go on
+            ctx.record("rollout", name, Status.FAILED, f"not restarted; putting its saved point back failed: {exc}")
 
 
 def step_smoke(play: Play, fleet: Fleet) -> None:
-    if play.options.check:
+    """Smoke every serving host and gateway; not after an abort (no step runs any more, and
+    the run must still reach its report and last lines)."""
+    if play.options.check or play.aborted:
         return
     workers = fleet.workers  # no HTTP on a replica's workers
     play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])

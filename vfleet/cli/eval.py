@@ -6,6 +6,7 @@ a threshold). What eval needs of a host comes from its HostConfig through
 vfleet/clients/eval/targets.py (URL, served model name, key, the `measured` record)."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -130,8 +131,9 @@ def compare(c, a, b, max_score_drop=0.03, max_divergence=0.10):
     from vfleet.clients.eval.table import compare_table
 
     limits = Thresholds(max_score_drop=float(max_score_drop), max_divergence=float(max_divergence))
-    if limits.max_score_drop < 0 or limits.max_divergence < 0:
-        raise VfleetError("--max-score-drop and --max-divergence must be 0 or more")
+    if not all(math.isfinite(v) and v >= 0 for v in (limits.max_score_drop, limits.max_divergence)):
+        raise VfleetError(f"--max-score-drop {max_score_drop} --max-divergence {max_divergence}: both must be "
+                          "finite numbers, 0 or more (NaN would turn the check off)")
     ra, rb = EvalReport.load(a), EvalReport.load(b)
     result = compare_reports(ra, rb, limits)
     console = output_console()

@@ -106,6 +106,9 @@ def json_schema(client: httpx.Client, t: Endpoint) -> tuple[bool, str, dict[str,
     reply, finish = _ask(client, t, JSON_MESSAGES, JSON_MAX_TOKENS, response_format={
         "type": "json_schema", "json_schema": {"name": "smoke", "schema": CAPITAL_SCHEMA}})
     seen = {"finish_reason": finish, "reply": reply[:200]}
+    if finish == "length":   # cut mid-object: not JSON, yet the server did follow the schema
+        return False, (f"reply was truncated at max_tokens {JSON_MAX_TOKENS} (finish_reason length) before its "
+                       f"JSON closed: {reply[:60]!r}; the model wrote more than the schema asks for"), seen
     try:
         value = json.loads(reply)
     except ValueError as exc:

@@ -4,13 +4,18 @@ Two figures, each with a threshold: the score drop (A's score minus B's, as a fr
 field's rule of thumb accepts at most 3 points for a quantized variant) and B's divergence from A
 (B run with --reference A: nats/token, docs/eval.md for the noise floor). Over either, the
 comparison fails and names the items that regressed: flipped from pass to fail, newly erroring,
-or diverging more than the threshold, worst first."""
+or diverging more than the threshold, worst first.
+
+When B was run against A (`--reference`, and always in a gate), a divergence that was not
+measured fails too: otherwise a server that rejects the scoring request (no prompt logprobs,
+an error) would pass on the score alone. Measured means: on at least half the items A answered,
+with no item whose scoring failed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from vfleet.clients.measured import differences
-from vfleet.clients.eval.report import EvalReport
+from vfleet.clients.eval.report import SCORING_FAILED, EvalReport
 from vfleet.clients.eval.scoring import quoted
 
 EPS = 1e-9   # 0.96 - 0.93 is 0.030000000000000027: a drop equal to the threshold passes
@@ -33,6 +38,8 @@ class Comparison:
     regressed: list[str]            # "capital-france: passed -> failed (reply 'Lyon.')", worst divergence items too
     measured_changes: list[str]     # vfleet.clients.measured.differences(a.measured, b.measured)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    unmeasured: str | None = None   # B ran against A yet its divergence was not measured: why (fails)
+    divergence_signed: float | None = None   # informational: which way B moved (report's divergence_signed)
 
     @property
     def score_over(self) -> bool:
@@ -53,7 +60,9 @@ class Comparison:
             op = ">" if self.score_over else "<="
             parts.append(f"score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f} {op} "
                          f"{t.max_score_drop:.2f})")
-        if self.divergence is None:
+        if self.unmeasured:
+            parts.append(self.unmeasured)
+        elif self.divergence is None:
             parts.append("divergence not measured (run B with --reference A)")
         else:
             op = ">" if self.divergence_over else "<="
@@ -84,11 +93,35 @@ def regressions(a: EvalReport, b: EvalReport, thresholds: Thresholds) -> list[st
     return out
 
 
-def compare(a: EvalReport, b: EvalReport, thresholds: Thresholds) -> Comparison:
+def referenced(b: EvalReport) -> bool:
+    """B was run with a reference (its settings say so, or an item carries divergence fields)."""
+    return "reference" in b.settings or any(i.divergence is not None or i.scored_tokens is not None
+                                            for i in b.items)
+
+
+def unmeasured(a: EvalReport, b: EvalReport) -> str | None:
+    """Why B's divergence from A does not count as measured (None: it does): none at all, an
+    item whose scoring failed, or fewer than half of the items A answered scored."""
+    answered = {i.id for i in a.items if i.token_ids and not i.error}
+    failed = [i.id for i in b.items if i.error and i.error.startswith(SCORING_FAILED)]
+    scored = [i for i in b.items if i.id in answered and i.divergence is not None and i.scored_tokens != 0]
+    if b.divergence is None:
+        return "divergence not measured: no item of A could be scored under B"
+    if failed:
+        return f"divergence not measured on {len(failed)} item(s): scoring failed (first: {failed[0]})"
+    if 2 * len(scored) < len(answered):
+        return f"divergence measured on only {len(scored)} of {len(answered)} item(s) (fewer than half)"
+    return None
+
+
+def compare(a: EvalReport, b: EvalReport, thresholds: Thresholds, *, reference_required: bool = False) -> Comparison:
+    """A against B. `reference_required` (the gate): B must have been run against A, and its
+    divergence measured; otherwise that is required only when B says it was run with one."""
     sa, sb = a.score, b.score
     drop = None if sa is None or sb is None else sa - sb
     c = Comparison(passed=True, score_a=sa, score_b=sb, score_drop=drop, divergence=b.divergence,
                    regressed=regressions(a, b, thresholds), measured_changes=differences(a.measured, b.measured),
-                   thresholds=thresholds)
-    c.passed = not (c.score_over or c.divergence_over)
+                   thresholds=thresholds, divergence_signed=b.divergence_signed,
+                   unmeasured=unmeasured(a, b) if reference_required or referenced(b) else None)
+    c.passed = not (c.score_over or c.divergence_over or c.unmeasured)
     return c

@@ -8,6 +8,7 @@ refused with FILE:LINE, what is wrong and the fix. The item shape is a JSON sche
 checks it); what a schema cannot say (regex compiles, the schema is a schema) is checked below."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -65,6 +66,15 @@ class EvalItem:
     def expectation(self) -> str | None:
         """Which expectation the item has ("answer", "regex", "schema"), or None."""
         return next((k for k in EXPECTATIONS if getattr(self, k) is not None), None)
+
+    @property
+    def digest(self) -> str:
+        """A short hash of what decides the item's reply and verdict (messages, expectation,
+        max_tokens): a saved baseline is comparable only over items with the same digests, an
+        id alone says nothing when the item was edited."""
+        what = {"messages": list(self.messages), "max_tokens": self.max_tokens,
+                **{k: getattr(self, k) for k in EXPECTATIONS}}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _schema_error(err: jsonschema.ValidationError) -> str:

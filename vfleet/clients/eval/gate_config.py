@@ -4,6 +4,7 @@ recording one. Validated with a JSON schema so a typo ("max_score_dorp") is refu
 and key instead of silently leaving a default in place."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ def load_gate(path: str) -> GateConfig:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise VfleetError(f"{path}: a gate file is a mapping of {KEYS}")
+    infinite = next((k for k in ("max_score_drop", "max_divergence") if isinstance(data.get(k), float)
+                     and not math.isfinite(data[k])), None)
+    if infinite:   # YAML's .nan/.inf: NaN compares false with everything, so the gate would never fail
+        raise VfleetError(f"{path}: key '{infinite}': {data[infinite]} is not a finite number; give one like 0.10")
     err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
     if err is not None:
         if err.validator == "additionalProperties":

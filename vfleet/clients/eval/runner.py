@@ -8,7 +8,7 @@ line, since every item would say the same."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,7 +19,7 @@ from vfleet.clients.bench.client import error_message
 from vfleet.clients.eval import wire
 from vfleet.clients.eval.divergence import divergence
 from vfleet.clients.eval.evalset import EvalItem
-from vfleet.clients.eval.report import EvalReport, ItemResult
+from vfleet.clients.eval.report import SCORING_FAILED, EvalReport, ItemResult
 from vfleet.clients.eval.scoring import score
 
 PATH = "/v1/chat/completions"
@@ -97,13 +97,13 @@ def _run_item(client: httpx.Client, target: EvalTarget, item: EvalItem, settings
             prompt = wire.parse_prompt_scores(_post(client, target, wire.continuation_body(
                 target.model, list(item.messages), reference.reply)))
         except ItemFailed as exc:
-            result.error = f"scoring the reference reply: {exc}"
+            result.error = f"{SCORING_FAILED}: {exc}"
             return result
         except (KeyError, TypeError, ValueError) as exc:
-            result.error = f"scoring the reference reply: unexpected reply shape ({exc})"[:300]
+            result.error = f"{SCORING_FAILED}: unexpected reply shape ({exc})"[:300]
             return result
         d = divergence(reference.token_ids, reference.logprobs, prompt)
-        result.divergence, result.scored_tokens = d.value, d.scored
+        result.divergence, result.divergence_signed, result.scored_tokens = d.value, d.signed, d.scored
     return result
 
 
@@ -111,13 +111,14 @@ def run_eval(target: EvalTarget, items: list[EvalItem], settings: EvalSettings, 
              reference: EvalReport | None = None, measured: dict | None = None) -> EvalReport:
     """Every item against `target`, in the items' order whatever the concurrency. With
     `reference` (an earlier report of the same item ids), each item also gets `divergence` =
-    mean over the reference reply's tokens of (reference logprob - this target's), nats/token."""
+    mean over the reference reply's tokens of |reference logprob - this target's|, nats/token
+    (and `divergence_signed`, the same without the absolute value)."""
     settings.check()
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     refs = {i.id: i for i in reference.items} if reference else {}
     with httpx.Client(timeout=settings.timeout) as client:
         def one(item: EvalItem) -> ItemResult:
-            return _run_item(client, target, item, settings, refs.get(item.id))
+            return replace(_run_item(client, target, item, settings, refs.get(item.id)), item_hash=item.digest)
 
         if settings.concurrency == 1:
             results = [one(i) for i in items]

@@ -2,23 +2,22 @@
 one concurrency level) and a `vfleet eval` report (its score), each with the `measured` record
 of the server it ran against (vfleet/clients/measured.py).
 
-Eval reports are read as the JSON that EvalReport.to_dict() writes (items with `passed` and
-`divergence`, `measured`, `target`), and the score is computed here from the items, the way
-EvalReport.score does (passed / items with an expectation): the contract with `vfleet eval` is
-the file format, not its classes. Every mistake is one line naming the variant, the file and
-the fix (a VfleetError: the CLI exits 2)."""
+Eval reports are read by EvalReport.load, the one strict reader of the format `vfleet eval`
+writes (and the gate and eval.compare read), so a tampered file is refused the same way
+everywhere. Every mistake is one line naming the variant, the file and the fix (a VfleetError:
+the CLI exits 2)."""
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vfleet.clients.eval.report import EvalReport
 from vfleet.clients.measured import differences
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import MIB, mapping, positive_number, read_json
 
-MAX_FILE_BYTES = 256 * MIB     # an eval report keeps every token's top logprobs: larger than a bench result
+MAX_FILE_BYTES = 256 * MIB     # a bench result: per level its figures (eval reports: clients.eval.report.MAX_BYTES)
 SPEC_FORM = "NAME=BENCH.json,EVAL.json"
 BENCH_FIX = "give the NAME.json that `vfleet bench --out DIR --name NAME` wrote"
 EVAL_FIX = "give the JSON report that `vfleet eval` wrote"
@@ -118,24 +117,19 @@ def load_bench(name: str, path: str) -> Mapping[str, Any]:
     return data
 
 
-def load_eval(name: str, path: str) -> Mapping[str, Any]:
-    data = _read(name, path, EVAL_FIX)
-    if data.get("task") == "bench":
-        raise VfleetError(f"--variant {name}: {path}: a bench result where the eval report belongs; "
-                          f"the order is {SPEC_FORM}")
-    items = data.get("items")
-    if not isinstance(items, list) or not all(isinstance(i, Mapping) and "passed" in i for i in items):
-        raise VfleetError(f"--variant {name}: {path}: not a `vfleet eval` report (items, each with 'passed'); "
-                          f"{EVAL_FIX}")
-    bad = [str(i.get("id")) for i in items if not (i["passed"] is None or isinstance(i["passed"], bool))
-           or not (i.get("divergence") is None or isinstance(i["divergence"], (int, float)))]
-    if bad:
-        raise VfleetError(f"--variant {name}: {path}: item {bad[0]}: 'passed' must be true, false or null and "
-                          f"'divergence' a number or null; {EVAL_FIX}")
-    if not any(i["passed"] is not None for i in items):
+def load_eval(name: str, path: str) -> EvalReport:
+    """The variant's eval report, read and checked by EvalReport.load (bounded, strict, typed);
+    its error line gets the variant's name and the order of the two files."""
+    if not Path(path).exists():
+        raise VfleetError(f"--variant {name}: {path}: no such file; {EVAL_FIX}")
+    try:
+        report = EvalReport.load(path)
+    except VfleetError as exc:
+        raise VfleetError(f"--variant {name}: {exc}; the order is {SPEC_FORM}") from None
+    if report.score is None:
         raise VfleetError(f"--variant {name}: {path}: no item has an expectation (answer, regex or schema), so "
                           "there is no score to compare; run `vfleet eval` with a set whose items have one")
-    return data
+    return report
 
 
 def concurrency_levels(bench: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
@@ -168,11 +162,6 @@ def pick_level(benches: Mapping[str, tuple[str, Mapping[str, Any]]], wanted: int
     return max(shared)
 
 
-def _divergence(items: list[Mapping[str, Any]]) -> float | None:
-    values = [float(i["divergence"]) for i in items if i.get("divergence") is not None]
-    return statistics.fmean(values) if values else None
-
-
 def load_variants(specs: Sequence[VariantSpec], wanted_level: int | None) -> tuple[int, list[Variant]]:
     """Every variant's files read and checked, and the level they are compared at."""
     benches = {s.name: (s.bench, load_bench(s.name, s.bench)) for s in specs}
@@ -181,14 +170,14 @@ def load_variants(specs: Sequence[VariantSpec], wanted_level: int | None) -> tup
     out = []
     for s in specs:
         bench_measured = measured_record(s.name, s.bench, benches[s.name][1])
-        eval_measured = measured_record(s.name, s.eval, evals[s.name])
-        items = evals[s.name]["items"]
+        report = evals[s.name]
+        eval_measured = measured_record(s.name, s.eval, {"measured": report.measured})
+        judged = [i for i in report.items if i.passed is not None]
         out.append(Variant(
             name=s.name, bench_path=s.bench, eval_path=s.eval,
             level=concurrency_levels(benches[s.name][1])[level],
-            passed=sum(1 for i in items if i["passed"] is True),
-            scored=sum(1 for i in items if i["passed"] is not None),
-            divergence=_divergence(items),
+            passed=sum(1 for i in judged if i.passed), scored=len(judged),
+            divergence=report.divergence,
             measured={**eval_measured, **bench_measured},
             mismatch=differences(bench_measured, eval_measured)))
     return level, out

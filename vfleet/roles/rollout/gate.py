@@ -49,17 +49,29 @@ __all__ = ["Evaluator", "GateVerdict", "GateRecord", "EvalGate", "open_gate", "r
 
 # decoding settings that change the replies themselves: a baseline made with others is not comparable
 REPLY_SETTINGS = ("seed", "max_tokens")
+# fields of the live measured record that come from the inventory (HostConfig), i.e. describe
+# what is being rolled out: true of the candidate, not of what the baseline ran
+FROM_INVENTORY = ("model", "dtype", "quantization", "kv_cache_dtype", "planned_weights_gib")
+
+
+def baseline_measured(live: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a canary's live record, read before its restart, that the host itself said."""
+    return {k: v for k, v in live.items() if k not in FROM_INVENTORY}
 
 
 @dataclass(frozen=True)
 class Evaluator:
-    """The two eval calls the gate makes, bound to the gate file: `run(config, reference)`
-    evaluates one host (vfleet.clients.eval.runner.run_eval, with the reference's replies
-    scored too when given), `judge(baseline, candidate)` compares two reports
-    (compare.compare under the file's thresholds)."""
+    """The calls the gate makes, bound to the gate file: `measure(ctx)` reads what the host
+    runs now (vfleet/roles/status/measured.py host_record: one SSH round trip), `run(config,
+    reference, measured)` evaluates one host (run_eval, with the reference's replies scored
+    too when given, the live record kept as the report's `measured`), `judge(baseline,
+    candidate)` compares two reports (compare.compare under the file's thresholds). The
+    baseline is measured before the restart and the candidate after, so the verdict says what
+    changed (vLLM version, argv, weights copy)."""
 
-    run: Callable[[HostConfig, "EvalReport | None"], "EvalReport"]
+    run: Callable[[HostConfig, "EvalReport | None", dict[str, Any]], "EvalReport"]
     judge: Callable[["EvalReport", "EvalReport"], "Comparison"]
+    measure: Callable[[HostContext], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,8 @@ class GateVerdict:
         where = (f"baseline {baseline} (from the gate file)" if reused else
                  f"baseline saved in {baseline} (a later run reuses it as `baseline:` in the gate file)")
         figures = {"score_baseline": cmp.score_a, "score_candidate": cmp.score_b, "score_drop": cmp.score_drop,
-                   "divergence": cmp.divergence, "regressed": list(cmp.regressed),
+                   "divergence": cmp.divergence, "divergence_signed": cmp.divergence_signed,
+                   "regressed": list(cmp.regressed),
                    "measured_changes": list(cmp.measured_changes)}
         return cls(cmp.passed, f"{cmp.line()}; {where}", baseline, candidate, figures)
 
@@ -149,8 +162,11 @@ class EvalGate:
         try:
             rollout.drain(ctx)
             rollout.wait_inflight(ctx)
-            report = self.evaluator.run(ctx.config, None)
+            report = self.evaluator.run(ctx.config, None, self.evaluator.measure(ctx))
             report.save(path)
+            problem = report.baseline_problem()
+            if problem:   # e.g. HTTP 401 after a key change: every candidate would "pass" against it
+                raise VfleetError(f"{problem}; see {path}")
         except Exception as exc:  # noqa: BLE001: any failure leaves the canary unjudged: it must not restart
             rollout.undrain(ctx)
             ctx.record("eval gate", "baseline", Status.FAILED, f"no baseline: {type(exc).__name__}: {exc}; "
@@ -164,9 +180,9 @@ class EvalGate:
         play = rollout.play
         active = set(play.active)
         judged = [h for h in batch if h in rollout.held and h in active]   # restarted, held drained
-        if play.aborted:   # no step runs any more: back in the gateways as a rollout without a gate leaves them
+        if play.aborted:   # no step runs any more: unjudged, they go back as a failed restart does
             for h in judged:
-                rollout.undrain(play.contexts[h])
+                self._unjudged(rollout, play.contexts[h], play.aborted)
             return None
         play.run_step("eval gate: the canary against its baseline, drained", lambda ctx: self._judge(rollout, ctx),
                       hosts=judged)
@@ -176,6 +192,17 @@ class EvalGate:
         return (f"eval gate: the canary {', '.join(regressed)} regressed and was rolled back: "
                 "not starting the next batch")
 
+    def _unjudged(self, rollout: Rollout, ctx: HostContext, why: str) -> None:
+        """A restarted canary the gate cannot judge (the run aborted: no step runs any more)
+        goes back to what it served before by the path a failed restart takes, directly on its
+        context; never into the gateways on the version nobody judged."""
+        info = ctx.result.get(RolloutInfo)
+        ctx.step_name = "canary"
+        where = rollout.roll_back(ctx, info, switched=info.serving != info.from_venv)
+        line = f"eval gate: not judged: {why}; {where}"
+        self.record.hosts[ctx.name] = GateVerdict(False, line, self.baselines[ctx.name][1], None)
+        ctx.record("eval gate", ctx.name, Status.FAILED, line)
+
     def _judge(self, rollout: Rollout, ctx: HostContext) -> None:
         """Evaluate a restarted canary against its baseline: passed, it goes back into the
         gateways; failed (or not evaluated), it goes back to what it served before."""
@@ -184,7 +211,7 @@ class EvalGate:
         cand_path = self.path("candidate", ctx.name)
         waiting(ctx, "the eval gate")
         try:
-            candidate = self.evaluator.run(ctx.config, baseline)
+            candidate = self.evaluator.run(ctx.config, baseline, self.evaluator.measure(ctx))
             candidate.save(cand_path)
             verdict = GateVerdict.of(self.evaluator.judge(baseline, candidate), base_path, cand_path,
                                      reused=self.saved is not None)
@@ -204,11 +231,12 @@ class EvalGate:
         raise HostFailed(f"{verdict.line}; {where}")
 
 
-def refusal(hosts: Mapping[str, HostConfig], baseline: EvalReport | None, item_ids: list[str],
+def refusal(hosts: Mapping[str, HostConfig], baseline: EvalReport | None, item_hashes: Mapping[str, str],
             settings: Mapping[str, Any], replica_members: Collection[str] = ()) -> str | None:
     """Why these hosts cannot be gated (None: they can): a multi-host replica (its rollback
-    restarts only the head), a model served without chat, or a saved baseline recorded on
-    another model, over other items or with other decoding settings."""
+    restarts only the head), a model served without chat, or a saved baseline that is no
+    baseline (items that errored) or that was recorded on another model, over other items
+    (`item_hashes`: the eval set's id -> EvalItem.digest) or with other decoding settings."""
     replicas = [h for h in hosts if h in replica_members]
     if replicas:
         return (f"{replicas[0]} is part of a multi-host replica: a replica's rollback restarts only its head, "
@@ -218,18 +246,28 @@ def refusal(hosts: Mapping[str, HostConfig], baseline: EvalReport | None, item_i
         return f"{chatless[0]} serves /v1/completions only (no chat template): the eval set is chat messages"
     if baseline is None:
         return None
+    problem = baseline.baseline_problem()
+    if problem:
+        return f"the baseline is no baseline: {problem}; record a new one (drop `baseline:`)"
     model = baseline.target.get("model")
     other = next((h for h, c in hosts.items() if str(c.served_model_name) != model), None)
     if other is not None:
         return (f"the baseline was recorded on model {model!r}, {other} serves "
                 f"{hosts[other].served_model_name!r}: --limit the run to hosts of {model!r}, or drop `baseline:`")
-    ids = {i.id for i in baseline.items}
-    missing = [i for i in item_ids if i not in ids]
+    hashes = {i.id: getattr(i, "item_hash", None) for i in baseline.items}
+    missing = [i for i in item_hashes if i not in hashes]
     if missing:
         return (f"the baseline has no result for {len(missing)} item(s) of the eval set (first: {missing[0]}): "
                 "record a new one (drop `baseline:`)")
-    changed = [f"{k} {baseline.settings[k]} -> {settings[k]}" for k in REPLY_SETTINGS
-               if k in baseline.settings and k in settings and baseline.settings[k] != settings[k]]
+    edited = [i for i, h in item_hashes.items() if hashes[i] != h]
+    if edited:
+        return (f"{len(edited)} item(s) of the eval set differ from the baseline's (first: {edited[0]}: messages, "
+                "expectation or max_tokens changed, or the baseline predates item hashes): record a new one "
+                "(drop `baseline:`)")
+    if not baseline.settings:
+        return "the baseline records no decoding settings: record a new one (drop `baseline:`)"
+    changed = [f"{k} {baseline.settings.get(k, 'unset')} -> {settings.get(k, 'unset')}" for k in REPLY_SETTINGS
+               if baseline.settings.get(k) != settings.get(k)]
     if changed:
         return f"the baseline was recorded with other decoding settings ({', '.join(changed)}): make them equal"
     return None
@@ -252,22 +290,27 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     from vfleet.clients.eval.report import EvalReport
     from vfleet.clients.eval.runner import run_eval
     from vfleet.clients.eval.targets import host_target, measured_for
+    from vfleet.roles.status.measured import host_record
 
     config = load_gate(path)
     items = load_evalset(config.evalset)
     saved = EvalReport.load(config.baseline) if config.baseline else None
     settings = dataclasses.asdict(config.settings)
-    why = refusal({h: fleet.config(h) for h in hosts}, saved, [i.id for i in items], settings, fleet.members)
+    why = refusal({h: fleet.config(h) for h in hosts}, saved, {i.id: i.digest for i in items}, settings,
+                  fleet.members)
     if why:
         raise VfleetError(f"--gate {path}: {why}")
 
-    def run(cfg: HostConfig, reference: EvalReport | None) -> EvalReport:
+    def run(cfg: HostConfig, reference: EvalReport | None, live: dict[str, Any]) -> EvalReport:
         # the inventory describes the setup being rolled out: what the candidate runs, not the baseline
-        return run_eval(host_target(cfg), items, config.settings, reference=reference,
-                        measured=measured_for(cfg) if reference is not None else None)
+        measured = {**measured_for(cfg), **live} if reference is not None else baseline_measured(live)
+        return run_eval(host_target(cfg), items, config.settings, reference=reference, measured=measured)
 
     record = GateRecord(path, config.evalset or "built-in", dataclasses.asdict(config.thresholds), settings)
-    return EvalGate(Evaluator(run, lambda a, b: compare(a, b, config.thresholds)), record,
+    def judge(a: EvalReport, b: EvalReport) -> Comparison:
+        return compare(a, b, config.thresholds, reference_required=True)   # the gate always ran B against A
+
+    return EvalGate(Evaluator(run, judge, host_record), record,
                     reports_prefix(report, task), (saved, config.baseline) if saved is not None else None)
 
 

@@ -22,7 +22,7 @@ from vfleet.clients import measured
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import shell_quote as q
 from vfleet.engine import redact
-from vfleet.engine.runner import Play
+from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.preflight import capacity
 from vfleet.roles.preflight.parsers.query_gpu_csv import parse_rows
 from vfleet.roles.status.collect import ask
@@ -31,7 +31,7 @@ from vfleet.roles.status.parsers import weights_version
 from vfleet.roles.status.probes import Probe, vllm_probes
 from vfleet.roles.weights.sync import copy_name
 
-__all__ = ["GPU_FIELDS", "measured_probes", "parse_argv", "gpu_rows", "planned_weights_gib", "record_of",
+__all__ = ["GPU_FIELDS", "host_record", "measured_probes", "parse_argv", "gpu_rows", "planned_weights_gib", "record_of",
            "measured_records", "common_record"]
 
 # name last: parse_rows lets the last column keep a comma a GPU name might hold
@@ -113,11 +113,16 @@ def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
         planned_weights_gib=planned_weights_gib(cfg, min(totals) if totals else None))
 
 
+def host_record(ctx: HostContext) -> dict[str, Any]:
+    """One host's measured record, one round trip, inside a step already running on it (the
+    rollout gate measures a canary in its own steps)."""
+    return record_of(ctx.config, ask(ctx, measured_probes(ctx.config)))
+
+
 def measured_records(play: Play, hosts: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each vLLM host's measured record, all hosts at once (--forks); a host that could not
     be asked has none (the play's result says why)."""
-    return play.run_step("measured", lambda ctx: record_of(ctx.config, ask(ctx, measured_probes(ctx.config))),
-                         hosts=list(hosts))
+    return play.run_step("measured", host_record, hosts=list(hosts))
 
 
 def common_record(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
