@@ -143,3 +143,26 @@ def test_smoke_runs_both_probes_after_its_other_checks():
     names = [name for name, _ in smoke.checks_for(smoke.Target("host", "http://h:8000", "tiny", None))]
     assert names == ["/health", "/v1/models", "chat completion", smoke.STREAMED, "/metrics", "api key required",
                      "stops", "json_schema"]
+
+
+class ServerError(JsonHandler):
+    """What vLLM answers when a request breaks inside the engine: HTTP 500 and its own words."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_json(500, {"error": {"message": "structured output backend failed: grammar compile error",
+                                       "type": "InternalServerError", "code": 500}})
+
+
+def test_a_server_error_carries_the_servers_own_message():
+    server = Server(("127.0.0.1", 0), ServerError)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        t = smoke.Target("host", f"http://127.0.0.1:{server.server_address[1]}", "tiny", "k3y")
+        with pytest.raises(httpx.HTTPStatusError, match=r"HTTP 500 .*grammar compile error"):
+            probe(smoke_probes.json_schema, t)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import httpx
 import jsonschema
 
+from vfleet.clients.bench.client import error_message
+
 from vfleet.config import vllm_facts
 
 STOPS = "stops"
@@ -68,7 +70,9 @@ def _ask(client: httpx.Client, t: Endpoint, messages: list[dict[str, str]], max_
     r = client.post(f"{t.base_url}/v1/chat/completions", headers=t.headers,
                     json={"model": t.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
                           **extra})
-    r.raise_for_status()
+    if r.is_error:   # the server's own words (a bare "500 Internal Server Error" says nothing)
+        raise httpx.HTTPStatusError(f"HTTP {r.status_code} from {t.base_url}: {error_message(r)[:300]}",
+                                    request=r.request, response=r)
     choice = r.json()["choices"][0]
     return (choice.get("message") or {}).get("content") or "", choice.get("finish_reason")
 
