@@ -39,7 +39,7 @@ def write_png(path: str | Path, variants: Sequence[Variant], level: int, judgeme
     _bars(mem, [x - 0.2 for x in xs], [v.planned_weights_gib for v in variants], colours, 1, width=0.4, alpha=0.55)
     _bars(mem, [x + 0.2 for x in xs], [v.gpu_memory_used_gib for v in variants], colours, 1, width=0.4,
           hatch="//", edgecolor="white")
-    mem.set_title("memory (GiB): planned (light), GPU used (hatched)", fontsize=10)
+    mem.set_title("memory (GiB): planned weights (light), GPU used (hatched)", fontsize=10)
 
     panels: list[tuple[Any, str, Callable[[Variant], float | None], int]] = [
         (thr, f"output tokens/s at concurrency {level}", lambda v: v.output_throughput, 0),
