@@ -93,3 +93,18 @@ def test_the_gpu_probe_is_answered_by_the_labs_nvidia_smi():
     assert out.returncode == 0, out.stderr
     rec = m.record_of(cfg, answers(cfg, gpus=out.stdout))
     assert (rec["gpu_model"], rec["gpu_count"], rec["gpu_memory_used_mib"]) == ("NVIDIA H200", 1, 0.0)
+
+
+AWQ_CONFIG = Path(__file__).parent / "data" / "planner" / "quantized" / "qwen2.5-7b-instruct-awq.json"
+
+
+def test_served_quantization_says_none_for_a_plain_checkpoint_and_the_method_of_a_quantized_one(tmp_path):
+    plain, awq = tmp_path / "plain", tmp_path / "awq"
+    plain.mkdir(), awq.mkdir()
+    config = json.loads(AWQ_CONFIG.read_text())
+    (awq / "config.json").write_text(json.dumps(config))
+    (plain / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "quantization_config"}))
+    assert m.served_quantization(host_config({"model_source": str(plain)})) == "none"
+    assert m.served_quantization(host_config({"model_source": str(awq)})) == "awq"
+    assert m.served_quantization(host_config({"model_source": str(plain), "quantization": "fp8"})) == "fp8"
+    assert m.served_quantization(host_config({"model_source": str(tmp_path / "absent")})) is None

@@ -32,6 +32,7 @@ from vfleet.roles.status.probes import Probe, vllm_probes
 from vfleet.roles.weights.sync import copy_name
 
 __all__ = ["GPU_FIELDS", "host_record", "measured_probes", "parse_argv", "gpu_rows", "planned_weights_gib", "record_of",
+           "served_quantization",
            "measured_records", "common_record"]
 
 # name last: parse_rows lets the last column keep a comma a GPU name might hold
@@ -95,6 +96,23 @@ def planned_weights_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float 
     return round(plan.weights_bytes_per_gpu * plan.tensor_parallel_size / 2**30, 2)
 
 
+def served_quantization(cfg: HostConfig) -> str | None:
+    """The quantization the engine applies: the inventory's `quantization`, else the method a
+    quantized checkpoint names in its config.json, else "none" when that config is readable on
+    the controller and names none (so bf16 -> fp8 is a change bench.compare and eval.compare
+    report, not a field known on one side only); None when nothing says."""
+    if cfg.quantization:
+        return str(cfg.quantization)
+    folder = Path(str(cfg.model_source or "")).expanduser()
+    if not cfg.model_source or not (folder / "config.json").is_file():
+        return None
+    try:
+        qc = capacity.load_config(folder).get("quantization_config")
+    except (OSError, ValueError):
+        return None
+    return str(qc.get("quant_method") or "unknown") if isinstance(qc, dict) else "none"
+
+
 def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
     """The measured record of one host from its parsed answers (None where a probe had none)."""
     gpus = got.get("gpus") or []
@@ -107,7 +125,7 @@ def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
         copy = copy_name(cfg, manifest) if manifest else None
     return measured.record(
         vllm_version=(got.get("install") or {}).get("vllm_version"), vllm_argv=got.get("argv"),
-        model=cfg.model_name, weights_version=copy, dtype=cfg.dtype, quantization=cfg.quantization,
+        model=cfg.model_name, weights_version=copy, dtype=cfg.dtype, quantization=served_quantization(cfg),
         kv_cache_dtype=cfg.kv_cache_dtype, gpu_model=", ".join(names) or None, gpu_count=len(gpus) or None,
         gpu_memory_used_mib=sum(u for u in used if u is not None) if used and None not in used else None,
         planned_weights_gib=planned_weights_gib(cfg, min(totals) if totals else None))
