@@ -283,3 +283,21 @@ def test_simulator_is_stdlib_only():
              if isinstance(n, ast.ImportFrom) and n.module}
     assert mods <= set(sys.stdlib_module_names) | {"__future__"}
     assert SIM.read_text().startswith("#!/usr/bin/python3\n")
+
+
+def test_an_installed_host_answers_from_its_own_profile_directory(tmp_path):
+    """On a lab host the simulator is /usr/bin/nvidia-smi with nothing beside it: the table of
+    valid fields must come with the profile that profiles.install puts in /etc/vfleet-lab/gpu."""
+    from vfleet.lab import profiles
+
+    (tmp_path / "usr" / "bin").mkdir(parents=True)   # a root file system has it
+    profiles.install(profiles.resolve("h200-1"), tmp_path)
+    smi, gpu = tmp_path / profiles.GUEST_NVIDIA_SMI, tmp_path / profiles.GUEST_PROFILE_DIR
+    assert (gpu / "help-query-gpu.txt").read_text() == (LAB / "nvidia_smi_fields.txt").read_text()
+    args = ["--query-gpu=name,memory.total", "--format=csv,noheader"]
+    ok = subprocess.run([sys.executable, str(smi), *args], capture_output=True, text=True,
+                        env={"VFLEET_GPU_PROFILE": str(gpu)}, timeout=30)
+    assert ok.returncode == 0 and ok.stdout == "NVIDIA H200, 143771 MiB\n", ok.stderr
+    bad = subprocess.run([sys.executable, str(smi), "--query-gpu=name,no.such", "--format=csv"],
+                         capture_output=True, text=True, env={"VFLEET_GPU_PROFILE": str(gpu)}, timeout=30)
+    assert bad.returncode == 2 and 'Field "no.such" is not a valid field to query.' in bad.stdout

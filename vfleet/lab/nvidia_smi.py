@@ -18,6 +18,8 @@ every call so a profile swapped in place takes effect at once:
     topo.txt         output of `nvidia-smi topo -m`
     smi-q.xml        output of `nvidia-smi -q -x` (optional)
     smi-q.txt        output of `nvidia-smi -q` (optional)
+    help-query-gpu.txt  the valid --query-gpu fields (vfleet/lab/nvidia_smi_fields.txt, which
+                     the lab installs here; read from beside this script when absent)
     lab-profile.json optional: {"nvidia_smi": "fail", "stdout": "...", "exit_code": 9}
                      (every invocation fails like a broken driver) or
                      {"nvidia_smi": "absent"} (the lab does not install this script).
@@ -40,226 +42,10 @@ EXIT_BAD_OPTION = 255
 # Valid for the real tool but absent from the captured profile: ours, not NVIDIA's.
 EXIT_UNSIMULATED = 2
 
-# Every --query-gpu property of driver 580 (`nvidia-smi --help-query-gpu`), one per line:
-# the canonical name (what the CSV header prints) first, then its aliases.
-_QUERY_FIELDS = """timestamp
-driver_version
-vgpu_driver_capability.heterogenous_multivGPU
-count
-name gpu_name
-serial gpu_serial
-uuid gpu_uuid
-pci.bus_id gpu_bus_id
-pci.domain
-pci.bus
-pci.device
-pci.baseClass
-pci.subClass
-pci.device_id
-pci.sub_device_id
-vgpu_device_capability.fractional_multiVgpu
-vgpu_device_capability.heterogeneous_timeSlice_profile
-vgpu_device_capability.heterogeneous_timeSlice_sizes
-vgpu_device_capability.homogeneous_placements
-vgpu_device_capability.mig_timeSlicing
-vgpu_device_capability.mig_timeSlicing_mode
-pcie.link.gen.current
-pcie.link.gen.gpucurrent
-pcie.link.gen.max
-pcie.link.gen.gpumax
-pcie.link.gen.hostmax
-pcie.link.width.current
-pcie.link.width.max
-index
-display_mode
-display_attached
-display_active
-persistence_mode
-addressing_mode
-accounting.mode
-accounting.buffer_size
-driver_model.current
-driver_model.pending
-vbios_version
-inforom.img inforom.image
-inforom.oem
-inforom.ecc
-inforom.pwr inforom.power
-inforom.checksum_validation
-gpu_recovery_action
-gom.current gpu_operation_mode.current
-gom.pending gpu_operation_mode.pending
-fan.speed
-pstate
-clocks_event_reasons.supported clocks_throttle_reasons.supported
-clocks_event_reasons.active clocks_throttle_reasons.active
-clocks_event_reasons.gpu_idle clocks_throttle_reasons.gpu_idle
-clocks_event_reasons.applications_clocks_setting clocks_throttle_reasons.applications_clocks_setting
-clocks_event_reasons.sw_power_cap clocks_throttle_reasons.sw_power_cap
-clocks_event_reasons.hw_slowdown clocks_throttle_reasons.hw_slowdown
-clocks_event_reasons.hw_thermal_slowdown clocks_throttle_reasons.hw_thermal_slowdown
-clocks_event_reasons.hw_power_brake_slowdown clocks_throttle_reasons.hw_power_brake_slowdown
-clocks_event_reasons.sw_thermal_slowdown clocks_throttle_reasons.sw_thermal_slowdown
-clocks_event_reasons.sync_boost clocks_throttle_reasons.sync_boost
-clocks_event_reasons_counters.sw_power_cap
-clocks_event_reasons_counters.sync_boost
-clocks_event_reasons_counters.sw_thermal_slowdown
-clocks_event_reasons_counters.hw_thermal_slowdown
-clocks_event_reasons_counters.hw_power_brake_slowdown
-memory.total
-memory.reserved
-memory.used
-memory.free
-compute_mode
-0: Default
-1: Exclusive_Thread
-2: Prohibited
-3: Exclusive_Process
-compute_cap
-utilization.gpu
-utilization.memory
-utilization.encoder
-utilization.decoder
-utilization.jpeg
-utilization.ofa
-encoder.stats.sessionCount
-encoder.stats.averageFps
-encoder.stats.averageLatency
-dramEncryption.mode.current
-dramEncryption.mode.pending
-ecc.mode.current
-ecc.mode.pending
-ecc.errors.corrected.volatile.device_memory
-ecc.errors.corrected.volatile.dram
-ecc.errors.corrected.volatile.register_file
-ecc.errors.corrected.volatile.l1_cache
-ecc.errors.corrected.volatile.l2_cache
-ecc.errors.corrected.volatile.texture_memory
-ecc.errors.corrected.volatile.cbu
-ecc.errors.corrected.volatile.sram
-ecc.errors.corrected.volatile.total
-ecc.errors.corrected.aggregate.device_memory
-ecc.errors.corrected.aggregate.dram
-ecc.errors.corrected.aggregate.register_file
-ecc.errors.corrected.aggregate.l1_cache
-ecc.errors.corrected.aggregate.l2_cache
-ecc.errors.corrected.aggregate.texture_memory
-ecc.errors.corrected.aggregate.cbu
-ecc.errors.corrected.aggregate.sram
-ecc.errors.corrected.aggregate.total
-ecc.errors.uncorrected.volatile.device_memory
-ecc.errors.uncorrected.volatile.dram
-ecc.errors.uncorrected.volatile.register_file
-ecc.errors.uncorrected.volatile.l1_cache
-ecc.errors.uncorrected.volatile.l2_cache
-ecc.errors.uncorrected.volatile.texture_memory
-ecc.errors.uncorrected.volatile.cbu
-ecc.errors.uncorrected.volatile.sram
-ecc.errors.uncorrected.volatile.total
-ecc.errors.uncorrected.aggregate.device_memory
-ecc.errors.uncorrected.aggregate.dram
-ecc.errors.uncorrected.aggregate.register_file
-ecc.errors.uncorrected.aggregate.l1_cache
-ecc.errors.uncorrected.aggregate.l2_cache
-ecc.errors.uncorrected.aggregate.texture_memory
-ecc.errors.uncorrected.aggregate.cbu
-ecc.errors.uncorrected.aggregate.sram
-ecc.errors.uncorrected.aggregate.total
-ecc.errors.uncorrected.volatile.sram.parity
-ecc.errors.uncorrected.volatile.sram.secded
-ecc.errors.uncorrected.aggregate.sram.parity
-ecc.errors.uncorrected.aggregate.sram.secded
-ecc.errors.uncorrected.aggregate.sram.thresholdExceeded
-ecc.errors.uncorrected.aggregate.sram.l2
-ecc.errors.uncorrected.aggregate.sram.sm
-ecc.errors.uncorrected.aggregate.sram.mcu
-ecc.errors.uncorrected.aggregate.sram.pcie
-ecc.errors.uncorrected.aggregate.sram.other
-retired_pages.single_bit_ecc.count retired_pages.sbe
-retired_pages.double_bit.count retired_pages.dbe
-retired_pages.pending
-remapped_rows.correctable remapped_rows.sbe
-remapped_rows.correctable_inactive
-remapped_rows.uncorrectable remapped_rows.dbe
-remapped_rows.uncorrectable_inactive
-remapped_rows.pending
-remapped_rows.failure
-remapped_rows.histogram.max
-remapped_rows.histogram.high
-remapped_rows.histogram.partial
-remapped_rows.histogram.low
-remapped_rows.histogram.none
-temperature.gpu
-temperature.gpu.tlimit
-temperature.memory
-power.management
-power.draw
-power.draw.average gpu.power.draw.average
-power.draw.instant gpu.power.draw.instant
-power.limit gpu.power.requested_limit
-enforced.power.limit gpu.power.current_limit
-power.default_limit gpu.power.default_limit
-power.min_limit gpu.power.min_limit
-power.max_limit gpu.power.max_limit
-module.power.draw.average
-module.power.draw.instant
-module.power.limit module.power.requested_limit
-module.enforced.power.limit module.power.current_limit
-module.power.default_limit
-module.power.min_limit
-module.power.max_limit
-power_smoothing.delayed_power_smoothing_supported
-power_smoothing.primary_power_floor
-power_smoothing.secondary_power_floor
-power_smoothing.min_primary_floor_activation_offset
-power_smoothing.min_primary_floor_activation_point
-power_smoothing.window_multiplier
-power_smoothing.curr_profile.secondary_power_floor
-power_smoothing.curr_profile.primary_floor_act_window_multiplier
-power_smoothing.curr_profile.primary_floor_tar_window_multiplier
-power_smoothing.curr_profile.primary_floor_act_offset
-power_smoothing.admin_override.secondary_power_floor
-power_smoothing.admin_override.primary_floor_act_window_multiplier
-power_smoothing.admin_override.primary_floor_tar_window_multiplier
-power_smoothing.admin_override.primary_floor_act_offset
-clocks.current.graphics clocks.gr
-clocks.current.sm clocks.sm
-clocks.current.memory clocks.mem
-clocks.current.video clocks.video
-clocks.applications.graphics clocks.applications.gr
-clocks.applications.memory clocks.applications.mem
-clocks.default_applications.graphics clocks.default_applications.gr
-clocks.default_applications.memory clocks.default_applications.mem
-clocks.max.graphics clocks.max.gr
-clocks.max.sm
-clocks.max.memory clocks.max.mem
-mig.mode.current
-mig.mode.pending
-gsp.mode.current
-gsp.mode.default
-c2c.mode
-protected_memory.total
-protected_memory.used
-protected_memory.free
-fabric.state
-fabric.status
-fabric.cliqueId
-fabric.clusterUuid
-fabric.health.summary
-fabric.health.bandwidth
-fabric.health.route_recovery_in_progress
-fabric.health.route_unhealthy
-fabric.health.access_timeout_recovery
-fabric.health.incorrect_configuration
-fabric.health.partition_assigned
-platform.chassis_serial_number
-platform.slot_number
-platform.tray_index
-platform.host_id
-platform.peer_type
-platform.module_id
-platform.gpu_fabric_guid
-hostname"""
+# Every --query-gpu property of driver 580 (`nvidia-smi --help-query-gpu`): a data file, in the
+# host's profile directory (profiles.py copies it there), or beside this script in the repository.
+FIELDS_FILE = "help-query-gpu.txt"
+REPO_FIELDS = "nvidia_smi_fields.txt"
 
 
 class Refusal(Exception):
@@ -271,10 +57,15 @@ class Refusal(Exception):
         self.message, self.code, self.real = message, code, real
 
 
-def field_aliases() -> dict[str, str]:
+def field_aliases(profile_dir: str) -> dict[str, str]:
     """Map each valid query name (canonical or alias) to its canonical name."""
+    path = os.path.join(profile_dir, FIELDS_FILE)
+    if not os.path.isfile(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), REPO_FIELDS)
     table: dict[str, str] = {}
-    for line in _QUERY_FIELDS.splitlines():
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip() and not line.startswith("#")]
+    for line in lines:
         names = line.split()
         for name in names:
             table[name] = names[0]
@@ -384,7 +175,7 @@ def query_gpu(profile: Profile, fields: str, fmt: str | None, ids: str | None) -
             nounits = True
         elif mod != "csv":
             raise Refusal("Format modifier is not recognized.\n", EXIT_INVALID)
-    aliases = field_aliases()
+    aliases = field_aliases(profile.path)
     wanted = [f for f in fields.split(",") if f]
     for f in wanted:
         if f not in aliases:

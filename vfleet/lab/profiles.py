@@ -14,6 +14,8 @@ from vfleet.engine.errors import VfleetError
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 SIMULATOR = Path(__file__).resolve().parent / "nvidia_smi.py"
+# the simulator's table of valid --query-gpu fields, installed into each host's profile directory
+SIMULATOR_FIELDS = Path(__file__).resolve().parent / "nvidia_smi_fields.txt"
 DEFAULT_PROFILE = "h200-1"
 GUEST_PROFILE_DIR = "etc/vfleet-lab/gpu"
 GUEST_NVIDIA_SMI = "usr/bin/nvidia-smi"
@@ -71,6 +73,7 @@ def install(profile: Profile, root: Path) -> None:
     for name in CONTRACT_FILES:
         if (profile.path / name).is_file():
             shutil.copyfile(profile.path / name, staging / name)
+    shutil.copyfile(SIMULATOR_FIELDS, staging / "help-query-gpu.txt")
     (staging / "PROFILE").write_text(profile.name + "\n")
     old = target.with_name("gpu.old")
     if target.exists():
