@@ -145,6 +145,13 @@ def test_smoke_runs_both_probes_after_its_other_checks():
                      "stops", "json_schema"]
 
 
+def test_a_gateway_is_not_probed_for_what_the_model_says():
+    """Through a gateway a model's max_tokens ceiling (test_models: 8) refused the probes' 64 and
+    48 tokens with HTTP 400; the probes ask each host directly."""
+    names = [name for name, _ in smoke.checks_for(smoke.Target("gateway", "http://gw:80", "tiny-a", None))]
+    assert "stops" not in names and "json_schema" not in names and "chat completion" in names
+
+
 class ServerError(JsonHandler):
     """What vLLM answers when a request breaks inside the engine: HTTP 500 and its own words."""
 
