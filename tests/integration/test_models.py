@@ -125,6 +125,8 @@ def test_restart_refuses_a_models_only_host(two):
             assert r.status_code == 200, (model, r.text)
 
 
+# Soak (make soak): a rolling restart under steady load of both models, ~160 s on the lab.
+@pytest.mark.soak
 def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(two):
     inv = two["inv"]
     before = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
