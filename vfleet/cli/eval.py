@@ -64,12 +64,12 @@ def _targets(fleet, opts: TaskOptions, host: str | None, target: str | None):
 def _live_records(fleet, opts: TaskOptions, targets, *, through_gateway: bool) -> dict[str, dict]:
     """What each target host runs, read over SSH (the live record wins over the inventory's):
     per host for --host/--limit; through a gateway, the fields every vLLM host behind it shares."""
-    from vfleet.cli.measure import measured_record
+    from vfleet.cli.measure import host_records, measured_record
 
     if through_gateway:
         behind = [h.name for h in select(fleet, None, VLLM_GROUP)]
         return {targets[0][1].name: measured_record(fleet, opts, behind, one_host=False, task_name="eval")} if behind else {}
-    return {cfg.name: measured_record(fleet, opts, [cfg.name], one_host=True, task_name="eval") for _, cfg in targets}
+    return host_records(fleet, opts, [cfg.name for _, cfg in targets], task_name="eval")
 
 
 @task(help=EVAL_HELP, iterable=["set_"], auto_shortflags=False)
