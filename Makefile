@@ -6,7 +6,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-APT_PACKAGES = systemd-container openssh-server openssh-client nginx rsync iproute2 dbus procps
+# libnginx-mod-http-js: nginx's JavaScript (njs), the gateway's JSON reading of request bodies
+# and its tenant keys (docs/gateway.md); mtail: the gateway's per-tenant metrics from its access log.
+APT_PACKAGES = systemd-container openssh-server openssh-client nginx libnginx-mod-http-js mtail rsync iproute2 dbus procps
 # Prometheus (promtool checks generated configs; `vfleet monitor --deploy` installs it on hosts):
 # without its recommends, which pull in openipmi, whose init script fails in lab hosts.
 # prometheus-nginx-exporter: what `vfleet monitor --deploy` runs on each gateway (no recommends).
@@ -20,7 +22,7 @@ LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 setup: apt venv
 
 apt:
-	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null || ! command -v prometheus-nginx-exporter >/dev/null || ! command -v prometheus-node-exporter >/dev/null; then \
+	@if ! command -v systemd-nspawn >/dev/null || ! command -v sshd >/dev/null || ! command -v nginx >/dev/null || ! test -e /usr/lib/nginx/modules/ngx_http_js_module.so || ! command -v mtail >/dev/null || ! command -v rsync >/dev/null || ! command -v promtool >/dev/null || ! command -v prometheus-nginx-exporter >/dev/null || ! command -v prometheus-node-exporter >/dev/null; then \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES) && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(APT_NO_RECOMMENDS); \
 	fi
