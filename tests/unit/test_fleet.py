@@ -33,9 +33,9 @@ def counted(monkeypatch) -> Counter:
         calls["replicas"] += 1
         return grouped(inv)
 
-    def count_from_host(cls, host):
+    def count_from_host(cls, host, access=None):
         calls[host.name] += 1
-        return from_host(host)
+        return from_host(host, access)
 
     monkeypatch.setattr(replicas, "_grouped", count_grouped)
     monkeypatch.setattr(HostConfig, "from_host", classmethod(count_from_host))

@@ -22,6 +22,8 @@ def nodes(schema: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, A
     for key in ("items", "additionalProperties", "propertyNames", "not"):
         if isinstance(schema.get(key), dict):
             yield from nodes(schema[key], f"{where}.{key}")
+    for key, sub in schema.get("properties", {}).items():
+        yield from nodes(sub, f"{where}.{key}")
     for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
         for i, sub in enumerate(schema.get(key, [])):
             yield from nodes(sub, f"{where}.{key}[{i}]")
@@ -46,7 +48,8 @@ def check_node(node: dict[str, Any], value: Any) -> list[str]:
 
 def test_the_walk_sees_nested_schemas():
     places = {p for p, _ in ALL_NODES}
-    assert {"vllm_env.propertyNames", "vllm_site_packages.items", "api_key_env"} <= places
+    assert {"vllm_env.propertyNames", "vllm_site_packages.items", "api_key_env",
+            "gateway_tenants.items.key_file"} <= places
 
 
 @pytest.mark.parametrize("place, node", [(p, n) for p, n in ALL_NODES if "pattern" in n],

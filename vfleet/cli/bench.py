@@ -90,7 +90,7 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
             raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
                               "give --target NAME or --host for one vLLM host")
         g = fleet.config(gws[0])
-        ep = Endpoint(g.gateway_url, _model(g), g.api_key)
+        ep = Endpoint(g.gateway_url, _model(g), g.api_key, verify=g.gateway_verify)
         tgt = {"kind": "gateway", "name": g.name, "url": ep.base_url}
         behind = fleet.configs_of(vllm_hosts)
     levels = parse_levels(concurrency if (concurrency or rate) else DEFAULT_CONCURRENCY, rate)

@@ -83,7 +83,10 @@ def load(opts: TaskOptions) -> Fleet:
     remember_secrets((h.vars for h in inv.hosts.values()), schema=SCHEMA)   # hidden in all output
     for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
-    return Fleet.of(inv)
+    fleet = Fleet.of(inv)
+    for line in fleet.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    return fleet
 
 
 def select(fleet: Fleet, limit: str | None, group: str | None = None) -> list[Host]:

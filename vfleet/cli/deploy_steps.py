@@ -314,9 +314,11 @@ def note_curl(play: Play) -> None:
 
 def curl_line(cfg: HostConfig, model: str | None = None) -> str:
     """A command that works against the gateway, every inventory value quoted for the shell
-    (the key stays in $VLLM_API_KEY: never printed); `model`: a served name behind it."""
+    (the key stays in $VLLM_API_KEY: never printed; a TLS gateway's CA file as --cacert);
+    `model`: a served name behind it."""
     body = json.dumps({"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
                        "max_tokens": 16})
     key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
-    return (f"curl -s {key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
+    ca = f"--cacert {shlex.quote(cfg.gateway_verify)} " if isinstance(cfg.gateway_verify, str) else ""
+    return (f"curl -s {ca}{key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
             f"-H 'Content-Type: application/json' -d {shlex.quote(body)}")

@@ -63,6 +63,7 @@ class LoadGenerator:
     pause_s: float = 0.05
     timeout_s: float = 120.0
     max_requests: int = 100_000
+    verify: str | bool = True   # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
     results: list[RequestResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -130,7 +131,7 @@ class LoadGenerator:
 
     # -- running ------------------------------------------------------------------------------
     def _worker(self) -> None:
-        with httpx.Client(timeout=self.timeout_s) as client:
+        with httpx.Client(timeout=self.timeout_s, verify=self.verify) as client:
             while not self._stop.is_set():
                 n = next(self._counter)
                 if n >= self.max_requests:

@@ -69,6 +69,7 @@ class Target:
     api_key: str | None
     chat: bool = True   # False: the model has no chat template, /v1/completions only
     vllm_version: str | None = None   # the pinned version: a probe it cannot answer is skipped
+    verify: str | bool = True          # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -92,7 +93,8 @@ def host_target(cfg: HostConfig) -> Target:
 
 def gateway_target(cfg: HostConfig) -> Target:
     return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version)
+                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version,
+                  verify=cfg.gateway_verify)
 
 
 def chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
@@ -200,7 +202,7 @@ def run_smoke(ctx: HostContext, target: Target, *, label: str | None = None,
     failed = []
     if target.kind == "host":
         _warn_unsafe(ctx)
-    with httpx.Client(timeout=timeout) as client:
+    with httpx.Client(timeout=timeout, verify=target.verify) as client:
         for name, fn in checks_for(target):
             t0 = time.monotonic()
             try:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Collection, Mapping
 
 from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import Host, Inventory
 from vfleet.config.cross_checks import check_fleet
 from vfleet.config.extra_args import fleet_errors as extra_args_errors
+from vfleet.config.gateway_access import GatewayAccessReader
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.monitoring import MonitoringSettings, fleet_settings
 from vfleet.config.replicas import Replica, member_config, replicas_and_problems
@@ -46,13 +47,17 @@ class Fleet:
     # The fleet-wide monitoring values (every config's `monitoring` carries them too); None
     # only for an inventory without hosts.
     monitoring: MonitoringSettings | None = None
+    # Problems that do not stop a run, found reading the gateways' files (a key file others
+    # can read): the CLI prints them with the inventory's warnings.
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, inventory: Inventory) -> "Fleet":
         """Build every host's config and check the fleet before anything connects: the
         replicas, the fleet-wide monitoring values, ports and addresses (InventoryError with
         every problem at once)."""
-        configs = {h.name: member_config(h) for h in inventory.hosts.values()}
+        access = GatewayAccessReader()
+        configs = {h.name: member_config(h, access) for h in inventory.hosts.values()}
         sources = {h.name: h.sources for h in inventory.hosts.values()}
         monitoring, errors = fleet_settings(configs.values(), sources, path=str(inventory.path),
                                             gateway_group=GATEWAY_GROUP)
@@ -60,10 +65,11 @@ class Fleet:
             configs = {n: _with_fleet_monitoring(c, monitoring) for n, c in configs.items()}
         replicas, replica_errors = replicas_and_problems(inventory, configs)
         errors += (replica_errors + check_fleet(inventory, configs, replicas)
-                   + extra_args_errors(configs.values()))
+                   + extra_args_errors(configs.values()) + access.errors
+                   + _tenant_keys_of_backends(configs.values()))
         if errors:
             raise InventoryError(errors)
-        return cls(inventory, replicas, configs, monitoring)
+        return cls(inventory, replicas, configs, monitoring, tuple(access.warnings))
 
     # -- configs --------------------------------------------------------------------------
     def config(self, host: str | Host) -> HostConfig:
@@ -110,6 +116,15 @@ class Fleet:
     def workers(self) -> set[str]:
         """Every replica member but the heads (no HTTP: never smoked, never a backend)."""
         return {h for r in self.replicas.values() for h in r.workers}
+
+
+def _tenant_keys_of_backends(configs: Collection[HostConfig]) -> list[str]:
+    """A tenant key equal to a vLLM host's api_key would let the tenant past the gateway's
+    limits, straight to vLLM (the gateway's own api_key is checked as its tenants are read)."""
+    backend = {c.api_key: c.name for c in configs if c.serves and c.api_key}
+    return [f"host '{g.name}': vars.gateway_tenants: tenant '{t.name}' has the same key as the "
+            f"api_key of host '{backend[t.key]}'; give the tenant a key of its own"
+            for g in configs for t in g.gateway_tenants if t.key in backend]
 
 
 def _with_fleet_monitoring(cfg: HostConfig, fleet: MonitoringSettings) -> HostConfig:

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
+from vfleet.config.gateway_access import GatewayAccessReader, GatewayTls, Tenant
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
@@ -151,6 +152,11 @@ class HostConfig:
     monitoring: MonitoringSettings
     # multi-host replicas and their Ray nodes (vfleet/config/replicas.py)
     replica: ReplicaSettings
+    # who may use the gateway and how it is reached (vfleet/config/gateway_access.py); the
+    # model's fallback when none of its hosts can take a request
+    gateway_tenants: tuple[Tenant, ...] = ()
+    gateway_tls: GatewayTls | None = None
+    gateway_fallback_model: str | None = None
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -159,15 +165,22 @@ class HostConfig:
 
     # -- building ---------------------------------------------------------------------
     @classmethod
-    def from_host(cls, host: Host) -> "HostConfig":
-        """The config of a loaded (validated, defaults merged) inventory host."""
+    def from_host(cls, host: Host, access: GatewayAccessReader | None = None) -> "HostConfig":
+        """The config of a loaded (validated, defaults merged) inventory host.
+
+        `access`: the run's reader of tenant keys and TLS files (the fleet model passes one, so
+        each file is read once and every problem is reported together); without one, a
+        problem raises InventoryError here."""
         v = host.vars
+        reader = access or GatewayAccessReader()
+        gateway = GATEWAY_GROUP in host.groups
         service_name = str(v["service_name"])
         model_name = v.get("model_name")
         model_path = v.get("model_path") or (
             posixpath.join(v["model_dir"], model_name) if model_name else None)
         cvd = v.get("cuda_visible_devices")
-        return cls(
+        served = v.get("served_model_name") or model_name
+        config = cls(
             name=host.name, address=host.address, groups=tuple(host.groups),
             vllm_package=v["vllm_package"],
             vllm_version=None if v.get("vllm_version") is None else str(v["vllm_version"]),
@@ -184,7 +197,7 @@ class HostConfig:
             shutdown_timeout=int(v["shutdown_timeout"]), ready_timeout=int(v["ready_timeout"]),
             model_source=v.get("model_source"), model_name=model_name, model_dir=v["model_dir"],
             model_path=model_path,
-            served_model_name=v.get("served_model_name") or model_name,
+            served_model_name=served,
             model_size_bytes=v.get("model_size_bytes"),
             dtype=v["dtype"], tensor_parallel_size=int(v["tensor_parallel_size"]),
             pipeline_parallel_size=int(v["pipeline_parallel_size"]),
@@ -216,11 +229,17 @@ class HostConfig:
             gateway_weight=int(v["gateway_weight"]), gateway_backup=bool(v["gateway_backup"]),
             gateway_max_tokens=v.get("gateway_max_tokens"), gateway_max_conns=v.get("gateway_max_conns"),
             gateway_route_prefix=v.get("gateway_route_prefix"),
+            gateway_tenants=reader.tenants(host) if gateway else (),
+            gateway_tls=reader.tls(host) if gateway else None,
+            gateway_fallback_model=reader.fallback_model(host, served),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
             set_in_inventory=frozenset(k for k, src in host.sources.items() if src != "default"),
         )
+        if access is None:
+            reader.raise_errors()
+        return config
 
     # -- roles in the fleet -------------------------------------------------------------
     @property
@@ -293,5 +312,13 @@ class HostConfig:
 
     @property
     def gateway_url(self) -> str:
-        """nginx on this (gateway) host."""
-        return f"http://{hostport(self.address, self.gateway_port)}"
+        """nginx on this (gateway) host: https when it has TLS (then it has no plain listener)."""
+        scheme = "https" if self.gateway_tls else "http"
+        return f"{scheme}://{hostport(self.address, self.gateway_port)}"
+
+    @property
+    def gateway_verify(self) -> str | bool:
+        """What vfleet's clients of gateway_url pass as httpx's verify=: the CA file the
+        inventory names, else True (the system's CAs)."""
+        return (self.gateway_tls.ca_file if self.gateway_tls and self.gateway_tls.ca_file
+                else True)

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import Host, Inventory
 from vfleet.config import vllm_facts
+from vfleet.config.gateway_access import GatewayAccessReader
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import VARIABLES, VLLM_GROUP
@@ -200,11 +201,11 @@ def find_replicas(inv: Inventory, configs: Mapping[str, HostConfig] | None = Non
     return out
 
 
-def member_config(host: Host) -> HostConfig:
+def member_config(host: Host, access: GatewayAccessReader | None = None) -> HostConfig:
     """HostConfig.from_host, plus Ray pinned into the vLLM venv of a ray-backend member: the
     install spec (and so the venv's marker) then says which Ray it holds, and an upgrade
     builds the new venv with the same Ray beside the running one."""
-    cfg = HostConfig.from_host(host)
+    cfg = HostConfig.from_host(host, access)
     if cfg.replica.name and cfg.replica.backend == "ray":
         pins = tuple(p for p in cfg.vllm_extra_pins if not re.match(r"ray(\[[^]]*\])?\s*[=<>!~]", p))
         cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={cfg.replica.ray.version}",))

@@ -15,7 +15,7 @@ from vfleet.engine.varschema import (ENV_NAME_PATTERN, MAX_NAME, MAX_TEXT, Varia
                                      VarSchema, describe)
 
 __all__ = ["Variable", "VARIABLES", "SCHEMA", "markdown_table", "VLLM_GROUP", "GATEWAY_GROUP",
-           "MONITORING_GROUP"]
+           "MONITORING_GROUP", "SERVED_NAME_PATTERN", "TENANT_NAME_PATTERN"]
 
 # The inventory groups vfleet acts on: hosts that serve, and nginx in front of them.
 VLLM_GROUP = "vllm"
@@ -76,6 +76,37 @@ _DURATION = {"type": "string", "pattern": r"^[1-9][0-9]{0,5}[smh]$", "maxLength"
 _VERSION = {"type": "string", "pattern": r"^[0-9]+\.[0-9]+(\.[0-9]+)?([.+-]?[0-9A-Za-z.]+)?$",
             "maxLength": 64, "examples": ["0.5.4", "0.32.0"]}
 _FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+# nginx limit_req rates: few digits, per second or minute.
+_RATE = {"type": "string", "pattern": r"^[1-9][0-9]{0,5}r/[sm]$", "maxLength": 16,
+         "examples": ["20r/s"]}
+# A name clients put in "model" as the gateway routes it (vfleet/roles/gateway/models.py
+# MODEL_NAME): it is written into the gateway's config, so no quote, space or brace.
+SERVED_NAME_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,128}$"
+_SERVED_NAME = {"type": "string", "pattern": SERVED_NAME_PATTERN, "maxLength": 128,
+                "examples": ["qwen-7b", "Qwen/Qwen2.5-7B-Instruct"]}
+# A tenant's name is in the access log, metrics labels and nginx zone names: lower case, short.
+TENANT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# The gateway's name for the fleet's own api_key (smoke, bench, eval go through it).
+_TENANT_RESERVED = {"names": ["vfleet"], "why": "is the gateway's name for the fleet's own api_key",
+                    "fix": "pick another tenant name"}
+# One team or application of a gateway (vfleet/config/gateway_access.py reads its key).
+_TENANT = {
+    "type": "object", "maxProperties": 8, "additionalProperties": False,
+    "required": ["name", "rate"],
+    "properties": {
+        "name": {"type": "string", "pattern": TENANT_NAME_PATTERN, "maxLength": 63,
+                 "examples": ["search", "team_b-2"], "reserved": _TENANT_RESERVED},
+        "key_file": {**_CONTROLLER, "examples": ["/etc/vfleet/keys/search.key"]},
+        "key_env": {"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_NAME,
+                    "examples": ["SEARCH_KEY"]},
+        "models": {"type": "array", "minItems": 1, "maxItems": 1024, "uniqueItems": True,
+                   "items": _SERVED_NAME},
+        "rate": _RATE,
+        "burst": _COUNT,
+        "max_concurrent": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": TOKENS},
+    },
+}
 
 
 # Names vfleet itself uses under vllm_root (vfleet/config/hostconfig.py): a venv of that name
@@ -237,9 +268,9 @@ VARIABLES: list[Variable] = [
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---
     Variable("gateway_port", _PORT, 80, "Port the nginx gateway listens on."),
-    Variable("gateway_rate_limit", {"type": "string", "pattern": r"^[1-9][0-9]{0,5}r/[sm]$",
-                                    "maxLength": 16, "examples": ["20r/s"]}, "20r/s",
-             "Requests per client address (nginx limit_req rate)."),
+    Variable("gateway_rate_limit", _RATE, "20r/s",
+             "Requests per client address (nginx limit_req rate); with gateway_tenants, the "
+             "rate of the fleet's own api_key (the reserved tenant vfleet)."),
     Variable("gateway_rate_burst", _COUNT, 40,
              "Requests over the rate a client may queue (nginx burst)."),
     Variable("gateway_client_max_body_size", {"type": "string", "pattern": r"^[0-9]{1,9}[kKmMgG]?$",
@@ -253,6 +284,20 @@ VARIABLES: list[Variable] = [
              "Failed attempts before nginx rests a backend for gateway_fail_timeout (0: never)."),
     Variable("gateway_fail_timeout", _SECONDS, 10,
              "Seconds a failed backend rests before nginx tries it again."),
+    # --- tenants and TLS of a gateway (vfleet/config/gateway_access.py) ---
+    Variable("gateway_tenants", {"type": "array", "maxItems": 1024, "items": _TENANT}, [],
+             "Client keys of the gateway, one per team or application: name, key_file or key_env "
+             "(the key: one line, >= 16 characters), rate (e.g. 10r/s), and optional burst, "
+             "models (absent: every model), max_concurrent and max_tokens. Empty: the gateway "
+             "takes the fleet's api_key only, as before."),
+    Variable("gateway_tls_cert_file", _opt(_CONTROLLER, examples=["/etc/vfleet/tls/gw.crt"]), None,
+             "Controller file of the gateway's TLS certificate (PEM); with gateway_tls_key_file the "
+             "gateway speaks HTTPS only on gateway_port."),
+    Variable("gateway_tls_key_file", _opt(_CONTROLLER, examples=["/etc/vfleet/tls/gw.key"]), None,
+             "Controller file of the TLS certificate's private key (PEM); both files or neither."),
+    Variable("gateway_tls_ca_file", _opt(_CONTROLLER, examples=["/etc/vfleet/tls/ca.crt"]), None,
+             "Controller file of the CA vfleet's own clients (smoke, bench, eval) trust for the "
+             "gateway (null: the system's CAs)."),
     # --- several models behind one gateway (set per model group in group_vars, or per host) ---
     Variable("gateway_weight", _int(1, 1000), 1,
              "This host's share of its model's requests (nginx server weight=), e.g. 10 for an A100, 5 for a 4090."),
@@ -264,6 +309,9 @@ VARIABLES: list[Variable] = [
     Variable("gateway_max_conns", _opt(_int(1, 1_000_000)), None,
              "Requests nginx sends this host at once (server max_conns=; null: the planner's max "
              "concurrency when preflight ran, else max_num_seqs, else no cap)."),
+    Variable("gateway_fallback_model", _opt(_SERVED_NAME), None,
+             "Served name of the model the gateway sends this model's requests to when none of its "
+             "hosts can take them (one hop; never the model itself, never a cycle)."),
     Variable("gateway_route_prefix", {"type": ["string", "null"], "pattern": r"^[a-z0-9][a-z0-9._-]{0,63}$",
                                       "maxLength": 64, "examples": ["32b"]}, None,
              "Also route /v1/<prefix>/... to this model's hosts (the field report's path routing; null: "

@@ -88,6 +88,8 @@ def _type_words(t: str, schema: dict[str, Any]) -> str:
             inner = describe(vals)
             inner = _plural(inner) if " or " not in inner else f"({inner})"
             return f"a mapping of names to {inner}"
+        if isinstance(schema.get("properties"), dict):
+            return f"a mapping (keys: {' '.join(schema['properties'])})"
         return "a mapping"
     return t
 
@@ -377,8 +379,21 @@ def _message(err: Any, secret: bool) -> str:
         return f"expected {describe(schema)}, got {got}, which has {why}; remove it"
     if err.validator in ("path", "reserved"):
         return f"expected {describe(schema)}, got {got}, which {err.message}"
+    if err.validator in ("required", "additionalProperties"):
+        # Worded without the mapping's values: one of them may be a key written inline.
+        return _key_problem(err, schema)
     expected = describe(schema) if err.validator in _DESCRIBED else err.message
     return f"expected {expected}, got {got}" + ("" if secret else _why(inst, expected))
+
+
+def _key_problem(err: Any, schema: dict[str, Any]) -> str:
+    """A missing or unknown key of a mapping with named keys, and the keys it takes."""
+    keys = " ".join(schema.get("properties", {}))
+    if err.validator == "required":
+        missing = next((k for k in err.validator_value if k not in err.instance), "?")
+        return f"the key '{missing}' is missing; add it (keys: {keys})"
+    unknown = sorted(str(k) for k in err.instance if k not in schema.get("properties", {}))
+    return f"unknown key {short_value(unknown[0], 40)}; the keys are: {keys}"
 
 
 def _key_why(err: Any) -> str:

@@ -52,6 +52,7 @@ class Endpoint:
     model: str
     api_key: str | None = None
     path: str = "/v1/chat/completions"
+    verify: str | bool = True         # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

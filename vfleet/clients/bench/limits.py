@@ -13,7 +13,7 @@ counts through one of the vLLM hosts behind it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 import httpx
@@ -40,7 +40,7 @@ class Served:
 def served_max_model_len(ep: Endpoint, inventory_max: int | None, timeout: float = 10.0) -> Served:
     """max_model_len from the target's GET /v1/models entry for ep.model, else the inventory's."""
     try:
-        r = httpx.get(ep.base_url + "/v1/models", headers=ep.headers(), timeout=timeout)
+        r = httpx.get(ep.base_url + "/v1/models", headers=ep.headers(), timeout=timeout, verify=ep.verify)
         entries = r.json().get("data") if r.status_code == 200 else None
         for entry in entries if isinstance(entries, list) else []:
             value = entry.get("max_model_len") if isinstance(entry, dict) and entry.get("id") == ep.model else None
@@ -76,7 +76,7 @@ def tokenizer_counter(ep: Endpoint, timeout: float = 30.0) -> Callable[[str], in
     """count(text) through vLLM's POST /tokenize (None when the server or gateway won't)."""
     def count(text: str) -> int | None:
         try:
-            r = httpx.post(ep.base_url + "/tokenize", headers=ep.headers(), timeout=timeout,
+            r = httpx.post(ep.base_url + "/tokenize", headers=ep.headers(), timeout=timeout, verify=ep.verify,
                            json={"model": ep.model, "prompt": text, "add_special_tokens": False})
             if r.status_code != 200:
                 return None
@@ -89,7 +89,7 @@ def tokenizer_counter(ep: Endpoint, timeout: float = 30.0) -> Callable[[str], in
 def first_counter(ep: Endpoint, host_urls: Iterable[str]) -> tuple[Callable[[str], int | None] | None, str]:
     """The first of the target and the vLLM hosts behind it whose /tokenize answers, and its URL."""
     for url in [ep.base_url, *[u for u in host_urls if u != ep.base_url]]:
-        count = tokenizer_counter(Endpoint(url, ep.model, ep.api_key, ep.path))
+        count = tokenizer_counter(replace(ep, base_url=url))
         if count("probe"):
             return count, url
     return None, ""

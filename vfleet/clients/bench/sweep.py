@@ -141,7 +141,7 @@ class Sweep:
         sampler = MetricsSampler(dict(self.metrics_urls), self.endpoint.headers(), s.metrics_interval_s)
         stop = asyncio.Event()
         sampler_task = asyncio.create_task(sampler.run(stop)) if self.metrics_urls else None
-        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        async with httpx.AsyncClient(limits=limits, timeout=timeout, verify=self.endpoint.verify) as client:
             await self._warm_up(client, n_warm, size, done)
             if s.seconds:
                 goal_deadline[0] = time.perf_counter() + s.seconds

@@ -31,6 +31,7 @@ class EvalTarget:
     model: str             # served model name
     api_key: str | None
     label: str             # host name or "gateway lab3"
+    verify: str | bool = True   # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -116,7 +117,7 @@ def run_eval(target: EvalTarget, items: list[EvalItem], settings: EvalSettings, 
     settings.check()
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     refs = {i.id: i for i in reference.items} if reference else {}
-    with httpx.Client(timeout=settings.timeout) as client:
+    with httpx.Client(timeout=settings.timeout, verify=target.verify) as client:
         def one(item: EvalItem) -> ItemResult:
             return replace(_run_item(client, target, item, settings, refs.get(item.id)), item_hash=item.digest)
 

@@ -27,7 +27,8 @@ def host_target(cfg: HostConfig) -> EvalTarget:
 
 
 def gateway_target(cfg: HostConfig) -> EvalTarget:
-    return EvalTarget(cfg.gateway_url, _model(cfg), cfg.api_key, f"gateway {cfg.name}")
+    return EvalTarget(cfg.gateway_url, _model(cfg), cfg.api_key, f"gateway {cfg.name}",
+                      verify=cfg.gateway_verify)
 
 
 def measured_for(cfg: HostConfig) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from vfleet.engine.inventory.common import Entry
 from vfleet.engine.redact import current
 from vfleet.engine.varschema import VarSchema
 
-__all__ = ["SecretReader", "MAX_SECRET_BYTES"]
+__all__ = ["SecretReader", "SecretRead", "read_secret_file", "MAX_SECRET_BYTES"]
 
 MAX_SECRET_BYTES = 64 * 1024
 
@@ -30,43 +30,48 @@ Merged = dict[str, tuple[Entry, int]]
 
 
 @dataclass
-class _Read:
+class SecretRead:
+    """A controller file read for a secret: its text, or why it cannot be used."""
+
     secret: str | None
     why: str | None = None        # why it cannot be used
     warning: str | None = None    # usable, but the operator should know
 
 
-def _read_secret_file(path: Path) -> _Read:
+def read_secret_file(path: Path, *, one_line: bool = True) -> SecretRead:
+    """The file's text (stripped), read without following a FIFO or a device and without
+    reading more than MAX_SECRET_BYTES; `one_line=False` for a PEM file (a TLS key)."""
+    too_large = f"larger than {MAX_SECRET_BYTES // 1024} KiB" + ("; a secret is one line" if one_line else "")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        return _Read(None, "no such file")
+        return SecretRead(None, "no such file")
     except OSError as exc:
-        return _Read(None, exc.strerror or type(exc).__name__)
+        return SecretRead(None, exc.strerror or type(exc).__name__)
     except ValueError:
-        return _Read(None, "the path holds a NUL character")
+        return SecretRead(None, "the path holds a NUL character")
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
-            return _Read(None, "not a regular file")
+            return SecretRead(None, "not a regular file")
         if st.st_size > MAX_SECRET_BYTES:
-            return _Read(None, f"larger than {MAX_SECRET_BYTES // 1024} KiB; a secret is one line")
+            return SecretRead(None, too_large)
         data = fh.read(MAX_SECRET_BYTES + 1)
     if len(data) > MAX_SECRET_BYTES:
-        return _Read(None, f"larger than {MAX_SECRET_BYTES // 1024} KiB; a secret is one line")
+        return SecretRead(None, too_large)
     try:
         text = data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        return _Read(None, "not UTF-8 text")
+        return SecretRead(None, "not UTF-8 text")
     if not text:
-        return _Read(None, "the file is empty")
-    if "\n" in text or "\r" in text:
-        return _Read(None, "it holds more than one line; a secret is one line")
+        return SecretRead(None, "the file is empty")
+    if one_line and ("\n" in text or "\r" in text):
+        return SecretRead(None, "it holds more than one line; a secret is one line")
     warning = None
     if st.st_mode & 0o077:
         warning = (f"readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
                    "chmod 600 it")
-    return _Read(text, warning=warning)
+    return SecretRead(text, warning=warning)
 
 
 @dataclass
@@ -77,7 +82,7 @@ class SecretReader:
     base: Path
     errors: list[str]
     warnings: list[str]
-    _files: dict[Path, _Read] = field(default_factory=dict)
+    _files: dict[Path, SecretRead] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
 
     def resolve(self, host: str, merged: Merged) -> None:
@@ -127,7 +132,7 @@ class SecretReader:
         if not path.is_absolute():
             path = self.base / path
         if path not in self._files:
-            self._files[path] = read = _read_secret_file(path)
+            self._files[path] = read = read_secret_file(path)
             if read.warning:
                 self.warnings.append(f"{entry.where}: vars.{key}: secret file '{path}' is "
                                      f"{read.warning}")
