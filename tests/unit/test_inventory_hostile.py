@@ -197,6 +197,13 @@ def test_a_fifo_secret_does_not_block(tmp_path):
                         "'gpu01': not a regular file")
 
 
+def test_a_folder_named_as_secret_file_is_one_line(tmp_path):
+    (tmp_path / "keys").mkdir()
+    (msg,) = errors_of(secret_inventory(tmp_path, "keys"))
+    assert msg.endswith(f"cannot read secret file '{tmp_path}/keys' for api_key of host "
+                        "'gpu01': not a regular file")
+
+
 def test_a_large_secret_file_is_refused(tmp_path):
     (tmp_path / "key").write_text("x" * (64 * 1024 + 1))
     (msg,) = errors_of(secret_inventory(tmp_path, "key"))

@@ -50,10 +50,11 @@ def read_secret_file(path: Path, *, one_line: bool = True) -> SecretRead:
         return SecretRead(None, exc.strerror or type(exc).__name__)
     except ValueError:
         return SecretRead(None, "the path holds a NUL character")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):   # before fdopen: it refuses a folder with an exception
+        os.close(fd)
+        return SecretRead(None, "not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return SecretRead(None, "not a regular file")
         if st.st_size > MAX_SECRET_BYTES:
             return SecretRead(None, too_large)
         data = fh.read(MAX_SECRET_BYTES + 1)
