@@ -55,22 +55,21 @@ class Tenant:
         return hashlib.sha256(self.key.encode()).hexdigest()
 
 
-def _pem_problem(path: str, var: str) -> tuple[str | None, str | None, str | None]:
-    """(text, why not, warning) of a TLS file: a regular PEM file of at most 64 KiB."""
+def _read_pem(path: str, var: str) -> SecretRead:
+    """A TLS file (the variable says which): a regular PEM file of at most 64 KiB. Only the
+    key's mode matters (a certificate is public); the key is given to the redactor."""
     read = read_secret_file(Path(path), one_line=False)
     if read.secret is None:
-        return None, read.why, None
-    if var == "gateway_tls_key_file":
-        current().add(read.secret)
-        if any(mark in read.secret for mark in _ENCRYPTED):
-            return None, ("the key is encrypted and nginx would ask for its passphrase at start; "
-                          "decrypt it (openssl pkey -in KEY -out KEY.plain)"), None
-        if not _PRIVATE_KEY.search(read.secret):
-            return None, "not a PEM private key (no '-----BEGIN PRIVATE KEY-----' line)", None
-        return read.secret, None, read.warning
-    if _CERT not in read.secret:
-        return None, f"not a PEM certificate (no '{_CERT}' line)", None
-    return read.secret, None, None
+        return read
+    if var != "gateway_tls_key_file":
+        return read if _CERT in read.secret else SecretRead(None, f"not a PEM certificate (no '{_CERT}' line)")
+    current().add(read.secret)
+    if any(mark in read.secret for mark in _ENCRYPTED):
+        return SecretRead(None, "the key is encrypted and nginx would ask for its passphrase at start; "
+                                "decrypt it (openssl pkey -in KEY -out KEY.plain)")
+    if not _PRIVATE_KEY.search(read.secret):
+        return SecretRead(None, "not a PEM private key (no '-----BEGIN PRIVATE KEY-----' line)")
+    return read
 
 
 @dataclass(frozen=True)
@@ -89,10 +88,10 @@ class GatewayTls:
         texts = []
         for var, path in (("gateway_tls_cert_file", self.cert_file),
                           ("gateway_tls_key_file", self.key_file)):
-            text, why, _ = _pem_problem(path, var)
-            if text is None:
-                raise InventoryError([f"vars.{var}: cannot use '{path}': {why}"])
-            texts.append(text)
+            read = _read_pem(path, var)
+            if read.secret is None:
+                raise InventoryError([f"vars.{var}: cannot use '{path}': {read.why}"])
+            texts.append(read.secret)
         return texts[0], texts[1]
 
 
@@ -112,7 +111,7 @@ class GatewayAccessReader:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     _keys: dict[str, SecretRead] = field(default_factory=dict)
-    _pems: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = field(default_factory=dict)
+    _pems: dict[tuple[str, str], SecretRead] = field(default_factory=dict)
 
     # -- tenants ----------------------------------------------------------------------------
     def tenants(self, host: Host) -> tuple[Tenant, ...]:
@@ -122,35 +121,39 @@ class GatewayAccessReader:
         out: list[Tenant] = []
         first: dict[str, int] = {}
         owner_of_key: dict[str, tuple[int, str]] = {}
-        before = len(self.errors)
+        wrong = False
         for i, row in enumerate(rows):
             place = f"{where}: vars.gateway_tenants[{i}]"
             name = row["name"]
             if name in first:
                 self._error(f"{place}.name: tenant '{name}' is declared twice (also "
                             f"gateway_tenants[{first[name]}]); give each tenant its own name")
+                wrong = True
                 continue
             first[name] = i
             found = self._key(place, row)
             if found is None:
+                wrong = True
                 continue
             source, key = found
             if key in owner_of_key:
                 j, other = owner_of_key[key]
                 self._error(f"{place}.{source}: tenants '{other}' (gateway_tenants[{j}]) and "
                             f"'{name}' have the same key; give each tenant its own key")
+                wrong = True
                 continue
             owner_of_key[key] = (i, name)
             if host.vars.get("api_key") and key == host.vars["api_key"]:
                 self._error(f"{place}.{source}: tenant '{name}' has the same key as the api_key "
                             f"of host '{host.name}' (the reserved tenant vfleet); give the "
                             "tenant a key of its own")
+                wrong = True
                 continue
             out.append(Tenant(name=name, key=key, rate=row["rate"], burst=int(row.get("burst", 0)),
                               models=tuple(row["models"]) if "models" in row else None,
                               max_concurrent=row.get("max_concurrent"),
                               max_tokens=row.get("max_tokens")))
-        return tuple(out) if len(self.errors) == before else ()
+        return () if wrong else tuple(out)
 
     def _key(self, place: str, row: dict[str, Any]) -> tuple[str, str] | None:
         """(the field it came from, the key) of one tenant, or None with the problem recorded."""
@@ -224,31 +227,32 @@ class GatewayAccessReader:
             self._error(f"{self._where(host, have)}: vars.{have} is set but {lack} is not; "
                         "set both (HTTPS) or neither (plain HTTP)")
             return None
-        paths: dict[str, str] = {}
-        for var, path in (("gateway_tls_cert_file", cert), ("gateway_tls_key_file", key),
-                          ("gateway_tls_ca_file", ca)):
-            if path and self._pem_ok(host, var, path):
-                paths[var] = _expanded(path) or path
-        if len(paths) != len([p for p in (cert, key, ca) if p]):
+        given = {var: path for var, path in (("gateway_tls_cert_file", cert),
+                                             ("gateway_tls_key_file", key),
+                                             ("gateway_tls_ca_file", ca)) if path}
+        full = {var: self._pem_path(host, var, path) for var, path in given.items()}
+        if None in full.values():
             return None
-        return GatewayTls(paths["gateway_tls_cert_file"], paths["gateway_tls_key_file"],
-                          paths.get("gateway_tls_ca_file"))
+        return GatewayTls(str(full["gateway_tls_cert_file"]), str(full["gateway_tls_key_file"]),
+                          full.get("gateway_tls_ca_file"))
 
-    def _pem_ok(self, host: Host, var: str, path: str) -> bool:
+    def _pem_path(self, host: Host, var: str, path: str) -> str | None:
+        """The file's full path once read and found usable; None with the problem recorded."""
         place = f"{self._where(host, var)}: vars.{var}"
         full = _expanded(path)
         if full is None:
             self._error(f"{place}: '{path}' is a relative path; write it absolute or from your "
                         "home (~/...)")
-            return False
+            return None
         if (var, full) not in self._pems:
-            self._pems[(var, full)] = result = _pem_problem(full, var)
-            if result[2]:
-                self.warnings.append(f"{place}: TLS key file '{full}' is {result[2]}")
-        _, why, _ = self._pems[(var, full)]
-        if why:
-            self._error(f"{place}: cannot use '{full}': {why}")
-        return why is None
+            self._pems[(var, full)] = read = _read_pem(full, var)
+            if read.warning and var == "gateway_tls_key_file":
+                self.warnings.append(f"{place}: TLS key file '{full}' is {read.warning}")
+        read = self._pems[(var, full)]
+        if read.secret is None:
+            self._error(f"{place}: cannot use '{full}': {read.why}")
+            return None
+        return full
 
     # -- fallback ---------------------------------------------------------------------------
     def fallback_model(self, host: Host, served: str | None) -> str | None:
