@@ -93,6 +93,11 @@ def valid_values(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         elif t == "array":
             options.append(st.lists(valid_values(schema.get("items", {"type": "string"})), max_size=3,
                                     unique_by=str if schema.get("uniqueItems") else None))
+        elif t == "object" and "properties" in schema:   # named keys: the required ones, some others
+            props, required = schema["properties"], set(schema.get("required", []))
+            options.append(st.fixed_dictionaries(
+                {k: valid_values(v) for k, v in props.items() if k in required},
+                optional={k: valid_values(v) for k, v in props.items() if k not in required}))
         elif t == "object":
             keys = _valid_string(schema.get("propertyNames", {"type": "string", "minLength": 1}))
             options.append(st.dictionaries(keys, valid_values(schema.get("additionalProperties", {"type": "string"})),
