@@ -62,7 +62,7 @@ def test_bench_reaches_a_tls_gateway_with_the_inventorys_ca(tls, tmp_path, with_
         more = {k: f"'{v}'" for k, v in tls.items() if with_ca or k != "gateway_tls_ca_file"}
         inv = bench_inventory(tmp_path, fake.port, fake.vllm_port, KEY, **more)
         args = ["bench", "--inventory", str(inv), "--concurrency", "1", "--requests", "3", "--warmup", "0",
-                "--output-len", "4", "--input-len", "8"]
+                "--output-len", "4", "--input-len", "8", "--out", str(tmp_path / "out")]
         p = subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
                            timeout=180, cwd=ROOT)
     out = p.stdout + p.stderr
