@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from tests.unit.cli_run import vfleet_cli, vfleet_in_process
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.fact_protocol import Output
 from vfleet.roles.usage import collect
-from vfleet.roles.usage.logread import AccessLogLines
+from vfleet.roles.usage.logread import NO_LOG, NOT_READABLE, AccessLogLines
 from vfleet.roles.usage.summary import summarise, ttfb_seconds
 from vfleet.roles.usage.window import window
 
@@ -101,7 +103,28 @@ def test_the_command_stops_at_the_byte_bound(rotated):
 
 def test_the_command_says_when_there_is_no_log(tmp_path):
     fact = AccessLogLines(T0, T0 + 100, path=str(tmp_path / "vfleet-access.log"))
-    assert fact.process_output(_run(fact)).error == f"no {tmp_path}/vfleet-access.log"
+    assert fact.process_output(_run(fact)).error == NO_LOG
+
+
+def test_the_command_says_which_file_it_cannot_read():
+    """A rotated copy the SSH user may not read (nginx's 0640 www-data:adm), the command run as a
+    user who is not its owner (this machine's tests run as root: through setpriv, as nobody)."""
+    folder = Path(tempfile.mkdtemp(prefix="vfleet-usage-"))
+    try:
+        folder.chmod(0o755)
+        log = folder / "vfleet-access.log"
+        _write(log, [T0 + 40], T0 + 40)
+        _write(Path(f"{log}.1"), [T0 + 20], T0 + 30)
+        log.chmod(0o644)
+        Path(f"{log}.1").chmod(0)
+        fact = AccessLogLines(T0, T0 + 100, path=str(log))
+        as_other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        p = subprocess.run([*as_other, "sh", "-c", fact.command()], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 3
+        assert fact.process_output(Output(p.stdout, p.stderr, p.returncode)).error == \
+            f"cannot read {log}.1: {NOT_READABLE}"
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("since,until,expected", [
@@ -147,7 +170,7 @@ def test_a_missing_log_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(collect, "ACCESS_LOG", str(tmp_path / "vfleet-access.log"))
     assert vfleet_in_process("usage", "--inventory", str(_gateway_inventory(tmp_path))) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: gw1: ") and "no " + str(tmp_path) in err[0], err
+    assert err == [f"error: gw1: {tmp_path}/vfleet-access.log: {NO_LOG}"], err
 
 
 def test_usage_prints_the_table_and_writes_the_json(tmp_path, rotated, monkeypatch, capsys):

@@ -22,7 +22,7 @@ def read_logs(play: Play, gateways: Sequence[str], win: Window) -> dict[str, Log
     def one(ctx: HostContext) -> LogLines:
         got: LogLines = gather(ctx, {"log": fact})["log"]
         if got.error:
-            raise HostFailed(f"{ACCESS_LOG}: {got.error}")
+            raise HostFailed(got.error if got.error.startswith("cannot ") else f"{ACCESS_LOG}: {got.error}")
         return got
 
     return play.run_step("usage", one, hosts=list(gateways))

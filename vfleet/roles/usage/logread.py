@@ -25,6 +25,8 @@ __all__ = ["MAX_BYTES", "LogLines", "AccessLogLines"]
 
 MAX_BYTES = 32 * 2**20   # ~100 000 requests at ~300 bytes a line
 READ_TIMEOUT_S = 120     # zcat of a few large rotated files
+NO_LOG = "no such file: no gateway deployed there, or not one request since"
+NOT_READABLE = "permission denied (nginx writes it 0640 www-data:adm: connect as root, become, or join group adm)"
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,9 @@ class AccessLogLines:
         files = f"{q(base)} {q(base)}.[0-9]*"
         return (
             f"cd {q(folder)} 2>/dev/null || {{ echo {q(f'cannot enter {folder}')} >&2; exit 3; }}\n"
-            f"[ -e {q(base)} ] || {{ echo {q(f'no {self.path}')} >&2; exit 4; }}\n"
+            f"[ -e {q(base)} ] || {{ echo {q(NO_LOG)} >&2; exit 4; }}\n"
             f"for f in {files}; do\n"
-            '  [ ! -f "$f" ] || [ -r "$f" ] || { echo "cannot read $PWD/$f (permission denied)" >&2; exit 3; }\n'
+            f'  [ ! -f "$f" ] || [ -r "$f" ] || {{ echo "cannot read $PWD/$f: {NOT_READABLE}" >&2; exit 3; }}\n'
             "done\n"
             f'for f in {files}; do [ -f "$f" ] && echo "$(stat -c %Y -- "$f") $f"; done'
             f" | awk -v s={int(self.since)} -v n={len(base) + 2} '$1 >= s {{ print substr($2, n) + 0, $2 }}'"
