@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["ACCESS_LOG", "FIELDS", "ERROR_KINDS", "UNBOUNDED_MODEL_ERRORS"]
 
-# Debian's logrotate for nginx (/etc/logrotate.d/nginx: /var/log/nginx/*.log, daily,
+# Debian's logrotate for nginx (nginx-common's /etc/logrotate.d/nginx: /var/log/nginx/*.log, daily,
 # delaycompress) rotates it to .1, then .2.gz, .3.gz ...
 ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
 

@@ -21,7 +21,7 @@ from vfleet.config.access_log import ACCESS_LOG
 from vfleet.config.quoting import shell_quote as q
 from vfleet.engine.fact_protocol import Output
 
-__all__ = ["MAX_BYTES", "LogLines", "AccessLogLines"]
+__all__ = ["MAX_BYTES", "NO_LOG", "NOT_READABLE", "LogLines", "AccessLogLines"]
 
 MAX_BYTES = 32 * 2**20   # ~100 000 requests at ~300 bytes a line
 READ_TIMEOUT_S = 120     # zcat of a few large rotated files
