@@ -16,7 +16,7 @@ import yaml
 
 from tests.unit.gateway_cases import gw
 from tests.unit.test_monitor_rules import TH, V1, promtool
-from vfleet.config.access_log import ACCESS_LOG, UNBOUNDED_MODEL_ERRORS
+from vfleet.config.access_log import ACCESS_LOG, ERROR_KINDS, FIELDS, UNBOUNDED_MODEL_ERRORS
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
 from vfleet.roles.monitoring.mtail import (CHECK, DEFAULTS_FILE, PACKAGE, PROGRAM_NAME, PROGRAM_PATH, PROGRAMS_DIR,
@@ -27,12 +27,15 @@ GW = gw()
 
 
 def _line(tenant: str, model: str, status: int, error: str, request_time: float, ttfb: str = "0.010") -> str:
-    """One line as the gateway's log_format writes it (keys in order, escape=json, no spaces)."""
-    return json.dumps({"time": "2026-12-02T20:40:01+00:00", "msec": 1796244001.123, "tenant": tenant, "model": model,
+    """One line as the gateway's log_format writes it (keys in FIELDS' order, escape=json, no spaces)."""
+    assert error in ("", *ERROR_KINDS)
+    line = json.dumps({"time": "2026-12-02T20:40:01+00:00", "msec": 1796244001.123, "tenant": tenant, "model": model,
                        "answered_by": model if status < 400 else "", "status": status, "error": error,
                        "upstream": "10.0.0.5:8000" if status < 400 else "", "request_time": request_time,
                        "ttfb": ttfb, "method": "POST", "path": "/v1/chat/completions", "bytes": 1234},
                       separators=(",", ":"))
+    assert tuple(json.loads(line)) == FIELDS
+    return line
 
 
 def mtail_one_shot(progs: Path, log: Path) -> dict[str, list[dict]]:
@@ -94,7 +97,7 @@ def test_request_times_and_unread_lines(store):
 
 def test_the_program_collapses_exactly_the_errors_the_config_names():
     alternatives = re.search(r"\$error =~ /\^\(\?:([a-z_|]+)\)\$/", program_text()).group(1)
-    assert tuple(alternatives.split("|")) == UNBOUNDED_MODEL_ERRORS
+    assert tuple(alternatives.split("|")) == UNBOUNDED_MODEL_ERRORS and set(UNBOUNDED_MODEL_ERRORS) <= set(ERROR_KINDS)
 
 
 def test_the_program_check_rejects_a_broken_program(tmp_path):
