@@ -96,8 +96,9 @@ def test_cli_writes_a_tree_promtool_accepts(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     written = sorted(str(q.relative_to(tmp_path)) for q in tmp_path.rglob("*") if q.is_file())
     assert written == ["grafana/vllm-dashboard.json", "prometheus.yml", "rules/vllm-alerts.yml",
-                       "targets/gateway.json", "targets/gpu.json", "targets/vllm.json"]
+                       "targets/gateway-usage.json", "targets/gateway.json", "targets/gpu.json", "targets/vllm.json"]
     assert "10.20.0.2:9200" in (tmp_path / "targets" / "gateway.json").read_text()
+    assert "10.20.0.2:3903" in (tmp_path / "targets" / "gateway-usage.json").read_text()   # mtail's default port
     c = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
     assert c.returncode == 0, c.stdout + c.stderr
     assert "SUCCESS: 1 rule files found" in c.stdout + c.stderr
@@ -144,7 +145,8 @@ def test_dashboard_queries_parse_and_use_the_fleet_names(tmp_path):
     names = fleet_metric_names(c.vllm_version for c in vllm)
     dash = json.loads({f.path: f for f in monitoring_files(vllm, settings)}["grafana/vllm-dashboard.json"].text)
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 13
+    assert exprs == [q for _, _, q in panel_queries(names)] and len(exprs) == 15
+    assert exprs[-2:] == ["tenant:vfleet_gateway_requests:rate5m", "tenant:vfleet_gateway_requests_429:rate5m"]
     assert 'avg by (host) (vfleet_gpu_utilization_ratio{job="gpu", host=~"$host"})' in exprs
     assert 'sum by (host) (vfleet_gpu_memory_used_bytes{job="gpu", host=~"$host"})' in exprs
     assert 'rate(nginx_http_requests_total{job="gateway"}[1m])' in exprs

@@ -48,7 +48,7 @@ def test_bare_host_installs_writes_checked_files_and_restarts():
     assert steps(changes) == [
         ("package", "prometheus"), ("prometheus args", DEFAULTS_FILE),
         ("prometheus config", ETC + "targets/vllm.json"), ("prometheus config", ETC + "targets/gateway.json"),
-        ("prometheus config", ETC + "targets/gpu.json"), ("prometheus config", ETC + "rules/vllm-alerts.yml"),
+        ("prometheus config", ETC + "targets/gateway-usage.json"), ("prometheus config", ETC + "targets/gpu.json"), ("prometheus config", ETC + "rules/vllm-alerts.yml"),
         ("prometheus config", ETC + "prometheus.yml"),
         ("service", "prometheus.service"),  # enable
         ("service", "prometheus.service"),  # restart: the package started it with its own config
@@ -56,9 +56,10 @@ def test_bare_host_installs_writes_checked_files_and_restarts():
     assert "apt-get install" in changes[0].command and "prometheus" in changes[0].command
     by_target = {c.target: c for c in changes}
     assert "promtool check rules /etc/prometheus/rules/vllm-alerts.yml" in by_target[ETC + "rules/vllm-alerts.yml"].command
-    for path in ("targets/vllm.json", "targets/gateway.json", "targets/gpu.json", "prometheus.yml"):
+    for path in ("targets/vllm.json", "targets/gateway.json", "targets/gateway-usage.json", "targets/gpu.json",
+                 "prometheus.yml"):
         assert "promtool check config /etc/prometheus/prometheus.yml" in by_target[ETC + path].command
-    assert "enable" in changes[7].command and "restart" in changes[8].command
+    assert "enable" in changes[-2].command and "restart" in changes[-1].command
     assert "grafana" not in " ".join(c.target for c in changes)  # the dashboard stays on the controller
 
 
@@ -118,7 +119,7 @@ def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy, "CONFIG_PATH", str(tmp_path / "prometheus.yml"))
     missing = {**facts(), **{f.path: FileState("missing") for f in FILES}}
     results = run_locally(plan(SETTINGS, FILES, missing))
-    assert [r.returncode for r in results] == [0, 0, 0, 0, 0], [r.stderr for r in results]
+    assert [r.returncode for r in results] == [0] * 6, [r.stderr for r in results]
     for f in FILES:
         if f.deployed:
             assert (tmp_path / f.path).read_text() == f.text

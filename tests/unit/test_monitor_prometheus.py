@@ -19,6 +19,8 @@ import yaml
 
 from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
+from vfleet.config.monitoring import MonitoringSettings
+from vfleet.roles.monitoring.usage_rules import usage_records
 from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +126,7 @@ def test_prometheus_runs_the_generated_files(prometheus):
     rules = wait_for("every rule evaluated once", evaluated)
     assert {g["name"]: [r["name"] for r in g["rules"]] for g in data(api, "rules")["groups"]} == \
         {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS), "gpu": list(GPU_ALERTS),
-         "vllm-verdict": list(VERDICT_ALERTS)}
+         "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(usage_records(MonitoringSettings.defaults().thresholds))}
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
     fired = wait_for("VllmHostDown firing", lambda: {
         a["labels"]["host"] for a in data(api, "alerts")["alerts"]

@@ -16,6 +16,7 @@ from vfleet.config.monitoring import MonitoringSettings
 from vfleet.roles.monitoring.metrics import fleet_metric_names, metric_names_for
 from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
+from vfleet.roles.monitoring.usage_rules import usage_records
 from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
 
 
@@ -72,7 +73,8 @@ def test_promtool_accepts_the_rules(tmp_path, names):
     path.write_text(rules_yaml(names, TH))
     p = promtool("check", "rules", str(path))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"SUCCESS: {len(ALERTS) + len(GATEWAY_ALERTS) + len(GPU_ALERTS) + len(VERDICT_ALERTS)} rules found" in p.stdout
+    alerts = len(ALERTS) + len(GATEWAY_ALERTS) + len(GPU_ALERTS) + len(VERDICT_ALERTS)
+    assert f"SUCCESS: {alerts + len(usage_records(TH))} rules found" in p.stdout
 
 
 def _series(host: str) -> str:

@@ -1,6 +1,7 @@
 """`vfleet monitor`: Prometheus scrape config, file_sd targets, alert rules and a Grafana
 dashboard for the fleet (`--dest`), and Prometheus itself on the monitoring group plus
-prometheus-nginx-exporter on each gateway and prometheus-node-exporter with vfleet's GPU
+prometheus-nginx-exporter and mtail (per-tenant request metrics from the access log) on each
+gateway and prometheus-node-exporter with vfleet's GPU
 readings on each vLLM host (`--deploy`), kept in step with the inventory. The
 monitoring role is imported when it runs."""
 from __future__ import annotations
@@ -21,7 +22,7 @@ CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no
 
 @task(help=helptext(*CHANGING, dest="Write prometheus.yml, targets/, rules/ and grafana/ into this folder",
                     deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group and "
-                           f"prometheus-nginx-exporter on the '{GATEWAY_GROUP}' group, "
+                           f"prometheus-nginx-exporter and mtail on the '{GATEWAY_GROUP}' group, "
                            f"prometheus-node-exporter with GPU readings on the '{VLLM_GROUP}' group "
                            "(--limit picks among those hosts)"),
       iterable=["set_"])
@@ -35,7 +36,7 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     version; --deploy runs Prometheus on the monitoring group (promtool-checked, reloaded only
     on change), the nginx exporter on each gateway and the GPU readings on each vLLM host."""
     from vfleet.roles.monitoring import deploy as monitoring_deploy
-    from vfleet.roles.monitoring import exporter, gpu_exporter
+    from vfleet.roles.monitoring import exporter, gpu_exporter, mtail
     from vfleet.roles.monitoring.files import monitoring_files, write_tree
 
     opts = TaskOptions.of(locals())
@@ -63,6 +64,7 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
         play = make_play("monitor", fleet, hosts, opts)
         # exporters first: a new target is answered by the time Prometheus reads it
         play.run_step("gateway exporter", exporter.configure, hosts=exporters)
+        play.run_step("gateway mtail", mtail.configure, hosts=exporters)
         play.run_step("gpu exporter", gpu_exporter.configure, hosts=gpu_hosts)
         play.run_step("monitoring", lambda ctx: monitoring_deploy.configure(ctx, vllm, gateways), hosts=monitors)
         finish(play, opts)

@@ -14,7 +14,7 @@ What a host listens on follows from its groups and its replica:
 - every host reached over SSH: its SSH port (ansible_port / ssh_port);
 - a vLLM host that serves (not a replica's worker): vllm_port;
 - a gateway: gateway_port, monitoring_gateway_status_port (nginx's stub_status),
-  monitoring_gateway_exporter_port (prometheus-nginx-exporter);
+  monitoring_gateway_exporter_port (prometheus-nginx-exporter), monitoring_gateway_mtail_port (mtail);
 - a monitoring host: monitoring_port (Prometheus);
 - a replica's head: replica_allreduce_port (preflight --replica-allreduce) and, per backend,
   ray_port (Ray's GCS) or replica_master_port (vLLM's --master-port);
@@ -75,7 +75,8 @@ def listeners(host: Host, cfg: HostConfig, replica: Replica | None) -> list[List
     if cfg.is_gateway:
         out += [("gateway_port", cfg.gateway_port),
                 ("monitoring_gateway_status_port", cfg.monitoring.gateway_status_port),
-                ("monitoring_gateway_exporter_port", cfg.monitoring.gateway_exporter_port)]
+                ("monitoring_gateway_exporter_port", cfg.monitoring.gateway_exporter_port),
+                ("monitoring_gateway_mtail_port", cfg.monitoring.gateway_mtail_port)]
     if MONITORING_GROUP in cfg.groups:
         out.append(("monitoring_port", cfg.monitoring.port))
     if replica is not None:

@@ -130,5 +130,6 @@ def _tenant_keys_of_backends(configs: Collection[HostConfig]) -> list[str]:
 def _with_fleet_monitoring(cfg: HostConfig, fleet: MonitoringSettings) -> HostConfig:
     """`cfg` with the fleet-wide monitoring values; its gateway ports stay its own."""
     own = dataclasses.replace(fleet, gateway_status_port=cfg.monitoring.gateway_status_port,
-                              gateway_exporter_port=cfg.monitoring.gateway_exporter_port)
+                              gateway_exporter_port=cfg.monitoring.gateway_exporter_port,
+                              gateway_mtail_port=cfg.monitoring.gateway_mtail_port)
     return cfg if own == cfg.monitoring else dataclasses.replace(cfg, monitoring=own)

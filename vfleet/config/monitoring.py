@@ -9,7 +9,7 @@ so the scrape interval, the alert thresholds and Prometheus's port have one valu
 fleet. They used to be read from the first monitoring host only, so a value set on a model
 group or on another host was silently dropped. Now each is collected from every host where
 the inventory set it (HostConfig.set_in_inventory): one value is used everywhere, two values
-are an inventory error naming both hosts. The gateway's two ports stay per host: each gateway
+are an inventory error naming both hosts. The gateway's three ports stay per host: each gateway
 listens on its own (vfleet/roles/monitoring/exporter.py, scrape.py), so a value may differ from
 gateway to gateway, but one set only where no gateway reads it is an error too."""
 from __future__ import annotations
@@ -45,6 +45,7 @@ class MonitoringSettings:
     thresholds: Thresholds
     gateway_status_port: int     # nginx stub_status, on 127.0.0.1 only (a gateway host's value)
     gateway_exporter_port: int   # prometheus-nginx-exporter on a gateway host
+    gateway_mtail_port: int      # mtail over the gateway's access log (vfleet/roles/monitoring/mtail.py)
 
     @classmethod
     def from_vars(cls, v: Mapping[str, Any]) -> "MonitoringSettings":
@@ -56,7 +57,8 @@ class MonitoringSettings:
                         stuck_for=v["monitoring_stuck_for"], down_for=v["monitoring_down_for"])
         return cls(port=int(v["monitoring_port"]), scrape_interval=v["monitoring_scrape_interval"],
                    thresholds=th, gateway_status_port=int(v["monitoring_gateway_status_port"]),
-                   gateway_exporter_port=int(v["monitoring_gateway_exporter_port"]))
+                   gateway_exporter_port=int(v["monitoring_gateway_exporter_port"]),
+                   gateway_mtail_port=int(v["monitoring_gateway_mtail_port"]))
 
     @classmethod
     def defaults(cls) -> "MonitoringSettings":
@@ -78,7 +80,8 @@ FLEET_WIDE: dict[str, Callable[[MonitoringSettings], Any]] = {
     "monitoring_down_for": lambda m: m.thresholds.down_for,
 }
 # Ports each gateway listens on itself: per host, read only on the gateways.
-GATEWAY_LISTENERS = ("monitoring_gateway_status_port", "monitoring_gateway_exporter_port")
+GATEWAY_LISTENERS = ("monitoring_gateway_status_port", "monitoring_gateway_exporter_port",
+                     "monitoring_gateway_mtail_port")
 # Where a value is set, as the loader records it ("inv.yaml: line 4: group 'all'", "--set").
 _EVERY_HOST = re.compile(r"(group 'all'$|^--set$)")
 

@@ -336,6 +336,9 @@ VARIABLES: list[Variable] = [
              "Port of nginx's stub_status on each gateway, bound to 127.0.0.1 only (read by the exporter there)."),
     Variable("monitoring_gateway_exporter_port", _PORT, 9113,
              "Port prometheus-nginx-exporter listens on, on each gateway (scraped by the monitoring host)."),
+    Variable("monitoring_gateway_mtail_port", _PORT, 3903,
+             "Port mtail serves the per-tenant request metrics of the access log on, on each gateway "
+             "(scraped by the monitoring host)."),
     # --- multi-node replicas (vfleet/config/replicas.py; docs/replicas.md) ---
     Variable("replica", {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
                          "maxLength": 64, "examples": ["llama70b-r1"]}, None,

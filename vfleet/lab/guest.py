@@ -18,7 +18,7 @@ KEEP_ENABLED = {"ssh.service", "sshd.service", "systemd-networkd.service"}
 # Installed but left disabled (deploy enables them): unlinked from .wants, not masked,
 # because `systemctl enable` refuses a masked unit.
 DISABLE_ONLY = {"nginx.service", "prometheus.service", "prometheus-nginx-exporter.service",
-                "prometheus-node-exporter.service"}
+                "prometheus-node-exporter.service", "mtail.service"}
 # Vendor units that cannot work inside a container on this machine and would only turn
 # `systemctl is-system-running` into "degraded".
 ALWAYS_MASK = ["systemd-timesyncd.service", "e2scrub_reap.service", "systemd-pstore.service",

@@ -10,6 +10,7 @@ from typing import Any
 
 from vfleet.roles.monitoring.promql import Names, any_of
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, GPU_JOB, VLLM_JOB
+from vfleet.roles.monitoring.usage_rules import record_names
 
 __all__ = ["dashboard", "dashboard_json", "panel_queries"]
 
@@ -18,8 +19,9 @@ GW = f'{{job="{GATEWAY_JOB}"}}'   # every gateway: the $host variable lists vLLM
 GPU = f'{{job="{GPU_JOB}", host=~"$host"}}'   # the vLLM hosts' node exporters (gpu_exporter.py)
 
 
-def panel_queries(names: Names) -> list[tuple[str, str, str]]:
-    """(title, unit, PromQL) of each panel, in order."""
+def panel_queries(names: Names, window: str = "5m") -> list[tuple[str, str, str]]:
+    """(title, unit, PromQL) of each panel, in order (`window`: the rules' rate window, which
+    names the per-tenant recorded series)."""
     def q(key: str, term: str) -> str:
         return any_of(names, key, lambda n: term.format(n=n, sel=SEL))
 
@@ -41,18 +43,22 @@ def panel_queries(names: Names) -> list[tuple[str, str, str]]:
         ("GPU memory used", "bytes", f"sum by (host) (vfleet_gpu_memory_used_bytes{GPU})"),
         ("GPU memory used (fraction)", "percentunit",
          f"sum by (host) (vfleet_gpu_memory_used_bytes{GPU}) / sum by (host) (vfleet_gpu_memory_total_bytes{GPU})"),
+        # per tenant, over every gateway: the recording rules of usage_rules.py
+        *[(title, "reqps", name) for title, name in zip(("Gateway requests/s per tenant", "Gateway 429/s per tenant"),
+                                                          record_names(window))],
     ]
 
 
-def dashboard(names: Names) -> dict[str, Any]:
+def dashboard(names: Names, window: str = "5m") -> dict[str, Any]:
     ds = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
     panels = []
-    for i, (title, unit, expr) in enumerate(panel_queries(names)):
+    for i, (title, unit, expr) in enumerate(panel_queries(names, window)):
         panels.append({
             "id": i + 1, "type": "timeseries", "title": title, "datasource": ds,
             "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"refId": "A", "datasource": ds, "expr": expr, "legendFormat": "{{host}}"}],
+            "targets": [{"refId": "A", "datasource": ds, "expr": expr,
+                         "legendFormat": "{{tenant}}" if expr.startswith("tenant:") else "{{host}}"}],
         })
     host_var = {"name": "host", "type": "query", "datasource": ds, "includeAll": True, "multi": True,
                 "query": f'label_values(up{{job="{VLLM_JOB}"}}, host)', "refresh": 2,
@@ -67,5 +73,5 @@ def dashboard(names: Names) -> dict[str, Any]:
     }
 
 
-def dashboard_json(names: Names) -> str:
-    return json.dumps(dashboard(names), indent=2, sort_keys=True) + "\n"
+def dashboard_json(names: Names, window: str = "5m") -> str:
+    return json.dumps(dashboard(names, window), indent=2, sort_keys=True) + "\n"

@@ -15,8 +15,9 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.monitoring.dashboard import dashboard_json
 from vfleet.roles.monitoring.metrics import fleet_metric_names
 from vfleet.roles.monitoring.rules import rules_yaml
-from vfleet.roles.monitoring.scrape import (CONFIG_FILE, GATEWAY_TARGETS_FILE, GPU_TARGETS_FILE, RULES_FILE,
-                                            TARGETS_FILE, config_yaml, gateway_target_groups, gpu_target_groups,
+from vfleet.roles.monitoring.scrape import (CONFIG_FILE, GATEWAY_TARGETS_FILE, GATEWAY_USAGE_TARGETS_FILE,
+                                            GPU_TARGETS_FILE, RULES_FILE, TARGETS_FILE, config_yaml,
+                                            gateway_target_groups, gateway_usage_target_groups, gpu_target_groups,
                                             target_groups, targets_json)
 from vfleet.config.monitoring import MonitoringSettings
 
@@ -36,16 +37,17 @@ def monitoring_files(vllm_hosts: Iterable[HostConfig], settings: MonitoringSetti
                      gateways: Iterable[HostConfig] = ()) -> list[MonitoringFile]:
     """Targets first, config last: the order a host must take them in (the config names the
     others, and promtool checks them through it). A fleet without gateways gets an empty
-    gateway targets file: the config names it either way."""
-    hosts = list(vllm_hosts)
+    gateway targets file (and gateway-usage targets file): the config names them either way."""
+    hosts, gateways = list(vllm_hosts), list(gateways)
     names = fleet_metric_names(c.vllm_version for c in hosts)
     limits = {c.name: c.max_num_seqs for c in hosts if c.max_num_seqs}   # the verdict alerts compare per host
     return [MonitoringFile(TARGETS_FILE, targets_json(target_groups(hosts)), True),
             MonitoringFile(GATEWAY_TARGETS_FILE, targets_json(gateway_target_groups(gateways)), True),
+            MonitoringFile(GATEWAY_USAGE_TARGETS_FILE, targets_json(gateway_usage_target_groups(gateways)), True),
             MonitoringFile(GPU_TARGETS_FILE, targets_json(gpu_target_groups(hosts)), True),
             MonitoringFile(RULES_FILE, rules_yaml(names, settings.thresholds, limits), True),
             MonitoringFile(CONFIG_FILE, config_yaml(settings), True),
-            MonitoringFile(DASHBOARD_FILE, dashboard_json(names), False)]
+            MonitoringFile(DASHBOARD_FILE, dashboard_json(names, settings.thresholds.window), False)]
 
 
 def write_tree(dest: Path, files: Iterable[MonitoringFile]) -> list[Path]:

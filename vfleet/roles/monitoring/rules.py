@@ -23,6 +23,7 @@ from vfleet.roles.monitoring.gpu_rules import gpu_rules
 from vfleet.roles.monitoring.promql import Names, any_of
 from vfleet.roles.monitoring.scrape import GATEWAY_JOB, VLLM_JOB
 from vfleet.config.monitoring import Thresholds
+from vfleet.roles.monitoring.usage_rules import usage_group
 from vfleet.roles.monitoring.verdict_rules import verdict_group
 
 __all__ = ["ALERTS", "GATEWAY_ALERTS", "alert_rules", "gateway_rules", "rules_yaml"]
@@ -39,7 +40,8 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
 
 def alert_rules(names: Names, th: Thresholds, limits: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The rules file as data: one group `vllm` with the alerts of ALERTS, in that order, then
-    the gateway, gpu and verdict groups (`limits`: each host's max_num_seqs, verdict_rules.py)."""
+    the gateway, gpu and verdict groups (`limits`: each host's max_num_seqs, verdict_rules.py) and
+    the per-tenant recording rules (usage_rules.py)."""
     w = th.window
     sel = f'{{job="{VLLM_JOB}"}}'
     kv = any_of(names, "kv_cache_usage", lambda n: f"{n}{sel}")
@@ -77,7 +79,7 @@ def alert_rules(names: Names, th: Thresholds, limits: Mapping[str, int] | None =
                "{{ $labels.host }})."),
     ]
     return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
-                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th, limits)]}
+                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th, limits), usage_group(th)]}
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:

@@ -10,30 +10,37 @@ The gateways are scraped through prometheus-nginx-exporter on each gateway host 
 `gateway`), which reads nginx's stub_status on that host's loopback (vfleet/roles/gateway/render.py):
 nginx itself exposes no Prometheus text, and its public listener answers /metrics with 404.
 
+Each gateway's access log is scraped through mtail on that host (job `gateway_usage`, port
+monitoring_gateway_mtail_port): per-tenant request counts and request times
+(vfleet/roles/monitoring/mtail.py).
+
 The GPUs of each vLLM host are scraped through Debian's prometheus-node-exporter on that
 host (job `gpu`, port 9100, the exporter's registered default), whose textfile collector
 serves what vfleet/roles/monitoring/gpu_textfile.py writes from nvidia-smi."""
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
 from vfleet.config.hostconfig import HostConfig, hostport
 from vfleet.config.monitoring import MonitoringSettings
 
-__all__ = ["VLLM_JOB", "GATEWAY_JOB", "GPU_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE", "GPU_TARGETS_FILE",
-           "RULES_FILE", "CONFIG_FILE", "NODE_EXPORTER_PORT", "target_groups", "gateway_target_groups",
-           "gpu_target_groups", "targets_json", "prometheus_config", "config_yaml"]
+__all__ = ["VLLM_JOB", "GATEWAY_JOB", "GATEWAY_USAGE_JOB", "GPU_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE",
+           "GATEWAY_USAGE_TARGETS_FILE", "GPU_TARGETS_FILE", "RULES_FILE", "CONFIG_FILE", "NODE_EXPORTER_PORT",
+           "target_groups", "gateway_target_groups", "gateway_usage_target_groups", "gpu_target_groups",
+           "targets_json", "prometheus_config", "config_yaml"]
 
 VLLM_JOB = "vllm"
 GATEWAY_JOB = "gateway"
+GATEWAY_USAGE_JOB = "gateway_usage"
 GPU_JOB = "gpu"
 NODE_EXPORTER_PORT = 9100   # prometheus-node-exporter's default (Prometheus's port allocation list)
 CONFIG_FILE = "prometheus.yml"
 TARGETS_FILE = "targets/vllm.json"
 GATEWAY_TARGETS_FILE = "targets/gateway.json"
+GATEWAY_USAGE_TARGETS_FILE = "targets/gateway-usage.json"
 GPU_TARGETS_FILE = "targets/gpu.json"
 RULES_FILE = "rules/vllm-alerts.yml"
 
@@ -51,10 +58,19 @@ def target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
     return groups
 
 
+def _per_gateway(gateways: Iterable[HostConfig], port: Callable[[HostConfig], int]) -> list[dict[str, Any]]:
+    return [{"targets": [hostport(cfg.address, port(cfg))], "labels": {"host": cfg.name}}
+            for cfg in sorted(gateways, key=lambda c: c.name)]
+
+
 def gateway_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]]:
     """One file_sd group per gateway host: its exporter, labelled with the host's name."""
-    return [{"targets": [hostport(cfg.address, cfg.monitoring.gateway_exporter_port)], "labels": {"host": cfg.name}}
-            for cfg in sorted(gateways, key=lambda c: c.name)]
+    return _per_gateway(gateways, lambda cfg: cfg.monitoring.gateway_exporter_port)
+
+
+def gateway_usage_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]]:
+    """One file_sd group per gateway host: its mtail, labelled with the host's name."""
+    return _per_gateway(gateways, lambda cfg: cfg.monitoring.gateway_mtail_port)
 
 
 def gpu_target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
@@ -79,6 +95,8 @@ def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
              "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": GATEWAY_JOB, "metrics_path": "/metrics",
              "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}]},
+            {"job_name": GATEWAY_USAGE_JOB, "metrics_path": "/metrics",
+             "file_sd_configs": [{"files": [GATEWAY_USAGE_TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": GPU_JOB, "metrics_path": "/metrics",
              "file_sd_configs": [{"files": [GPU_TARGETS_FILE], "refresh_interval": "1m"}]},
             {"job_name": "prometheus",
