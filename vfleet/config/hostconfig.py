@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
+from vfleet.config.gateway_access import GatewayTls, Tenant
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
@@ -151,6 +152,10 @@ class HostConfig:
     monitoring: MonitoringSettings
     # multi-host replicas and their Ray nodes (vfleet/config/replicas.py)
     replica: ReplicaSettings
+    # teams behind the gateway, its TLS, a model's fallback (vfleet/config/gateway_access.py)
+    gateway_tenants: tuple[Tenant, ...] = ()
+    gateway_tls: GatewayTls | None = None
+    gateway_fallback_model: str | None = None
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)

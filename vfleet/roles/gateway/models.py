@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["Model", "group_models", "int_at_most", "nginx_regex", "models_json", "error_json",
+__all__ = ["Model", "group_models", "check_fallbacks", "nginx_regex", "models_json", "model_entries", "error_json",
            "OPENAI_PATHS", "MODEL_NAME"]
 
 # Served names the gateway can route on: what a JSON string holds without escapes, and what
@@ -45,6 +45,7 @@ class Model:
     max_tokens: int | None
     route_prefix: str | None
     max_model_len: int | None
+    fallback: str | None = None  # the model that answers when none of this one's hosts can
 
     @property
     def upstream(self) -> str:
@@ -89,8 +90,31 @@ def group_models(backends: Sequence) -> list[Model]:
         models.append(Model(i, name, tuple(b.name for b in bs),
                             _one(name, "gateway_max_tokens", {b.name: b.max_tokens for b in bs}),
                             prefix,
-                            _one(name, "max_model_len", {b.name: b.max_model_len for b in bs})))
+                            _one(name, "max_model_len", {b.name: b.max_model_len for b in bs}),
+                            _one(name, "gateway_fallback_model", {b.name: b.fallback for b in bs})))
+    check_fallbacks(models)
     return models
+
+
+def check_fallbacks(models: Sequence[Model]) -> None:
+    """Each fallback names another served model, and no chain of them comes back to where it
+    started: the gateway follows one hop, but a cycle is a mistake an operator should hear of."""
+    by_name = {m.name: m for m in models}
+    for m in models:
+        if m.fallback == m.name:
+            raise ModelError(f"model {m.name!r}: gateway_fallback_model is the model itself: name another "
+                             "served model or remove it")
+        if m.fallback is not None and m.fallback not in by_name:
+            raise ModelError(f"model {m.name!r}: gateway_fallback_model {m.fallback!r} is not served by any host "
+                             f"of the inventory (served: {', '.join(sorted(by_name))})")
+    for m in models:
+        chain, at = [m.name], m
+        while at.fallback is not None and at.fallback not in chain:
+            at = by_name[at.fallback]
+            chain.append(at.name)
+        if at.fallback is not None:
+            raise ModelError(f"gateway_fallback_model forms a cycle: {' -> '.join(chain + [at.fallback])}; "
+                             "break it (the gateway follows one fallback, never a loop)")
 
 
 def int_at_most(n: int) -> str:
@@ -129,8 +153,8 @@ def _json_literal(obj: object) -> str:
     return "'" + text + "\\n'"
 
 
-def models_json(models: Sequence[Model]) -> str:
-    """GET /v1/models through the gateway: every model of the inventory, in vLLM's shape."""
+def model_entries(models: Sequence[Model]) -> list[dict]:
+    """The entries of GET /v1/models through the gateway, in vLLM's shape."""
     data = []
     for m in models:
         entry: dict[str, object] = {"id": m.name, "object": "model", "created": 0, "owned_by": "vllm",
@@ -138,7 +162,12 @@ def models_json(models: Sequence[Model]) -> str:
         if m.max_model_len:
             entry["max_model_len"] = m.max_model_len
         data.append(entry)
-    return _json_literal({"object": "list", "data": data})
+    return data
+
+
+def models_json(models: Sequence[Model]) -> str:
+    """GET /v1/models through the gateway: every model of the inventory, as an nginx word."""
+    return _json_literal({"object": "list", "data": model_entries(models)})
 
 
 def error_json(message: str, code: str, param: str | None, type_: str = "invalid_request_error") -> str:
