@@ -1,17 +1,10 @@
-"""The models behind the gateway: the vLLM hosts grouped by the name clients ask for, and the
-nginx map patterns that route a request on its JSON body (pure functions, no SSH).
+"""The models behind the gateway: the vLLM hosts grouped by the name clients ask for, their
+ceilings and fallbacks, and the JSON the gateway answers with (pure functions, no SSH).
 
-Why maps on the body and not njs: Debian 12's nginx 1.22 has no JavaScript without an extra
-package (libnginx-mod-http-njs), but its map can match a regex on $request_body, and the
-`mirror` module reads the whole body before the content phase (mirror_request_body on), so
-the maps are evaluated with the body in memory when proxy_pass picks its upstream. Responses
-are never buffered (proxy_buffering off): only the request is read first, which nginx does
-for a proxied request anyway.
-
-A map cannot compare numbers, so the max_tokens ceiling is a regex of every integer from 0
-to the ceiling (`int_at_most`); anything else in that field (a larger number, 1e5, a string)
-is over the ceiling. null or an absent field passes (the engine's default, bounded by
-max_model_len)."""
+The request itself is judged in nginx by gateway.js (vfleet/roles/gateway/njs.py renders the
+models' table into it): JSON.parse reads the body, so only its top-level fields count, and a
+ceiling is a number compared as a number. Responses are never buffered (proxy_buffering
+off): only the request is read first, which nginx does for a proxied request anyway."""
 from __future__ import annotations
 
 import json

@@ -22,9 +22,14 @@ Routing (see docs/lab-vllm-notes.md):
   /metrics (scraped per host), vLLM's administration under /v1 (/v1/load_lora_adapter), and
   its endpoints outside /v1 and /v2 (/invocations, /tokenize), which its key does not guard.
 - /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
-  body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
-  model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
-- GET /v1/models is the inventory's model list (static), after a backend accepted the key.
+  body is read first (mirror), gateway.js (njs, vfleet/roles/gateway/njs.py) parses it and
+  gives a verdict, proxy_pass picks the model's upstream, or error_page answers 404
+  model_not_found / 400 (@vfleet_answer), or sends it to the model's fallback.
+- With gateway_tenants (docs/gateway.md): the client's key names a tenant (401 otherwise),
+  each tenant has its own rate and concurrency zones (vfleet/roles/gateway/tenants.py), and
+  vLLM gets the fleet's key, never the client's.
+- GET /v1/models is the inventory's model list (static), after a backend accepted the key;
+  with tenants, the tenant's models.
 - nginx's stub_status is served by a second server on 127.0.0.1:monitoring_gateway_status_port
   (STATUS_PATH), for prometheus-nginx-exporter on the same host (vfleet/roles/monitoring/exporter.py).
 """
