@@ -10,6 +10,7 @@ import pytest
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.roles.gateway import nginx
 from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.files import GatewayFile, GatewayFiles, render_files
 from vfleet.roles.gateway.render import Backend
 from vfleet.roles.rollout.batches import batch_sizes, plan_batches
 from vfleet.roles.rollout.rolling import Rollout
@@ -23,9 +24,15 @@ def _fleet(n: int, models: int = 1) -> list[Backend]:
             for i in range(n)]
 
 
-def _facts(text: str, drained: str | None = None) -> dict:
-    return {"nginx": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
-            "conf": FileState("file", hashlib.sha256(text.encode()).hexdigest(), "644", "root", "root"),
+def _on_host(f: GatewayFile) -> FileState:
+    return FileState("file", hashlib.sha256(f.content.encode()).hexdigest(), f.mode.lstrip("0"), "root", "root")
+
+
+def _facts(files: GatewayFiles, drained: str | None = None) -> dict:
+    """A running gateway (nginx and njs installed, no TLS) that serves `files`."""
+    return {"nginx": True, "njs": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
+            "conf": _on_host(files.conf), "js": _on_host(files.supporting[0]),
+            "tls_cert": FileState("missing"), "tls_key": FileState("missing"),
             "drained": FileState("file", "x", "644", content=drained) if drained else FileState("missing"),
             "caps": FileState("missing")}
 
@@ -49,15 +56,17 @@ def test_duplicate_names_are_found_in_one_pass_and_named_once():
 
 def test_drain_and_undrain_plans_are_pure_and_fast():
     bs = _fleet(N)
-    text = gr.render_gateway(bs, GW)
-    drained_text = gr.render_gateway(bs, GW, drained={"gpu000042"})
+    files = render_files(bs, GW)
+    drained_files = render_files(bs, GW, drained={"gpu000042"})
     t0 = time.perf_counter()
-    drain = nginx.plan_config(GW, bs, _facts(text), drained={"gpu000042"})
-    undrain = nginx.plan_config(GW, bs, _facts(drained_text, "gpu000042\n"), drained=set())
+    drain = nginx.plan_config(GW, bs, _facts(files), drained={"gpu000042"})
+    undrain = nginx.plan_config(GW, bs, _facts(drained_files, "gpu000042\n"), drained=set())
     assert time.perf_counter() - t0 < 20
+    # a drain changes the conf only: the njs module (models, not hosts) stays as it is
     assert [c.action for c in drain] == [c.action for c in undrain] == ["drained state", "nginx config", "service"]
+    assert drain[1].target == undrain[1].target == gr.GATEWAY_CONF_PATH
     assert drain[1].reason == undrain[1].reason == "content" and drain[2].command == "systemctl reload nginx"
-    assert nginx.plan_config(GW, bs, _facts(text), drained=None) == []     # converged: nothing to do
+    assert nginx.plan_config(GW, bs, _facts(files), drained=None) == []     # converged: nothing to do
 
 
 def test_batches_of_one_over_100k_hosts_are_fast():
