@@ -3,6 +3,7 @@ at 1k/10k/100k hosts): rendering (a per-name count made 100,000 hosts take 399 s
 a drain or an undrain (vfleet.roles.gateway.nginx.plan_config, pure), and the rollout's batches.
 Bounds here are generous: they catch a quadratic step, not a slow machine."""
 import hashlib
+import json
 import time
 
 import pytest
@@ -40,9 +41,11 @@ def _facts(files: GatewayFiles, drained: str | None = None) -> dict:
 def test_render_of_many_hosts_and_many_models_is_fast():
     for models in (1, N // 2):    # one model of N hosts; a model per two hosts (one scan per model was quadratic)
         t0 = time.perf_counter()
-        text = gr.render_gateway(_fleet(N, models), GW, drained=[f"gpu{i:06d}" for i in range(0, N, 3)])
+        files = render_files(_fleet(N, models), GW, drained=[f"gpu{i:06d}" for i in range(0, N, 3)])
         assert time.perf_counter() - t0 < 20, models
-        assert text.count(" down;  # gpu") == len(range(0, N, 3))
+        assert files.conf.content.count(" down;  # gpu") == len(range(0, N, 3))
+        settings = next(ln for ln in files.supporting[0].content.splitlines() if ln.startswith("var S = "))
+        assert len(json.loads(settings.removeprefix("var S = ").removesuffix(";"))["models"]) == models  # njs: all
 
 
 def test_duplicate_names_are_found_in_one_pass_and_named_once():
