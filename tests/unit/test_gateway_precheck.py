@@ -158,6 +158,19 @@ def test_on_host_check_leaves_a_bare_gateway_to_its_step(tmp_path):
     assert ctx.records[0][:2] == ("nginx -t", "skipped") and "installs them" in ctx.records[0][2]
 
 
+def test_on_host_check_leaves_a_gateway_without_njs_to_its_step(monkeypatch):
+    """nginx is there but not its njs module (a gateway from before njs): the config imports
+    gateway.js, so only the gateway step (which installs the module) can test it."""
+    from vfleet.roles.gateway.nginx import NJS_MODULE
+
+    assert NJS_MODULE in precheck.ON_HOST_SCRIPT
+    monkeypatch.setattr(precheck, "ON_HOST_SCRIPT",
+                        precheck.ON_HOST_SCRIPT.replace(NJS_MODULE, "/nonexistent/ngx_http_js_module.so"))
+    ctx = _Ctx(_LocalConnection([]))
+    precheck.check_on_host(ctx, BACKENDS[:1])
+    assert ctx.records[0][:2] == ("nginx -t", "skipped") and "njs module" in ctx.records[0][2]
+
+
 def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkeypatch, capsys):
     """The only command any host ran before the refusal is the gateway's nginx -t."""
     import vfleet.engine.runner
