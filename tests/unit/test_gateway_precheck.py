@@ -46,6 +46,13 @@ def test_controller_nginx_rejection_is_one_line_with_nginx_words():
     assert why and "\n" not in why and "vfleet-nginx-t-" not in why, why
 
 
+def test_controller_nginx_without_njs_leaves_the_test_to_each_gateway(monkeypatch):
+    """The config imports gateway.js: a controller nginx without the njs module cannot test it."""
+    assert precheck.controller_nginx() == shutil.which("nginx")
+    monkeypatch.setattr(precheck, "NJS_MODULE", "/nonexistent/ngx_http_js_module.so")
+    assert precheck.controller_nginx() is None
+
+
 def _fake_nginx(tmp_path: Path) -> str:
     script = tmp_path / "nginx"
     script.write_text("#!/bin/sh\necho 'nginx: [emerg] 1#1: unknown directive \"bogus\" in conf.d/x.conf:3' >&2\nexit 1\n")
