@@ -18,7 +18,8 @@ from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.inventory import load_inventory
 from vfleet.roles.gateway import nginx as gateway_role
-from vfleet.roles.gateway.render import Backend, _server_address, render_gateway
+from vfleet.roles.gateway.files import render_files
+from vfleet.roles.gateway.render import Backend, _server_address
 from vfleet.roles.install import venv as install_role
 from vfleet.roles.monitoring import exporter
 from vfleet.roles.service import unit as service_role
@@ -42,12 +43,11 @@ def fleet_checks(inventory: Path, tmp: Path) -> tuple[list[Check], list[str]]:
         units = sorted((host_dir / "etc" / "systemd" / "system").glob("*.service"))
         if units:
             checks.append(units_check(units, {f"{cfg.vllm_root}/current/bin/{n}" for n in ("vllm", "python", "ray")}))
-        conf = host_dir / "etc" / "nginx" / "conf.d" / "vfleet-gateway.conf"
-        if conf.exists():
+        if (host_dir / "etc" / "nginx" / "conf.d" / "vfleet-gateway.conf").exists():
             servers = {_server_address(b.address, b.port) for b in map(Backend.of, fleet.configs_of(fleet.serving_hosts))}
             prefix = tmp / f"nginx-{host_dir.name}"
             prefix.mkdir()
-            checks.append(nginx_check(prefix, conf, servers))
+            checks.append(nginx_check(prefix, host_dir / "etc" / "nginx", servers))
     envs = sorted((tmp / "render").rglob("*.env"))
     for env, (by_systemd, by_sh) in zip(envs, env_file_values(envs)):
         if by_systemd != by_sh:
@@ -114,8 +114,9 @@ def _commands(fleet: Fleet) -> list[tuple[str, str]]:
                                                 "unit": NO_UNIT, "systemd": 252})
     changes += install_role.plan(cfg, {"root": MISSING, "marker": MISSING, "current": None})
     backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
-    changes += gateway_role.plan(gw, render_gateway(backends, gw), {
-        "nginx": False, "conf": MISSING, "default_site": FileState("file", "0" * 64, "644", "root", "root"),
+    changes += gateway_role.plan(gw, render_files(backends, gw), {
+        "nginx": False, "njs": False, "conf": MISSING, "js": MISSING, "tls_cert": MISSING, "tls_key": MISSING,
+        "default_site": FileState("file", "0" * 64, "644", "root", "root"),
         "drained": MISSING, "caps": MISSING, "unit": NO_UNIT})
     changes += exporter.plan(gw, {"exporter": False, "unit": NO_UNIT, "defaults": MISSING})
     out = [(f"{c.action} {c.target}", c.command) for c in changes]

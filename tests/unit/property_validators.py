@@ -1,6 +1,7 @@
 """The real validators of the property-based suite: what each rendered file's consumer says of it.
 
-    nginx -t                  the gateway config, inside a minimal nginx.conf (Debian's layout)
+    nginx -t                  the gateway's files (config, njs module), inside a minimal nginx.conf
+                              (Debian's layout, njs loaded)
     systemd-analyze verify    every unit of a host, drop-ins beside them, in one call
     sh (and systemd's reader) each EnvironmentFile, value by value against what vfleet meant
     promtool check config     prometheus.yml, which reads its rules and file_sd targets
@@ -22,6 +23,8 @@ from typing import Callable
 
 import pytest
 
+from vfleet.roles.gateway.nginx import NJS_MODULE
+from vfleet.roles.gateway.render import ACCESS_LOG
 from tests.unit.test_quoting import systemd_read_env_value, systemd_read_words
 
 __all__ = ["Check", "run_checks", "tool", "nginx_check", "units_check", "promtool_check", "bash_check",
@@ -63,25 +66,30 @@ def run_checks(checks: list[Check]) -> list[str]:
 
 
 # --- nginx -------------------------------------------------------------------------------
-def nginx_check(prefix: Path, conf_file: Path, addresses: set[str]) -> Check:
-    """nginx -t on `conf_file` included in http{}, like Debian's conf.d/. nginx resolves an
-    upstream's host names at load and stops at the first it cannot: each name among
-    `addresses` (the servers vfleet meant) is swapped for 127.0.0.1 in a copy, so the rest
-    of the file is still checked, and a server line vfleet did not mean still fails."""
-    text = conf_file.read_text()
-    for address in sorted(addresses, key=len, reverse=True):
-        host, _, port = address.rpartition(":")
-        if not re.fullmatch(r"[0-9.]+|\[[0-9A-Fa-f:.]+\]", host):
-            text = text.replace(f"server {address} ", f"server 127.0.0.1:{port} ")
-    checked = prefix / "conf.d" / conf_file.name
-    checked.parent.mkdir(parents=True, exist_ok=True)
-    checked.write_text(text)
+def nginx_check(prefix: Path, nginx_dir: Path, addresses: set[str]) -> Check:
+    """nginx -t (njs loaded) on the files of `nginx_dir` (a rendered /etc/nginx: conf.d/*.conf
+    included in http{}, like Debian's, and what they name by relative path, such as
+    vfleet/gateway.js), copied into `prefix`. nginx resolves an upstream's host names at load
+    and stops at the first it cannot: in the copies of conf.d/, each name among `addresses`
+    (the servers vfleet meant) is swapped for 127.0.0.1, so the rest of the file is still
+    checked, and a server line vfleet did not mean still fails. The access log goes to `prefix`."""
+    for source in sorted(p for p in nginx_dir.rglob("*") if p.is_file()):
+        text = source.read_text().replace(ACCESS_LOG, str(prefix / "access.json"))
+        if source.parent == nginx_dir / "conf.d":
+            for address in sorted(addresses, key=len, reverse=True):
+                host, _, port = address.rpartition(":")
+                if not re.fullmatch(r"[0-9.]+|\[[0-9A-Fa-f:.]+\]", host):
+                    text = text.replace(f"server {address} ", f"server 127.0.0.1:{port} ")
+        copy = prefix / source.relative_to(nginx_dir)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text)
     conf = prefix / "nginx.conf"
     conf.write_text(
+        f"load_module {NJS_MODULE};\n"
         f"pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{ worker_connections 64; }}\n"
         f"http {{\n access_log off;\n client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;\n"
         f" fastcgi_temp_path {prefix}/fcgi; uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;\n"
-        f" include {checked};\n}}\n")
+        f" include {prefix}/conf.d/*.conf;\n}}\n")
 
     def judge(r: subprocess.CompletedProcess) -> str | None:
         return None if r.returncode == 0 and "test is successful" in r.stderr else r.stderr.strip()[-1500:]

@@ -99,11 +99,12 @@ def test_fixed_parts_are_module_constants_not_variables():
     assert f"keepalive {gr.KEEPALIVE};" in conf
     assert f"server_name {gr.SERVER_NAME};" in conf
     # only the allow-listed API under /v1 and /v2 is proxied (and the key check of
-    # /v1/models); /health and the rest are nginx's own
+    # /v1/models, and a model's fallback from @vfleet_answer); /health and the rest are nginx's own
     assert _locations(conf) == ["= /health", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
                                 "= /_vfleet_body", "@vfleet_answer", "@vfleet_unavailable", "@vfleet_unauthorized",
-                                "~ ^/v[12]/", "/", "= /stub_status", "/"]
+                                "@vfleet_limited", "~ ^/v[12]/", "/", "= /stub_status", "/"]
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vfleet_reject", "http://vfleet_model_1/v1/models",
+                                                     "http://$vfleet_fallback_upstream$vfleet_api_path$is_args$args",
                                                      "http://$vfleet_upstream$vfleet_api_path$is_args$args"]
     # removed on purpose: no longer inventory variables
     for name in ("gateway_allowed_prefixes", "gateway_upstream_name", "gateway_rate_per_client",

@@ -2,18 +2,25 @@
 host (vfleet/roles/gateway/precheck.py, vfleet/cli/deploy_steps.py check_gateways): a config the
 gateway cannot render, or one `nginx -t` rejects on the controller, is exit 2 with nothing
 connected. And what nginx -t taught about scale: an upstream zone sized by its servers."""
+import dataclasses
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 import vfleet.roles.gateway.precheck as precheck
 from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.files import GatewayFiles, render_files
 from vfleet.roles.gateway.render import Backend
 from tests.unit.gateway_cases import BACKENDS, GW
 from tests.unit.test_hostile_inputs import run_case
 
+
+def _edited(files: GatewayFiles, edit: Callable[[str], str]) -> GatewayFiles:
+    """The same files with the conf.d text changed by `edit` (the njs module kept)."""
+    return dataclasses.replace(files, conf=dataclasses.replace(files.conf, content=edit(files.conf.content)))
 
 
 def test_render_errors_are_found_without_nginx():
@@ -33,8 +40,17 @@ def test_controller_nginx_accepts_host_names_it_cannot_resolve_and_any_listen_ad
 
 
 def test_controller_nginx_rejection_is_one_line_with_nginx_words():
-    why = precheck.nginx_test(shutil.which("nginx"), gr.render_gateway(BACKENDS[:1], GW).replace("least_conn;", "least_conn"))
+    files = _edited(render_files(BACKENDS[:1], GW, access_log=precheck.SCRATCH_LOG),
+                    lambda conf: conf.replace("least_conn;", "least_conn"))
+    why = precheck.nginx_test(shutil.which("nginx"), files)
     assert why and "\n" not in why and "vfleet-nginx-t-" not in why, why
+
+
+def test_controller_nginx_without_njs_leaves_the_test_to_each_gateway(monkeypatch):
+    """The config imports gateway.js: a controller nginx without the njs module cannot test it."""
+    assert precheck.controller_nginx() == shutil.which("nginx")
+    monkeypatch.setattr(precheck, "NJS_MODULE", "/nonexistent/ngx_http_js_module.so")
+    assert precheck.controller_nginx() is None
 
 
 def _fake_nginx(tmp_path: Path) -> str:
@@ -72,7 +88,7 @@ def test_upstream_zone_grows_with_the_servers(n):
 def test_nginx_t_accepts_one_model_of_2000_hosts():
     """A fixed 64k zone held about 50 servers: nginx -t failed for a model of 100 hosts."""
     bs = [Backend(f"gpu{i:05d}", f"10.1.{i // 256}.{i % 256}", 8000, "tiny", max_conns=8) for i in range(2000)]
-    assert precheck.nginx_test(shutil.which("nginx"), gr.render_gateway(bs, GW)) is None
+    assert precheck.nginx_test(shutil.which("nginx"), render_files(bs, GW, access_log=precheck.SCRATCH_LOG)) is None
 
 
 # --- a controller without nginx: each gateway's own nginx -t, before any host changes -------------
@@ -116,8 +132,24 @@ def test_on_host_check_runs_the_hosts_nginx_in_a_scratch_prefix():
     assert len(seen) == 1 and "mktemp -d /tmp/vfleet-nginx-t." in seen[0]
 
 
+def test_on_host_check_sends_every_file_as_a_root_only_tar():
+    """stdin of the on-host check: the conf, the njs module (and TLS files) under their paths
+    relative to /etc/nginx, each 0600 in the scratch copy (the module holds the backend key)."""
+    import base64
+    import io
+    import tarfile
+
+    files = render_files(BACKENDS[:2], GW, access_log=precheck.SCRATCH_LOG)
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(precheck.files_tar(files)))) as tar:
+        got = {m.name: (m.mode, tar.extractfile(m).read().decode()) for m in tar.getmembers()}
+    assert got == {f.relative: (0o600, f.content) for f in files.all}
+    assert set(got) == {"conf.d/vfleet-gateway.conf", "vfleet/gateway.js"}
+
+
 def test_on_host_check_refusal_is_nginx_words_in_one_line(monkeypatch):
-    monkeypatch.setattr(precheck, "render_gateway", lambda bs, cfg: "bogus_directive on;\n")
+    real = precheck.render_files
+    monkeypatch.setattr(precheck, "render_files",
+                        lambda bs, cfg, **kw: _edited(real(bs, cfg, **kw), lambda conf: "bogus_directive on;\n"))
     with pytest.raises(precheck.HostFailed, match=r'^nginx -t on the gateway rejects the new config: '
                                                   r'unknown directive "bogus_directive" in conf\.d/vfleet-gateway\.conf:1$'):
         precheck.check_on_host(_Ctx(_LocalConnection([])), BACKENDS[:1])
@@ -125,12 +157,25 @@ def test_on_host_check_refusal_is_nginx_words_in_one_line(monkeypatch):
 
 def test_on_host_check_leaves_a_bare_gateway_to_its_step(tmp_path):
     (tmp_path / "bin").mkdir()
-    for tool in ("sh", "bash", "mktemp", "mkdir", "cat", "sed", "rm", "printf"):
+    for tool in ("sh", "bash", "mktemp", "mkdir", "cat", "sed", "rm", "printf", "base64", "tar", "test"):
         if shutil.which(tool):
             os.symlink(shutil.which(tool), tmp_path / "bin" / tool)
     ctx = _Ctx(_LocalConnection([], path=str(tmp_path / "bin")))
     precheck.check_on_host(ctx, BACKENDS[:1])
-    assert ctx.records[0][:2] == ("nginx -t", "skipped") and "installs it" in ctx.records[0][2]
+    assert ctx.records[0][:2] == ("nginx -t", "skipped") and "installs them" in ctx.records[0][2]
+
+
+def test_on_host_check_leaves_a_gateway_without_njs_to_its_step(monkeypatch):
+    """nginx is there but not its njs module (a gateway from before njs): the config imports
+    gateway.js, so only the gateway step (which installs the module) can test it."""
+    from vfleet.roles.gateway.nginx import NJS_MODULE
+
+    assert NJS_MODULE in precheck.ON_HOST_SCRIPT
+    monkeypatch.setattr(precheck, "ON_HOST_SCRIPT",
+                        precheck.ON_HOST_SCRIPT.replace(NJS_MODULE, "/nonexistent/ngx_http_js_module.so"))
+    ctx = _Ctx(_LocalConnection([]))
+    precheck.check_on_host(ctx, BACKENDS[:1])
+    assert ctx.records[0][:2] == ("nginx -t", "skipped") and "njs module" in ctx.records[0][2]
 
 
 def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkeypatch, capsys):
@@ -142,9 +187,10 @@ def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkey
     seen: list = []
     monkeypatch.setattr(precheck, "controller_nginx", lambda: None)
     monkeypatch.setattr(vfleet.engine.runner, "open_connection", lambda *a, **k: _LocalConnection(seen))
-    real = precheck.render_gateway
-    monkeypatch.setattr(precheck, "render_gateway",
-                        lambda bs, cfg: real(bs, cfg).replace("least_conn;", "least_conn bogus;"))
+    real = precheck.render_files
+    monkeypatch.setattr(precheck, "render_files",
+                        lambda bs, cfg, **kw: _edited(real(bs, cfg, **kw),
+                                                      lambda conf: conf.replace("least_conn;", "least_conn bogus;")))
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(SystemExit) as exc:
         program.run(["vfleet", "deploy", "--inventory", str(_inventory({}, tmp_path))])

@@ -6,6 +6,7 @@ nginx is missing; the rendered text itself is tested in test_gateway_conf.py.
 The gateway's knobs come from the gateway host's HostConfig (tests/unit/configs.py builds it
 through the inventory loader and schema); the backends are Backend values, as Backend.of
 makes them from the vLLM hosts' configs."""
+import dataclasses
 import http.server
 import shutil
 import socket
@@ -20,6 +21,8 @@ import pytest
 
 from vfleet.engine.errors import InventoryError
 from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.files import GatewayFiles, render_files
+from vfleet.roles.gateway.nginx import NJS_MODULE
 from vfleet.roles.gateway.render import Backend
 from tests.unit.configs import host_config
 from tests.unit.gateway_cases import BACKENDS, GW, gw
@@ -29,13 +32,21 @@ needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx"
 
 # --- real nginx ---------------------------------------------------------------------
 
-def _nginx_prefix(tmp_path: Path, conf_text: str, daemon: bool = False) -> Path:
-    """A minimal nginx.conf whose http{} includes conf.d/*.conf, like Debian's."""
-    (tmp_path / "conf.d").mkdir(exist_ok=True)
-    (tmp_path / "conf.d" / "vfleet-gateway.conf").write_text(conf_text)
+def _nginx_prefix(tmp_path: Path, conf: "str | GatewayFiles", daemon: bool = False) -> Path:
+    """A minimal nginx.conf (njs loaded) whose http{} includes conf.d/*.conf, like Debian's,
+    with the gateway's files in place: `conf` as rendered (GatewayFiles), or a conf.d text
+    (then with the njs module of a one-model gateway beside it, enough for `nginx -t`). The
+    access log goes to tmp_path, not /var/log/nginx."""
+    files = conf if isinstance(conf, GatewayFiles) else None
+    if files is None:
+        js = render_files(BACKENDS[:1], GW).supporting
+        files = GatewayFiles(dataclasses.replace(render_files(BACKENDS[:1], GW).conf, content=conf), js)
+    for f in files.all:
+        (tmp_path / f.relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f.relative).write_text(f.content.replace(gr.ACCESS_LOG, str(tmp_path / "access.json")))
     conf = tmp_path / "nginx.conf"
     conf.write_text(
-        ("" if daemon else "daemon off;\n") +
+        f"load_module {NJS_MODULE};\n" + ("" if daemon else "daemon off;\n") +
         f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
         "events { worker_connections 64; }\n"
         f"http {{\n access_log {tmp_path}/access.log;\n"
@@ -58,7 +69,7 @@ IP_BACKENDS = [b for b in BACKENDS if not b.address.endswith("example")]
 @needs_nginx
 @pytest.mark.parametrize("drained", [(), {"gpu02"}, {"gpu01", "gpu02", "gpu03"}])
 def test_nginx_t_accepts_rendered_config(tmp_path, drained):
-    conf = _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, GW, drained=set(drained)))
+    conf = _nginx_prefix(tmp_path, render_files(IP_BACKENDS, GW, drained=set(drained)))
     r = _nginx_t(tmp_path, conf)
     assert r.returncode == 0, r.stderr
     assert "test is successful" in r.stderr
@@ -73,7 +84,7 @@ def test_nginx_t_accepts_rendered_config(tmp_path, drained):
      "gateway_fail_timeout": 1},
 ], ids=["ipv4-knobs", "ipv6-listen"])
 def test_nginx_t_accepts_every_knob(tmp_path, vars):
-    conf = _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, gw(vars), drained={"gpu01"}))
+    conf = _nginx_prefix(tmp_path, render_files(IP_BACKENDS, gw(vars), drained={"gpu01"}))
     r = _nginx_t(tmp_path, conf)
     assert r.returncode == 0, r.stderr
 
@@ -93,7 +104,7 @@ def test_what_the_schema_accepts_nginx_accepts(tmp_path, var, value):
         cfg = gw({var: value})
     except InventoryError:
         return          # refused up front: fine
-    r = _nginx_t(tmp_path, _nginx_prefix(tmp_path, gr.render_gateway(IP_BACKENDS, cfg)))
+    r = _nginx_t(tmp_path, _nginx_prefix(tmp_path, render_files(IP_BACKENDS, cfg)))
     assert r.returncode == 0, r.stderr
 
 
@@ -121,7 +132,10 @@ def test_fits_debians_stock_nginx_conf_once_default_site_is_gone(tmp_path):
             .replace("/run/nginx.pid", f"{tmp_path}/nginx.pid"))
     conf = tmp_path / "nginx.conf"
     conf.write_text(text)
-    (confd / Path(gr.GATEWAY_CONF_PATH).name).write_text(gr.render_gateway(BACKENDS[:2], GW))
+    (tmp_path / "modules").symlink_to(Path(NJS_MODULE).parent)   # modules-enabled/ loads njs from the prefix
+    for f in render_files(BACKENDS[:2], GW, access_log=str(tmp_path / "access.json")).all:
+        (tmp_path / f.relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f.relative).write_text(f.content)
     r = _nginx_t(tmp_path, conf)
     assert r.returncode == 0, r.stderr
     default_site = Path("/etc/nginx/sites-available/default")
@@ -188,7 +202,7 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
     backends = [Backend.of(host_config({"vllm_port": srv.server_address[1]}, name=name,
                                        address="127.0.0.1"))
                 for name, srv in (("a", a), ("b", b))]
-    conf_text = gr.render_gateway(
+    conf_text = render_files(
         backends,
         gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
             "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3,

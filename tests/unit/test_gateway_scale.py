@@ -3,6 +3,7 @@ at 1k/10k/100k hosts): rendering (a per-name count made 100,000 hosts take 399 s
 a drain or an undrain (vfleet.roles.gateway.nginx.plan_config, pure), and the rollout's batches.
 Bounds here are generous: they catch a quadratic step, not a slow machine."""
 import hashlib
+import json
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.roles.gateway import nginx
 from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.files import GatewayFile, GatewayFiles, render_files
 from vfleet.roles.gateway.render import Backend
 from vfleet.roles.rollout.batches import batch_sizes, plan_batches
 from vfleet.roles.rollout.rolling import Rollout
@@ -23,9 +25,15 @@ def _fleet(n: int, models: int = 1) -> list[Backend]:
             for i in range(n)]
 
 
-def _facts(text: str, drained: str | None = None) -> dict:
-    return {"nginx": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
-            "conf": FileState("file", hashlib.sha256(text.encode()).hexdigest(), "644", "root", "root"),
+def _on_host(f: GatewayFile) -> FileState:
+    return FileState("file", hashlib.sha256(f.content.encode()).hexdigest(), f.mode.lstrip("0"), "root", "root")
+
+
+def _facts(files: GatewayFiles, drained: str | None = None) -> dict:
+    """A running gateway (nginx and njs installed, no TLS) that serves `files`."""
+    return {"nginx": True, "njs": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
+            "conf": _on_host(files.conf), "js": _on_host(files.supporting[0]),
+            "tls_cert": FileState("missing"), "tls_key": FileState("missing"),
             "drained": FileState("file", "x", "644", content=drained) if drained else FileState("missing"),
             "caps": FileState("missing")}
 
@@ -33,9 +41,11 @@ def _facts(text: str, drained: str | None = None) -> dict:
 def test_render_of_many_hosts_and_many_models_is_fast():
     for models in (1, N // 2):    # one model of N hosts; a model per two hosts (one scan per model was quadratic)
         t0 = time.perf_counter()
-        text = gr.render_gateway(_fleet(N, models), GW, drained=[f"gpu{i:06d}" for i in range(0, N, 3)])
+        files = render_files(_fleet(N, models), GW, drained=[f"gpu{i:06d}" for i in range(0, N, 3)])
         assert time.perf_counter() - t0 < 20, models
-        assert text.count(" down;  # gpu") == len(range(0, N, 3))
+        assert files.conf.content.count(" down;  # gpu") == len(range(0, N, 3))
+        settings = next(ln for ln in files.supporting[0].content.splitlines() if ln.startswith("var S = "))
+        assert len(json.loads(settings.removeprefix("var S = ").removesuffix(";"))["models"]) == models  # njs: all
 
 
 def test_duplicate_names_are_found_in_one_pass_and_named_once():
@@ -49,15 +59,17 @@ def test_duplicate_names_are_found_in_one_pass_and_named_once():
 
 def test_drain_and_undrain_plans_are_pure_and_fast():
     bs = _fleet(N)
-    text = gr.render_gateway(bs, GW)
-    drained_text = gr.render_gateway(bs, GW, drained={"gpu000042"})
+    files = render_files(bs, GW)
+    drained_files = render_files(bs, GW, drained={"gpu000042"})
     t0 = time.perf_counter()
-    drain = nginx.plan_config(GW, bs, _facts(text), drained={"gpu000042"})
-    undrain = nginx.plan_config(GW, bs, _facts(drained_text, "gpu000042\n"), drained=set())
+    drain = nginx.plan_config(GW, bs, _facts(files), drained={"gpu000042"})
+    undrain = nginx.plan_config(GW, bs, _facts(drained_files, "gpu000042\n"), drained=set())
     assert time.perf_counter() - t0 < 20
+    # a drain changes the conf only: the njs module (models, not hosts) stays as it is
     assert [c.action for c in drain] == [c.action for c in undrain] == ["drained state", "nginx config", "service"]
+    assert drain[1].target == undrain[1].target == gr.GATEWAY_CONF_PATH
     assert drain[1].reason == undrain[1].reason == "content" and drain[2].command == "systemctl reload nginx"
-    assert nginx.plan_config(GW, bs, _facts(text), drained=None) == []     # converged: nothing to do
+    assert nginx.plan_config(GW, bs, _facts(files), drained=None) == []     # converged: nothing to do
 
 
 def test_batches_of_one_over_100k_hosts_are_fast():

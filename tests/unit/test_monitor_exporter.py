@@ -17,6 +17,7 @@ import pytest
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
 from vfleet.roles.gateway import render as gr
+from vfleet.roles.gateway.files import render_files
 from vfleet.roles.monitoring.exporter import DEFAULTS_FILE, PACKAGE, UNIT, defaults_text, facts_for, plan
 from tests.unit.gateway_cases import BACKENDS, gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix
@@ -118,7 +119,7 @@ def test_real_exporter_with_the_planned_args_reads_the_rendered_gateway(tmp_path
     ports = {k: _free_port() for k in ("gateway_port", "monitoring_gateway_status_port",
                                        "monitoring_gateway_exporter_port")}
     cfg = gw({**ports, "gateway_listen_address": "127.0.0.1"})
-    conf = _nginx_prefix(tmp_path, gr.render_gateway(BACKENDS[:1], cfg))
+    conf = _nginx_prefix(tmp_path, render_files(BACKENDS[:1], cfg))
     nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)], stderr=subprocess.PIPE)
     # the exporter as Debian's unit starts it: ARGS from the defaults file, split at whitespace
     (tmp_path / "defaults").write_text(defaults_text(cfg))

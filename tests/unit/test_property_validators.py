@@ -8,13 +8,34 @@ from tests.unit.property_validators import (bash_check, env_file_values, nginx_c
 
 
 def test_nginx_check_rejects_a_split_argument_and_stands_in_only_for_meant_host_names(tmp_path):
-    conf = tmp_path / "gw.conf"
+    rendered = tmp_path / "etc" / "nginx"
+    conf = rendered / "conf.d" / "gw.conf"
+    conf.parent.mkdir(parents=True)
     conf.write_text('upstream u { server gpu.invalid:8000 max_fails=1; }\nserver { listen 127.0.0.1:1; server_name a b;c; }\n')
-    (failure,) = run_checks([nginx_check(tmp_path, conf, {"gpu.invalid:8000"})])
+    (failure,) = run_checks([nginx_check(tmp_path / "p1", rendered, {"gpu.invalid:8000"})])
     assert "nginx -t" in failure and '"c"' in failure
     conf.write_text('upstream u { server gpu.invalid:8000 max_fails=1; }\n')
-    assert run_checks([nginx_check(tmp_path, conf, {"gpu.invalid:8000"})]) == []
-    assert run_checks([nginx_check(tmp_path, conf, {"other:8000"})]) != []
+    assert run_checks([nginx_check(tmp_path / "p2", rendered, {"gpu.invalid:8000"})]) == []
+    assert run_checks([nginx_check(tmp_path / "p3", rendered, {"other:8000"})]) != []
+
+
+def test_nginx_check_reads_the_files_the_config_names_with_njs_loaded(tmp_path):
+    """The gateway's conf imports vfleet/gateway.js (relative to nginx's folder): a module that
+    does not compile, or is not there, fails the check."""
+    rendered = tmp_path / "etc" / "nginx"
+    (rendered / "conf.d").mkdir(parents=True)
+    (rendered / "vfleet").mkdir()
+    # (njs compiles a module for the servers that can use it: one is needed)
+    (rendered / "conf.d" / "gw.conf").write_text("js_import m from vfleet/m.js;\njs_set $x m.f;\n"
+                                                 "server { listen 127.0.0.1:1; location / { return 200 $x; } }\n")
+    (rendered / "vfleet" / "m.js").write_text("function f(r) { return 'x'; }\nexport default {f};\n")
+    assert run_checks([nginx_check(tmp_path / "p1", rendered, set())]) == []
+    (rendered / "vfleet" / "m.js").write_text("function f(r) { return 'x' }}\nexport default {f};\n")
+    (failure,) = run_checks([nginx_check(tmp_path / "p2", rendered, set())])
+    assert "nginx -t" in failure and 'SyntaxError: Unexpected token "}"' in failure, failure
+    (rendered / "vfleet" / "m.js").unlink()
+    (failure,) = run_checks([nginx_check(tmp_path / "p3", rendered, set())])
+    assert 'Cannot find module "vfleet/m.js"' in failure, failure
 
 
 def test_units_check_fails_on_what_systemd_ignores_and_on_an_unmeant_missing_binary(tmp_path):

@@ -3,6 +3,7 @@ gives a HostConfig (a few variables), the facts a host would report, and the cha
 role must plan, in order, or none. The commands themselves are checked by fragments."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -15,12 +16,14 @@ import yaml
 
 from vfleet.engine.changes import Change
 from vfleet.engine.facts import FileState, UnitState
+from vfleet.config.gateway_access import GatewayTls
 from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.gateway.caps import GatewayCaps
+from vfleet.roles.gateway.files import render_files
 from vfleet.roles.service import unit as service
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
-from vfleet.roles.gateway.render import Backend, render_gateway
+from vfleet.roles.gateway.render import Backend
 from vfleet.roles.rollout.batches import plan_batches
 from vfleet.roles.service.render import render_service
 from vfleet.config.vllm_facts import flag_available
@@ -33,8 +36,9 @@ def cases(name: str) -> list[dict[str, Any]]:
     return yaml.safe_load((DATA / name).read_text())
 
 
-def file_state(spec: Any, wanted: str) -> FileState:
-    """'missing' | 'present' | 'dir' | 'wanted' | 'stale' | {wanted: true, mode: ...}."""
+def file_state(spec: Any, wanted: str, mode: str | None = None) -> FileState:
+    """'missing' | 'present' | 'dir' | 'wanted' | 'stale' | {wanted: true, mode: ...}. `mode`:
+    the wanted file's (default: 0600 for an env file, else 0644)."""
     if isinstance(spec, dict):
         return FileState("file", hashlib.sha256(wanted.encode()).hexdigest(), spec.get("mode", "644"),
                          "root", "root")
@@ -43,7 +47,7 @@ def file_state(spec: Any, wanted: str) -> FileState:
     if spec == "dir":
         return FileState("dir", mode="755")
     digest = hashlib.sha256((wanted if spec == "wanted" else "old\n").encode()).hexdigest()
-    mode = "600" if wanted.startswith("# Managed by vfleet (templates/vllm.env.j2)") else "644"
+    mode = mode or ("600" if wanted.startswith("# Managed by vfleet (templates/vllm.env.j2)") else "644")
     return FileState("file", digest, mode, "root", "root", content="old\n")
 
 
@@ -73,27 +77,45 @@ def test_service_plan(case: dict[str, Any]) -> None:
         assert not cfg.api_key or cfg.api_key not in c.command + c.diff + c.reason
 
 
+TLS_KEY_PEM = "-----BEGIN PRIVATE KEY-----\nnot-a-real-key-but-a-secret\n-----END PRIVATE KEY-----\n"
+
+
+def _tls(folder: Path) -> GatewayTls:
+    (folder / "gw.crt").write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    (folder / "gw.key").write_text(TLS_KEY_PEM)
+    return GatewayTls(str(folder / "gw.crt"), str(folder / "gw.key"))
+
+
 @pytest.mark.parametrize("case", cases("gateway.yaml"), ids=lambda c: c["name"])
-def test_gateway_plan(case: dict[str, Any]) -> None:
+def test_gateway_plan(case: dict[str, Any], tmp_path: Path) -> None:
     cfg = host_config(case["vars"], name="gw01", group="gateways")
+    if case.get("tls"):
+        cfg = dataclasses.replace(cfg, gateway_tls=_tls(tmp_path))
     backends = [Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")]
     f = case["facts"]
     drained = set(case.get("drain", []))
     caps = GatewayCaps(case["caps"]) if "caps" in case else None
-    current = render_gateway(backends, cfg)
-    facts = {"nginx": f["nginx"], "conf": file_state(f["conf"], current),
-             "default_site": file_state(f["default_site"], ""), "drained": file_state(f["drained"], ""),
-             "caps": file_state(f.get("caps", "missing"), caps.text() if caps else ""),
-             "unit": UnitState(*f["unit"])}
-    text = render_gateway(backends, cfg, drained=drained)
-    assert_plan(gateway.plan(cfg, text, facts, drained=drained if "drain" in case else None, caps=caps),
-                case["expect"])
+    current = render_files(backends, cfg)
+    on_host = dict(zip(("js", "tls_cert", "tls_key"), current.supporting)) | {"conf": current.conf}
+    facts = {name: file_state(f[name], on_host[name].content if name in on_host else "",
+                              on_host[name].mode.lstrip("0") if name in on_host else None)
+             for name in ("conf", "js", "tls_cert", "tls_key")}
+    facts |= {"nginx": f["nginx"], "njs": f["njs"],
+              "default_site": file_state(f["default_site"], ""), "drained": file_state(f["drained"], ""),
+              "caps": file_state(f.get("caps", "missing"), caps.text() if caps else ""),
+              "unit": UnitState(*f["unit"])}
+    files = render_files(backends, cfg, drained=drained)
+    changes = gateway.plan(cfg, files, facts, drained=drained if "drain" in case else None, caps=caps)
+    assert_plan(changes, case["expect"])
+    for c in changes:   # the module (backend key, key hashes) and the TLS key: on stdin, never in a diff
+        secret = [f.content for f in files.all if f.secret]
+        assert not any(text in c.command + c.diff + c.reason for text in secret + [TLS_KEY_PEM]), c
 
 
 def test_a_drained_backend_is_marked_down_in_the_planned_config() -> None:
     cfg = host_config(name="gw01", group="gateways")
-    text = render_gateway([Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")], cfg,
-                          drained={"gpu02"})
+    text = render_files([Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")], cfg,
+                        drained={"gpu02"}).conf.content
     assert "server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;" in text
     assert "server 10.0.0.1:8000 max_fails=3 fail_timeout=10s;" in text
 

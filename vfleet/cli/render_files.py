@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, render_gateway
+from vfleet.roles.gateway.files import render_files
+from vfleet.roles.gateway.render import Backend
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.replica.ray_render import render_member
@@ -50,7 +51,8 @@ def masked(cfg: HostConfig) -> HostConfig:
     env = masked_vars(dict(cfg.vllm_env), schema=SCHEMA)
     env = {k: (MASK if v == "***" else v) for k, v in env.items()}
     return dataclasses.replace(cfg, api_key=MASK if cfg.api_key else None,
-                               hf_token=MASK if cfg.hf_token else None, vllm_env=env)
+                               hf_token=MASK if cfg.hf_token else None, vllm_env=env,
+                               gateway_tenants=tuple(dataclasses.replace(t, key=MASK) for t in cfg.gateway_tenants))
 
 
 def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) -> list[RenderedFile]:
@@ -69,7 +71,9 @@ def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) 
         out += [RenderedFile(r.unit_path, "0644", r.unit_text), RenderedFile(r.env_path, "0600", r.env_text)]
     if GATEWAY_GROUP in cfg.groups:
         backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
-        out.append(RenderedFile(GATEWAY_CONF_PATH, "0644", render_gateway(backends, cfg)))
+        files = render_files(backends, masked(cfg))
+        out += [RenderedFile(f.path, f.mode, MASK + "\n" if f.secret and f.relative.endswith(".key") else f.content)
+                for f in files.all]
     return out
 
 

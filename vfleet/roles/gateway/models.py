@@ -1,17 +1,10 @@
-"""The models behind the gateway: the vLLM hosts grouped by the name clients ask for, and the
-nginx map patterns that route a request on its JSON body (pure functions, no SSH).
+"""The models behind the gateway: the vLLM hosts grouped by the name clients ask for, their
+ceilings and fallbacks, and the JSON the gateway answers with (pure functions, no SSH).
 
-Why maps on the body and not njs: Debian 12's nginx 1.22 has no JavaScript without an extra
-package (libnginx-mod-http-njs), but its map can match a regex on $request_body, and the
-`mirror` module reads the whole body before the content phase (mirror_request_body on), so
-the maps are evaluated with the body in memory when proxy_pass picks its upstream. Responses
-are never buffered (proxy_buffering off): only the request is read first, which nginx does
-for a proxied request anyway.
-
-A map cannot compare numbers, so the max_tokens ceiling is a regex of every integer from 0
-to the ceiling (`int_at_most`); anything else in that field (a larger number, 1e5, a string)
-is over the ceiling. null or an absent field passes (the engine's default, bounded by
-max_model_len)."""
+The request itself is judged in nginx by gateway.js (vfleet/roles/gateway/njs.py renders the
+models' table into it): JSON.parse reads the body, so only its top-level fields count, and a
+ceiling is a number compared as a number. Responses are never buffered (proxy_buffering
+off): only the request is read first, which nginx does for a proxied request anyway."""
 from __future__ import annotations
 
 import json
@@ -19,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["Model", "group_models", "int_at_most", "nginx_regex", "models_json", "error_json",
+__all__ = ["Model", "group_models", "check_fallbacks", "nginx_regex", "models_json", "model_entries", "error_json",
            "OPENAI_PATHS", "MODEL_NAME"]
 
 # Served names the gateway can route on: what a JSON string holds without escapes, and what
@@ -45,6 +38,7 @@ class Model:
     max_tokens: int | None
     route_prefix: str | None
     max_model_len: int | None
+    fallback: str | None = None  # the model that answers when none of this one's hosts can
 
     @property
     def upstream(self) -> str:
@@ -89,8 +83,31 @@ def group_models(backends: Sequence) -> list[Model]:
         models.append(Model(i, name, tuple(b.name for b in bs),
                             _one(name, "gateway_max_tokens", {b.name: b.max_tokens for b in bs}),
                             prefix,
-                            _one(name, "max_model_len", {b.name: b.max_model_len for b in bs})))
+                            _one(name, "max_model_len", {b.name: b.max_model_len for b in bs}),
+                            _one(name, "gateway_fallback_model", {b.name: b.fallback for b in bs})))
+    check_fallbacks(models)
     return models
+
+
+def check_fallbacks(models: Sequence[Model]) -> None:
+    """Each fallback names another served model, and no chain of them comes back to where it
+    started: the gateway follows one hop, but a cycle is a mistake an operator should hear of."""
+    by_name = {m.name: m for m in models}
+    for m in models:
+        if m.fallback == m.name:
+            raise ModelError(f"model {m.name!r}: gateway_fallback_model is the model itself: name another "
+                             "served model or remove it")
+        if m.fallback is not None and m.fallback not in by_name:
+            raise ModelError(f"model {m.name!r}: gateway_fallback_model {m.fallback!r} is not served by any host "
+                             f"of the inventory (served: {', '.join(sorted(by_name))})")
+    for m in models:
+        chain, at = [m.name], m
+        while at.fallback is not None and at.fallback not in chain:
+            at = by_name[at.fallback]
+            chain.append(at.name)
+        if at.fallback is not None:
+            raise ModelError(f"gateway_fallback_model forms a cycle: {' -> '.join(chain + [at.fallback])}; "
+                             "break it (the gateway follows one fallback, never a loop)")
 
 
 def int_at_most(n: int) -> str:
@@ -129,8 +146,8 @@ def _json_literal(obj: object) -> str:
     return "'" + text + "\\n'"
 
 
-def models_json(models: Sequence[Model]) -> str:
-    """GET /v1/models through the gateway: every model of the inventory, in vLLM's shape."""
+def model_entries(models: Sequence[Model]) -> list[dict]:
+    """The entries of GET /v1/models through the gateway, in vLLM's shape."""
     data = []
     for m in models:
         entry: dict[str, object] = {"id": m.name, "object": "model", "created": 0, "owned_by": "vllm",
@@ -138,7 +155,12 @@ def models_json(models: Sequence[Model]) -> str:
         if m.max_model_len:
             entry["max_model_len"] = m.max_model_len
         data.append(entry)
-    return _json_literal({"object": "list", "data": data})
+    return data
+
+
+def models_json(models: Sequence[Model]) -> str:
+    """GET /v1/models through the gateway: every model of the inventory, as an nginx word."""
+    return _json_literal({"object": "list", "data": model_entries(models)})
 
 
 def error_json(message: str, code: str, param: str | None, type_: str = "invalid_request_error") -> str:

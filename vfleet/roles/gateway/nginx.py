@@ -16,7 +16,9 @@ from vfleet.engine.facts import CommandOk, Fact, FileFact, UnitFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.gateway.caps import CAPS_STATE, GatewayCaps
-from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
+from vfleet.roles.gateway.files import NGINX_DIR, GatewayFiles, render_files
+from vfleet.roles.gateway.njs import JS_PATH
+from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError
 from vfleet.config.hostconfig import HostConfig
 
 __all__ = ["DRAINED_STATE", "facts_for", "plan", "plan_config", "read_drained", "configure", "set_drained",
@@ -25,13 +27,21 @@ __all__ = ["DRAINED_STATE", "facts_for", "plan", "plan_config", "read_drained", 
 DRAINED_STATE = "/var/lib/vfleet/drained-hosts"
 DEFAULT_SITE = "/etc/nginx/sites-enabled/default"
 DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
+# Debian's njs for nginx: the package puts the module here and loads it (modules-enabled/).
+NJS_PACKAGE = "libnginx-mod-http-js"
+NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+TLS_PATHS = {kind: f"{NGINX_DIR}/{rel}" for kind, rel in TLS_FILES.items()}
 
 
 def facts_for(*, diff: bool = False) -> dict[str, Fact]:
     """What the gateway step reads: the state files with their content (small, and read as
     data), the config's only for --diff."""
     return {"nginx": CommandOk("command -v nginx"),
+            "njs": CommandOk(f"test -e {NJS_MODULE}"),
             "conf": FileFact(GATEWAY_CONF_PATH, with_content=diff),
+            "js": FileFact(JS_PATH),
+            "tls_cert": FileFact(TLS_PATHS["cert"], with_content=diff),
+            "tls_key": FileFact(TLS_PATHS["key"]),
             "default_site": FileFact(DEFAULT_SITE),
             "drained": FileFact(DRAINED_STATE, with_content=True),
             "caps": FileFact(CAPS_STATE, with_content=True),
@@ -43,15 +53,18 @@ def drained_names(facts: Mapping[str, Any]) -> set[str]:
     return {line.strip() for line in content.splitlines() if line.strip()}
 
 
-def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable[str] | None = None,
+def plan(cfg: HostConfig, files: GatewayFiles, facts: Mapping[str, Any], drained: Iterable[str] | None = None,
          caps: GatewayCaps | None = None) -> list[Change]:
-    """Changes that make this gateway serve `text`; [] when it already does. With `drained`
-    and `caps` (what `text` was rendered with), their state files are written first, so a
-    controller that dies in between leaves intent and config converging on the next run."""
+    """Changes that make this gateway serve `files`; [] when it already does. With `drained`
+    and `caps` (what the files were rendered with), their state files are written first, so a
+    controller that dies in between leaves intent and config converging on the next run. The
+    module and TLS files go before the config that names them; each is tested by `nginx -t`
+    and put back when it fails, so the running nginx never loads a config that cannot work."""
     changes: list[Change] = []
-    if not facts["nginx"]:
-        changes.append(command("package", "nginx", "install",
-                               "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx", timeout=900))
+    if not facts["nginx"] or not facts["njs"]:
+        changes.append(command("package", f"nginx {NJS_PACKAGE}", "install",
+                               f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx {NJS_PACKAGE}",
+                               timeout=900))
     if drained is not None:
         state = "".join(f"{n}\n" for n in sorted(set(drained)))
         changes += file_change(DRAINED_STATE, state, facts["drained"], mode="0644", action="drained state")
@@ -60,12 +73,20 @@ def plan(cfg: HostConfig, text: str, facts: Mapping[str, Any], drained: Iterable
     if cfg.gateway_port == 80 and facts["default_site"].kind != "missing":
         changes.append(command("nginx config", DEFAULT_SITE, "disabled (it also claims port 80)",
                                f"mv -f {DEFAULT_SITE} {DEFAULT_SITE_PARKED}"))
-    config = file_change(GATEWAY_CONF_PATH, text, facts["conf"], mode="0644", owner="root", group="root",
-                         action="nginx config", validate="nginx -t")
-    changes += config
+    state_of = {JS_PATH: "js", TLS_PATHS["cert"]: "tls_cert", TLS_PATHS["key"]: "tls_key", GATEWAY_CONF_PATH: "conf"}
+    written: list[Change] = []
+    for f in files.all:
+        written += file_change(f.path, f.content, facts[state_of[f.path]], mode=f.mode, owner="root", group="root",
+                               sensitive=f.secret, action="nginx config", validate="nginx -t")
+    stale = [TLS_PATHS[kind] for kind in ("cert", "key")
+             if not files.tls and facts[f"tls_{kind}"].kind != "missing"]
+    if stale:   # TLS turned off: the key does not stay behind
+        written.append(command("nginx config", " ".join(stale), "removed (TLS is off)",
+                               "rm -f -- " + " ".join(stale)))
+    changes += written
     running = facts["nginx"] and facts["unit"].active == "active"
     changes += service_changes("nginx", facts["unit"], enabled=True, started=True)
-    if running and (config or any(c.target == DEFAULT_SITE for c in changes)):
+    if running and (written or any(c.target == DEFAULT_SITE for c in changes)):
         changes.append(command("service", "nginx", "reloaded (graceful)", "systemctl reload nginx"))
     return changes
 
@@ -84,10 +105,10 @@ def plan_config(cfg: HostConfig, backends: Sequence[Backend], facts: Mapping[str
     down = (drained if drained is not None else drained_names(facts)) & names
     backends = GatewayCaps.parse(facts["caps"].content).kept(backends)
     try:
-        text = render_gateway(backends, cfg, drained=down)
+        files = render_files(backends, cfg, drained=down)
     except GatewayRenderError as exc:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
-    return plan(cfg, text, facts, drained=drained, caps=GatewayCaps.of(backends))
+    return plan(cfg, files, facts, drained=drained, caps=GatewayCaps.of(backends))
 
 
 def apply_config(ctx: HostContext, backends: Sequence[Backend], drained: set[str] | None = None) -> None:

@@ -16,42 +16,53 @@ test the file with its own nginx instead (check_on_host), in a scratch prefix, b
 host changes; a bare gateway without nginx yet is left to its step."""
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 import ipaddress
 import re
 import shlex
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError, render_gateway
+from vfleet.roles.gateway.files import GatewayFiles, render_files
+from vfleet.roles.gateway.nginx import NJS_MODULE
+from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["check_gateway", "check_on_host", "controller_nginx", "nginx_test"]
+__all__ = ["check_gateway", "check_on_host", "controller_nginx", "nginx_test", "files_tar"]
 
 NGINX_TEST_TIMEOUT_S = 120
+# the access log of a scratch test: relative, so inside the scratch prefix (-p)
+SCRATCH_LOG = "vfleet-access.log"
 
 
 def check_gateway(cfg: HostConfig, backends: Sequence[Backend], nginx: str | None = None) -> str | None:
     """Why the gateway `cfg` cannot take its config (one line), or None. `nginx`: the
     controller's nginx binary (None: render only)."""
     try:
-        render_gateway(backends, cfg)
+        render_files(backends, cfg)
     except GatewayRenderError as exc:
         return f"cannot render the gateway config: {exc}"
     if nginx is None:
         return None
     probe_cfg, probe_backends = _probe(cfg, backends)
-    why = nginx_test(nginx, render_gateway(probe_backends, probe_cfg))
+    why = nginx_test(nginx, render_files(probe_backends, probe_cfg, access_log=SCRATCH_LOG))
     return f"nginx -t (on the controller, {nginx}) rejects the gateway config: {why}" if why else None
 
 
 def controller_nginx() -> str | None:
+    """The controller's nginx, when it can test the gateway's config: with njs (the config
+    imports gateway.js); without, each gateway tests it (check_on_host)."""
+    if not Path(NJS_MODULE).exists():
+        return None
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
@@ -82,13 +93,14 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def nginx_test(nginx: str, conf_text: str) -> str | None:
-    """`nginx -t` of the gateway file inside a minimal nginx.conf (http{} includes conf.d/*.conf,
-    as Debian's does) in a scratch prefix: nginx's first error as one line, or None."""
+def nginx_test(nginx: str, files: GatewayFiles) -> str | None:
+    """`nginx -t` of the gateway's files inside a minimal nginx.conf (http{} includes
+    conf.d/*.conf, as Debian's does) in a scratch prefix: nginx's first error as one line, or None."""
     with tempfile.TemporaryDirectory(prefix="vfleet-nginx-t-") as tmp:
         root = Path(tmp)
-        (root / "conf.d").mkdir()
-        (root / "conf.d" / Path(GATEWAY_CONF_PATH).name).write_text(conf_text)
+        for f in files.all:
+            (root / f.relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / f.relative).write_text(f.content)
         (root / "nginx.conf").write_text(minimal_nginx_conf(str(root)))
         try:
             r = subprocess.run([nginx, "-t", "-q", "-p", str(root), "-c", str(root / "nginx.conf")],
@@ -101,11 +113,12 @@ def nginx_test(nginx: str, conf_text: str) -> str | None:
 
 
 def minimal_nginx_conf(root: str) -> str:
-    """An nginx.conf whose http{} includes `root`/conf.d/*.conf, as Debian's includes conf.d,
-    with every path nginx writes inside `root`."""
+    """An nginx.conf that loads njs and whose http{} includes `root`/conf.d/*.conf, as Debian's
+    includes conf.d, with every path nginx writes inside `root`."""
     temp_paths = " ".join(f"{kind}_temp_path {root}/{kind};" for kind in ("client_body", "proxy", "fastcgi",
                                                                           "uwsgi", "scgi"))
-    return (f"pid {root}/nginx.pid;\nerror_log {root}/error.log;\nevents {{ worker_connections 64; }}\n"
+    return (f"load_module {NJS_MODULE};\npid {root}/nginx.pid;\nerror_log {root}/error.log;\n"
+            f"events {{ worker_connections 64; }}\n"
             f"http {{\n access_log off;\n {temp_paths}\n include {root}/conf.d/*.conf;\n}}\n")
 
 
@@ -116,31 +129,44 @@ def first_error(output: str, scratch: str) -> str:
     return re.sub(scratch + "/", "", re.sub(r"^.*?\[\w+\] \d+#\d+: ", "", lines[0]))
 
 
-# On a gateway host: the new config (stdin) in a scratch prefix, tested by the host's nginx (its
-# resolver, its addresses); nothing of the running nginx is touched. Without nginx (a bare
-# gateway) it says so: the gateway step installs nginx and tests the config then.
-NO_NGINX = "vfleet: nginx is not installed"
+# On a gateway host: the new files (stdin: a base64 tar) in a scratch prefix, tested by the
+# host's nginx (its resolver, its addresses); nothing of the running nginx is touched. Without
+# nginx or its njs module (a bare gateway) it says so: the gateway step installs both and
+# tests the config then.
+NO_NGINX = "vfleet: nginx or its njs module is not installed"
 SCRATCH = "@VFLEET_SCRATCH@"
 ON_HOST_SCRIPT = (
-    f"command -v nginx >/dev/null 2>&1 || {{ echo {shlex.quote(NO_NGINX)}; exit 0; }}\n"
+    f"command -v nginx >/dev/null 2>&1 && test -e {NJS_MODULE} || {{ echo {shlex.quote(NO_NGINX)}; exit 0; }}\n"
     "d=$(mktemp -d /tmp/vfleet-nginx-t.XXXXXX) || exit 1\n"
     "trap 'rm -rf -- \"$d\"' EXIT\n"
-    f"mkdir \"$d/conf.d\" && cat > \"$d/conf.d/{Path(GATEWAY_CONF_PATH).name}\" || exit 1\n"
+    "base64 -d | tar -x -C \"$d\" || exit 1\n"
     f"printf '%s' {shlex.quote(minimal_nginx_conf(SCRATCH))} | sed \"s|{SCRATCH}|$d|g\" > \"$d/nginx.conf\" || exit 1\n"
     "nginx -t -q -p \"$d\" -c \"$d/nginx.conf\" 2>&1\n")
 
 
+def files_tar(files: GatewayFiles) -> str:
+    """The files as a base64 tar (each 0600: the scratch copy of a secret stays root's)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in files.all:
+            data = f.content.encode()
+            info = tarfile.TarInfo(f.relative)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 def check_on_host(ctx: HostContext, backends: Sequence[Backend]) -> None:
-    """Step body, for a controller without nginx: the gateway's own nginx tests the config it
+    """Step body, for a controller without nginx: the gateway's own nginx tests the files it
     will get, before any host changes (HostFailed with nginx's words when it refuses)."""
     try:
-        text = render_gateway(backends, ctx.config)
+        files = render_files(backends, ctx.config, access_log=SCRATCH_LOG)
     except GatewayRenderError as exc:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
-    r = ctx.run(f"sh -c {shlex.quote(ON_HOST_SCRIPT)}", stdin=text, timeout=NGINX_TEST_TIMEOUT_S)
+    r = ctx.run(f"sh -c {shlex.quote(ON_HOST_SCRIPT)}", stdin=files_tar(files), timeout=NGINX_TEST_TIMEOUT_S)
     if NO_NGINX in r.stdout:
-        ctx.record("nginx -t", GATEWAY_CONF_PATH, Status.SKIPPED, "nginx is not installed yet: the gateway step "
-                   "installs it and tests the config then")
+        ctx.record("nginx -t", GATEWAY_CONF_PATH, Status.SKIPPED, "nginx or its njs module is not installed yet: "
+                   "the gateway step installs them and tests the config then")
     elif r.timed_out or not r.ok:
         why = first_error(r.stdout + r.stderr, r"/tmp/vfleet-nginx-t\.\w+")
         raise HostFailed(f"nginx -t on the gateway rejects the new config: {why}")

@@ -22,9 +22,14 @@ Routing (see docs/lab-vllm-notes.md):
   /metrics (scraped per host), vLLM's administration under /v1 (/v1/load_lora_adapter), and
   its endpoints outside /v1 and /v2 (/invocations, /tokenize), which its key does not guard.
 - /v1/... is routed by the body's "model" field (or /v1/<gateway_route_prefix>/...): the
-  body is read first (mirror), maps on $request_body give a verdict, proxy_pass picks the
-  model's upstream, or error_page answers 404 model_not_found / 400 max_tokens (@vfleet_answer).
-- GET /v1/models is the inventory's model list (static), after a backend accepted the key.
+  body is read first (mirror), gateway.js (njs, vfleet/roles/gateway/njs.py) parses it and
+  gives a verdict, proxy_pass picks the model's upstream, or error_page answers 404
+  model_not_found / 400 (@vfleet_answer), or sends it to the model's fallback.
+- With gateway_tenants (docs/gateway.md): the client's key names a tenant (401 otherwise),
+  each tenant has its own rate and concurrency zones (vfleet/roles/gateway/tenants.py), and
+  vLLM gets the fleet's key, never the client's.
+- GET /v1/models is the inventory's model list (static), after a backend accepted the key;
+  with tenants, the tenant's models.
 - nginx's stub_status is served by a second server on 127.0.0.1:monitoring_gateway_status_port
   (STATUS_PATH), for prometheus-nginx-exporter on the same host (vfleet/roles/monitoring/exporter.py).
 """
@@ -36,7 +41,9 @@ from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
 from vfleet.roles.gateway.endpoints import api_path_map, path_model_map
-from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, int_at_most, models_json, nginx_regex
+from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, models_json
+from vfleet.roles.gateway.njs import JS_IMPORT
+from vfleet.roles.gateway.tenants import (LIMIT_ZONE_SIZE, TenantError, tenant_messages, tenant_rows)
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, nginx_quote
 from vfleet.templates.environment import environment
@@ -65,6 +72,11 @@ RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
 STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
+# One JSON object per request (the template's log_format vfleet_json; docs/gateway.md lists
+# the fields): what `vfleet usage` and mtail read.
+ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
+# The certificate and key on the gateway, relative to nginx's config folder (/etc/nginx).
+TLS_FILES = {"cert": "vfleet/tls/gateway.crt", "key": "vfleet/tls/gateway.key"}
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
@@ -144,6 +156,7 @@ class Backend:
     route_prefix: str | None = None
     max_model_len: int | None = None
     keep_alive_s: int = VLLM_KEEP_ALIVE_S     # how long the host's vLLM keeps an idle connection
+    fallback: str | None = None               # gateway_fallback_model of the host's model
 
     @classmethod
     def of(cls, cfg: HostConfig, max_concurrency: float | None = None) -> "Backend":
@@ -156,7 +169,8 @@ class Backend:
                    max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
                    max_conns_settled=bool(cfg.gateway_max_conns or planned),
                    max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
-                   max_model_len=cfg.max_model_len, keep_alive_s=_vllm_keep_alive(cfg))
+                   max_model_len=cfg.max_model_len, keep_alive_s=_vllm_keep_alive(cfg),
+                   fallback=cfg.gateway_fallback_model)
 
 
 def _vllm_keep_alive(cfg: HostConfig) -> int:
@@ -191,37 +205,38 @@ def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
     return out
 
 
-def _verdicts(models: Sequence[Model]) -> list[tuple[str, str]]:
-    """The rows of the map from "model|max_tokens|twice" to a verdict, in nginx's order
-    (regexes are tried top to bottom): ok_<i> routes to model i's upstream, anything else
-    goes to vfleet_reject, whose 502 error_page answers the OpenAI-style error."""
-    rows = [(r"\|1$", "max_tokens_twice")]
-    for m in models:
-        name = re.escape(m.name)
-        if m.max_tokens is None:
-            rows.append((f"^{name}\\|", f"ok_{m.index}"))
-        else:
-            rows.append((f"^{name}\\|(?:|null|{int_at_most(m.max_tokens)})\\|0$", f"ok_{m.index}"))
-            rows.append((f"^{name}\\|", f"max_tokens_{m.index}"))
-    return [(nginx_regex(p), v) for p, v in rows]
-
-
-def _messages(models: Sequence[Model]) -> dict[str, str]:
+def _messages(models: Sequence[Model], cfg: HostConfig) -> dict[str, str]:
+    """The gateway's own 4xx answers, by the verdict gateway.js gives a request."""
     out = {"model_not_found": error_json(
         "The model named in the request body is not served here (GET /v1/models lists the models).",
         "model_not_found", "model"),
         "max_tokens_twice": error_json("max_tokens (or max_completion_tokens) is given more than once: give one, once.",
-                                     "invalid_value", "max_tokens")}
+                                     "invalid_value", "max_tokens"),
+        "field_repeated": error_json("A top-level field of the request body is given more than once: give each once.",
+                                     "invalid_value", None),
+        "invalid_json": error_json("The request body is not a JSON object.", "invalid_json", None),
+        "body_unread": error_json("The request body is larger than the gateway reads "
+                                  "(gateway_client_max_body_size).", "invalid_value", None),
+        "unauthorized": UNAUTHORIZED_JSON}
     for m in models:
         if m.max_tokens is not None:
             out[f"max_tokens_{m.index}"] = error_json(
                 f"max_tokens (or max_completion_tokens) for model {m.name} must be an integer of at most "
                 f"{m.max_tokens} (the ceiling the gateway enforces for this model).", "max_tokens_too_large", "max_tokens")
-    return out
+    return out | tenant_messages(cfg.gateway_tenants)
 
 
-def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = ()) -> str:
-    """The text of the gateway's conf.d file, for the gateway host `cfg`."""
+UNAUTHORIZED_JSON = error_json("Invalid or missing API key.", "invalid_api_key", None, "authentication_error")
+RATE_LIMITED_JSON = error_json("Too many requests for this key: wait for Retry-After seconds.",
+                               "rate_limit_exceeded", None, "requests")
+CONCURRENCY_LIMITED_JSON = error_json("Too many requests in flight for this key: wait for one to finish.",
+                                      "concurrency_limit_exceeded", None, "requests")
+
+
+def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = (),
+                   access_log: str = ACCESS_LOG) -> str:
+    """The text of the gateway's conf.d file, for the gateway host `cfg`. `access_log`: where
+    its JSON lines go (a scratch path for `nginx -t` away from the gateway)."""
     bs = normalize_backends(backends)
     drained = set(drained)
     if not bs:
@@ -234,7 +249,8 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         b["down"] = b["name"] in drained
     try:
         models = group_models(backends)
-    except ModelError as e:
+        tenants = tenant_rows(cfg.gateway_tenants, models)
+    except (ModelError, TenantError) as e:
         raise GatewayRenderError(str(e)) from None
     body_size = _check("gateway_client_max_body_size", cfg.gateway_client_max_body_size, _SIZE)
     # client_body_buffer_size takes k and m only; 0 (no body limit) gets a fixed buffer, and
@@ -250,8 +266,14 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
                     "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name]),
                     "zone_size": upstream_zone_size(by_model[m.name])}
                    for m in models],
-        "verdicts": _verdicts(models),
-        "messages": _messages(models),
+        "messages": _messages(models, cfg),
+        "tenants": tenants,
+        "limit_zone_size": LIMIT_ZONE_SIZE,
+        "js_import": JS_IMPORT,
+        "access_log": access_log,
+        "tls": TLS_FILES if cfg.gateway_tls else None,
+        "rate_limited_json": RATE_LIMITED_JSON,
+        "concurrency_limited_json": CONCURRENCY_LIMITED_JSON,
         "models_json": models_json(models),
         "api_paths": api_path_map(models),
         "path_models": path_model_map(models),
@@ -260,8 +282,7 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
                                     "not_found", None),
         "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
                                        "drained): retry later.", "model_unavailable", "model", "server_error"),
-        "unauthorized_json": error_json("Invalid or missing API key.", "invalid_api_key", None,
-                                        "authentication_error"),
+        "unauthorized_json": UNAUTHORIZED_JSON,
         "drained_names": sorted(drained),
         "listen": _listen(cfg),
         "status_listen": status_listen(cfg),

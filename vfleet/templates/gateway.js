@@ -1,0 +1,213 @@
+// The gateway's request checks in nginx's JavaScript (njs, Debian's libnginx-mod-http-js).
+// Installed as /etc/nginx/vfleet/gateway.js (mode 0600, read by nginx's master at load),
+// after the line `var S = {...};` that vfleet/roles/gateway/njs.py writes above this code:
+//   S.models  {name: {i: upstream index, max_tokens: ceiling|null, fallback: name|null}}
+//   S.tenants {name: {models: [names]|null, max_tokens: ceiling|null, i: index}} or null
+//   S.keys    {sha256 hex of a client key: tenant name}
+//   S.backend the Authorization value vLLM expects (tenant mode), or null
+//   S.list    GET /v1/models entries, in vLLM's shape
+// Why njs: the body checks read JSON with a real parser (JSON.parse), so a field named
+// max_tokens inside a schema or a tool definition is not mistaken for the request's own.
+// Every function here returns a word the nginx config maps to an upstream or an answer:
+// nothing here builds a response text from the client's input.
+
+var crypto = require('crypto');
+
+var FIELD_WORDS = {max_tokens: 1, max_completion_tokens: 1};
+
+function bearer(r) {
+    var h = r.headersIn.Authorization || '';
+    var m = /^Bearer +([!-~]{1,4096}) *$/.exec(h);
+    return m ? m[1] : '';
+}
+
+// $vfleet_tenant: the tenant whose key the client sent ("" when none or unknown).
+function tenant(r) {
+    if (!S.tenants) {
+        return '';
+    }
+    var key = bearer(r);
+    if (!key) {
+        return '';
+    }
+    var name = S.keys[crypto.createHash('sha256').update(key).digest('hex')];
+    return name || '';
+}
+
+// A top-level key given twice: JSON.parse keeps the last silently (ECMA-404 leaves duplicates
+// open, and parsers disagree), so the gateway refuses the ambiguity. The text was already
+// parsed by JSON.parse: only strings, nesting and the colon after a key matter here.
+function repeatsTopLevelKey(text) {
+    var depth = 0, seen = {}, i = 0, n = text.length;
+    while (i < n) {
+        var c = text[i];
+        if (c === '"') {
+            var j = i + 1;
+            while (text[j] !== '"') {
+                j += text[j] === '\\' ? 2 : 1;
+            }
+            if (depth === 1) {
+                var k = j + 1;
+                while (k < n && ' \t\r\n'.indexOf(text[k]) >= 0) {
+                    k++;
+                }
+                if (text[k] === ':') {
+                    var key = JSON.parse(text.slice(i, j + 1));
+                    if (seen[key]) {
+                        return true;
+                    }
+                    seen[key] = 1;
+                }
+            }
+            i = j + 1;
+            continue;
+        }
+        if (c === '{' || c === '[') {
+            depth++;
+        } else if (c === '}' || c === ']') {
+            depth--;
+        }
+        i++;
+    }
+    return false;
+}
+
+function body(r) {
+    var text = r.requestText;
+    if (text === undefined || text === null) {
+        return {error: r.variables.request_body_file ? 'body_unread' : 'invalid_json'};
+    }
+    var o;
+    try {
+        o = JSON.parse(text);
+    } catch (e) {
+        return {error: 'invalid_json'};
+    }
+    if (o === null || typeof o !== 'object' || Array.isArray(o)) {
+        return {error: 'invalid_json'};
+    }
+    if (repeatsTopLevelKey(text)) {
+        return {error: 'field_repeated'};
+    }
+    return {o: o};
+}
+
+// $vfleet_model: the model the request names: the route prefix's, else the body's "model".
+function model(r) {
+    var byPath = r.variables.vfleet_path_model;
+    if (byPath) {
+        return byPath;
+    }
+    var b = body(r);
+    var name = b.o ? b.o.model : undefined;
+    return typeof name === 'string' && /^[A-Za-z0-9._:\/@+-]{1,128}$/.test(name) ? name : '';
+}
+
+function ceiling(a, b) {
+    if (a === null || a === undefined) {
+        return b;
+    }
+    return b === null || b === undefined ? a : Math.min(a, b);
+}
+
+// The verdict for one model: ok_<i>, or the name of the gateway's answer.
+function judge(r, name, o) {
+    var m = S.models[name];
+    var t = null;
+    if (S.tenants) {
+        t = S.tenants[r.variables.vfleet_tenant];
+        if (!t) {
+            return 'unauthorized';
+        }
+    }
+    if (!m || (t && t.models && t.models.indexOf(name) < 0)) {
+        return 'model_not_found';
+    }
+    var given = Object.keys(FIELD_WORDS).filter(function (f) { return o[f] !== undefined && o[f] !== null; });
+    if (given.length > 1) {
+        return 'max_tokens_twice';
+    }
+    var most = ceiling(m.max_tokens, t ? t.max_tokens : null);
+    if (given.length && most !== null && most !== undefined) {
+        var v = o[given[0]];
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > most) {
+            return t && t.max_tokens !== null && t.max_tokens < (m.max_tokens === null ? Infinity : m.max_tokens)
+                ? 'tenant_max_tokens_' + t.i : 'max_tokens_' + m.i;
+        }
+    }
+    return 'ok_' + m.i;
+}
+
+// $vfleet_verdict: evaluated in the content phase (proxy_pass), after `mirror` read the body.
+function verdict(r) {
+    var b = body(r);
+    if (b.error) {
+        return S.tenants && !S.tenants[r.variables.vfleet_tenant] ? 'unauthorized' : b.error;
+    }
+    return judge(r, model(r), b.o);
+}
+
+// $vfleet_fallback_verdict: the fallback model's verdict when the request's own model had no
+// host to take it ("" when it has no fallback, or the fallback refuses the request).
+function fallbackVerdict(r) {
+    var name = fallbackModel(r);
+    if (!name) {
+        return '';
+    }
+    var v = judge(r, name, body(r).o);
+    return v.indexOf('ok_') === 0 ? v : '';
+}
+
+// $vfleet_fallback_model: the name of the model a request falls back to ("" when none).
+function fallbackModel(r) {
+    var b = body(r);
+    var m = b.o ? S.models[model(r)] : undefined;
+    return m && m.fallback && r.variables.vfleet_verdict === 'ok_' + m.i ? m.fallback : '';
+}
+
+// $vfleet_backend_auth: what the gateway sends vLLM in tenant mode (the client's key never is).
+function backendAuth(r) {
+    return S.backend || '';
+}
+
+// $vfleet_answered_by (access log): the model whose host answered, "" when none did.
+function answeredBy(r) {
+    var route = r.variables.vfleet_route;
+    if (route === 'fallback') {
+        return fallbackModel(r);
+    }
+    return route === 'primary' ? model(r) : '';
+}
+
+// $vfleet_error_kind (access log): why a request failed, in a few words usage can count.
+function errorKind(r) {
+    var status = Number(r.variables.status);
+    if (status < 400) {
+        return '';
+    }
+    if (status === 429) {
+        return r.variables.limit_conn_status === 'REJECTED' ? 'concurrency_limited' : 'rate_limited';
+    }
+    if (status === 401) {
+        return 'unauthorized';
+    }
+    var route = r.variables.vfleet_route;
+    if (route === 'primary' || route === 'fallback') {
+        return 'upstream';
+    }
+    if (route === 'none') {
+        return status === 404 ? 'model_not_found' : status === 503 ? 'unavailable' : 'bad_request';
+    }
+    return status === 404 ? 'not_found' : 'bad_request';
+}
+
+// GET /v1/models in tenant mode: the models this tenant may use, in vLLM's shape.
+function models(r) {
+    var t = S.tenants[r.variables.vfleet_tenant];
+    var data = S.list.filter(function (e) { return !t.models || t.models.indexOf(e.id) >= 0; });
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(200, JSON.stringify({object: 'list', data: data}) + '\n');
+}
+
+export default {tenant, model, verdict, fallbackVerdict, fallbackModel, backendAuth, answeredBy, errorKind,
+                models};
