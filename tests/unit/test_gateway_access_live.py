@@ -26,6 +26,7 @@ from vfleet.roles.gateway.files import render_files
 from vfleet.roles.gateway.render import Backend, GatewayRenderError, render_gateway
 from tests.unit.gateway_cases import gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix
+from tests.unit.test_monitor_mtail import PROGRAM_NAME, mtail_one_shot, program_text
 
 pytestmark = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 
@@ -189,6 +190,14 @@ def test_fallback_when_no_host_of_the_model_can_take_it(tmp_path, two_models):
     assert {e["error"] for e in log if e["status"] == 503} == {"unavailable"}
     text = (tmp_path / "access.json").read_text() + (tmp_path / "error.log").read_text()
     assert not any(k in text for k in (*KEYS.values(), BACKEND_KEY))
+    # mtail reads the lines this nginx wrote (its pattern follows the log_format's text)
+    (tmp_path / "progs").mkdir()
+    (tmp_path / "progs" / PROGRAM_NAME).write_text(program_text())
+    store = mtail_one_shot(tmp_path / "progs", tmp_path / "access.json")
+    def total(name: str) -> float:
+        return sum(lv["Value"]["Value"] for m in store.get(name, []) for lv in m["LabelValues"])
+    assert total("vfleet_gateway_requests_total") == len(log), store
+    assert total("vfleet_gateway_log_lines_unread_total") == 0, store
 
 
 def test_fallback_cycles_and_unknown_models_are_refused():

@@ -12,6 +12,7 @@ from vfleet.cli.render_files import render_host
 from vfleet.config.fleet import Fleet
 from vfleet.roles.replica.facts import RouteFact, parse_route
 from vfleet.config.variables import SCHEMA
+from vfleet.roles.gateway.render import GATEWAY_CONF_PATH
 from vfleet.config.vllm_facts import flag_available
 
 DATA = Path(__file__).parent / "data" / "replica"
@@ -85,8 +86,10 @@ def test_vfleet_render_shows_the_members_and_masks_secrets():
     assert "/etc/systemd/system/vllm-ray.service" in files
     assert "sk-secret-value" not in "".join(f.text for f in files.values())
     assert "VLLM_API_KEY=" in files["/etc/vllm/vllm.env"].text
-    gw = render_host(fleet, "gw")[0].text
+    gw_files = {f.path: f.text for f in render_host(fleet, "gw")}
+    gw = gw_files[GATEWAY_CONF_PATH]
     assert "10.0.0.1:8000" in gw and "10.0.0.2:8000" not in gw
+    assert "sk-secret-value" not in "".join(gw_files.values())
 
 
 def test_mp_worker_on_vllm_cpu_starts_through_the_cli_with_its_own_metadata():

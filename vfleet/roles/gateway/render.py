@@ -44,6 +44,7 @@ from vfleet.roles.gateway.endpoints import api_path_map, path_model_map
 from vfleet.roles.gateway.models import Model, ModelError, error_json, group_models, models_json
 from vfleet.roles.gateway.njs import JS_IMPORT
 from vfleet.roles.gateway.tenants import (LIMIT_ZONE_SIZE, TenantError, tenant_messages, tenant_rows)
+from vfleet.config.access_log import ACCESS_LOG  # the log_format's readers agree on it there
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, nginx_quote
 from vfleet.templates.environment import environment
@@ -72,9 +73,6 @@ RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
 STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
-# One JSON object per request (the template's log_format vfleet_json; docs/gateway.md lists
-# the fields): what `vfleet usage` and mtail read.
-ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
 # The certificate and key on the gateway, relative to nginx's config folder (/etc/nginx).
 TLS_FILES = {"cert": "vfleet/tls/gateway.crt", "key": "vfleet/tls/gateway.key"}
 
