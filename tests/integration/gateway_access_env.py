@@ -37,7 +37,7 @@ from vfleet.engine.connection import ConnectionSettings, open_connection
 from vfleet.engine.inventory.loader import load_inventory
 from tests.integration.deploy_env import vfleet
 
-# Files on the gateway (the interface of issue 24, /work/helpers/GATEWAY24.md): written out
+# Files on the gateway (the shared interface of issue 24): written out
 # here, not imported, so that these tests say what the gateway must hold.
 GATEWAY_JS = "/etc/nginx/vfleet/gateway.js"          # 0600 root: the only file with vLLM's key
 TLS_KEY = "/etc/nginx/vfleet/tls/gateway.key"         # 0600 root when TLS is on
