@@ -102,7 +102,7 @@ def test_fixed_parts_are_module_constants_not_variables():
     # /v1/models, and a model's fallback from @vfleet_answer); /health and the rest are nginx's own
     assert _locations(conf) == ["= /health", "= /v1/models", "@vfleet_models", "= /_vfleet_key",
                                 "= /_vfleet_body", "@vfleet_answer", "@vfleet_unavailable", "@vfleet_unauthorized",
-                                "@vfleet_limited", "~ ^/v[12]/", "/", "= /stub_status", "/"]
+                                "@vfleet_limited", "~ ^/v[12]/", "/", "= /stub_status", "= /vfleet-config", "/"]
     assert re.findall(r"proxy_pass (\S+);", conf) == ["http://vfleet_reject", "http://vfleet_model_1/v1/models",
                                                      "http://$vfleet_fallback_upstream$vfleet_api_path$is_args$args",
                                                      "http://$vfleet_upstream$vfleet_api_path$is_args$args"]

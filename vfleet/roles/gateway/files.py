@@ -6,6 +6,7 @@ together (the module and the TLS files first, the config last, tested by `nginx 
 `nginx -t` away from the gateway (precheck) needs the same set in its scratch folder."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
@@ -13,7 +14,7 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 from vfleet.roles.gateway.models import group_models
 from vfleet.roles.gateway.njs import JS_IMPORT, JS_PATH, render_js
-from vfleet.roles.gateway.render import (ACCESS_LOG, GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError,
+from vfleet.roles.gateway.render import (ACCESS_LOG, CONFIG_ID_PLACEHOLDER, GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError,
                                          render_gateway)
 
 __all__ = ["GatewayFile", "GatewayFiles", "render_files", "NGINX_DIR"]
@@ -38,6 +39,7 @@ class GatewayFiles:
 
     conf: GatewayFile
     supporting: tuple[GatewayFile, ...]
+    config_id: str = ""   # what nginx serves once it runs these files (vfleet/roles/gateway/reload.py)
 
     @property
     def tls(self) -> bool:
@@ -60,5 +62,10 @@ def render_files(backends: Sequence[Backend], cfg: HostConfig, drained: Collecti
             raise GatewayRenderError(str(e)) from None
         supporting += [GatewayFile(f"{NGINX_DIR}/{TLS_FILES['cert']}", TLS_FILES["cert"], cert, "0644", False),
                        GatewayFile(f"{NGINX_DIR}/{TLS_FILES['key']}", TLS_FILES["key"], key, "0600", True)]
+    digest = hashlib.sha256(conf.encode())
+    for f in supporting:
+        digest.update(f.content.encode())
+    config_id = digest.hexdigest()[:16]
     rel = GATEWAY_CONF_PATH.removeprefix(NGINX_DIR + "/")
-    return GatewayFiles(GatewayFile(GATEWAY_CONF_PATH, rel, conf, "0644", False), tuple(supporting))
+    conf = conf.replace(CONFIG_ID_PLACEHOLDER, config_id)
+    return GatewayFiles(GatewayFile(GATEWAY_CONF_PATH, rel, conf, "0644", False), tuple(supporting), config_id)

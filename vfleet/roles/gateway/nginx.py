@@ -18,6 +18,7 @@ from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.gateway.caps import CAPS_STATE, GatewayCaps
 from vfleet.roles.gateway.files import NGINX_DIR, GatewayFiles, render_files
 from vfleet.roles.gateway.njs import JS_PATH
+from vfleet.roles.gateway.reload import RELOAD_WAIT_S, reload_command
 from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError
 from vfleet.config.hostconfig import HostConfig
 
@@ -87,7 +88,9 @@ def plan(cfg: HostConfig, files: GatewayFiles, facts: Mapping[str, Any], drained
     running = facts["nginx"] and facts["unit"].active == "active"
     changes += service_changes("nginx", facts["unit"], enabled=True, started=True)
     if running and (written or any(c.target == DEFAULT_SITE for c in changes)):
-        changes.append(command("service", "nginx", "reloaded (graceful)", "systemctl reload nginx"))
+        changes.append(command("service", "nginx", "reloaded (graceful)",
+                               reload_command(cfg.monitoring.gateway_status_port, files.config_id),
+                               timeout=RELOAD_WAIT_S + 30))
     return changes
 
 

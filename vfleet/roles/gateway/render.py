@@ -73,6 +73,9 @@ RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
 STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
+CONFIG_ID_PATH = "/vfleet-config"
+# stands for the config's id until files.py knows it (the id is a hash of the files it is in)
+CONFIG_ID_PLACEHOLDER = "@VFLEET_CONFIG_ID@"
 # The certificate and key on the gateway, relative to nginx's config folder (/etc/nginx).
 TLS_FILES = {"cert": "vfleet/tls/gateway.crt", "key": "vfleet/tls/gateway.key"}
 
@@ -285,6 +288,8 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "listen": _listen(cfg),
         "status_listen": status_listen(cfg),
         "status_path": STATUS_PATH,
+        "config_id_path": CONFIG_ID_PATH,
+        "config_id": CONFIG_ID_PLACEHOLDER,
         "default_server": True,
         "server_name": SERVER_NAME,
         "zone_name": RATE_ZONE_NAME,
