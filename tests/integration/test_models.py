@@ -300,7 +300,10 @@ def test_a_model_without_hosts_falls_back_and_comes_back(access):
     print(f"\nissue 24, fallback: {len(fell)} requests fell back, {len(in_flight)} in flight at the stop failed "
           f"{in_flight[:3]}, lab2 ready {ready - starting:.1f} s after its start, tiny-b back {back - ready:.1f} s later")
     assert {(o.status, o.model) for o in seq if o.sent + o.took < stopping} == {(200, "tiny-b")}, seq[:3]
-    assert len(in_flight) <= 3, in_flight
+    # vLLM answers what reaches it while it shuts down with 500 ("cannot schedule new futures
+    # after shutdown"): a host stopped without a drain fails those (docs/gateway.md); only those
+    caught = [o for o in seq if o.sent < stopped and o.status != 200]
+    assert all(o.sent + o.took >= stopping for o in caught), [(o.sent - stopping, o.status) for o in caught]
     assert fell and {(o.status, o.model, o.detail) for o in fell} == {(200, "tiny-a", "tiny-a")}, \
         [(o.status, o.model, o.detail) for o in fell][:5]
     # the fallback's own ceiling applies (tiny-a: 8): no model can take it now

@@ -31,7 +31,7 @@ from tests.unit.test_monitor_mtail import PROGRAM_NAME, mtail_one_shot, program_
 pytestmark = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 
 BACKEND_KEY = "sk-backend-0123456789abcdef"
-KEYS = {"search": "search-key-0123456789", "batch": "batch-key-0123456789ab", "default": "default-key-012345678"}
+KEYS = {"research": "research-key-0123456789", "nightly": "nightly-key-0123456789ab", "default": "default-key-012345678"}
 
 
 class _Echo(http.server.BaseHTTPRequestHandler):
@@ -82,8 +82,9 @@ def _gateway(tmp_path: Path, backends: list[Backend], tenants=(), tls: GatewayTl
 
 
 def _tenants() -> list[Tenant]:
-    return [Tenant(name="search", key=KEYS["search"], rate="1000r/s", burst=100),
-            Tenant(name="batch", key=KEYS["batch"], rate="1r/m", burst=0, models=("small",), max_concurrent=1),
+    # names that begin like nginx's escapes (\\r, \\n) and one that is map's own word
+    return [Tenant(name="research", key=KEYS["research"], rate="1000r/s", burst=100),
+            Tenant(name="nightly", key=KEYS["nightly"], rate="1r/m", burst=0, models=("small",), max_concurrent=1),
             # a name that is also nginx map's own word: it must still be a tenant, not map's default
             Tenant(name="default", key=KEYS["default"], rate="1000r/s", burst=100, models=("big",), max_tokens=16,
                    max_concurrent=1)]
@@ -105,7 +106,7 @@ def two_models():
 def test_keys_models_and_ceilings_per_tenant(tmp_path, two_models):
     _, _, backends = two_models
     with _gateway(tmp_path, backends, _tenants()) as url, httpx.Client(base_url=url, timeout=10) as c:
-        r = c.post("/v1/chat/completions", headers=_auth("search"), json={"model": "big", "max_tokens": 5})
+        r = c.post("/v1/chat/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 5})
         assert r.status_code == 200 and r.json()["backend"] == "big-host", r.text
         assert r.json()["auth"] == f"Bearer {BACKEND_KEY}"          # vLLM gets its key, not the tenant's
         assert r.headers["x-vfleet-model"] == "big"
@@ -129,12 +130,12 @@ def test_keys_models_and_ceilings_per_tenant(tmp_path, two_models):
 def test_rate_and_concurrency_are_per_tenant_not_per_address(tmp_path, two_models):
     _, _, backends = two_models
     with _gateway(tmp_path, backends, _tenants()) as url, httpx.Client(base_url=url, timeout=10) as c:
-        assert c.post("/v1/completions", headers=_auth("batch"), json={"model": "small"}).status_code == 200
-        over = c.post("/v1/completions", headers=_auth("batch"), json={"model": "small"})
+        assert c.post("/v1/completions", headers=_auth("nightly"), json={"model": "small"}).status_code == 200
+        over = c.post("/v1/completions", headers=_auth("nightly"), json={"model": "small"})
         assert over.status_code == 429 and over.json()["error"]["code"] == "rate_limit_exceeded", over.text
         assert over.headers["retry-after"] == "60"            # 1r/m: one request's interval
         # the same address, another key: untouched
-        codes = [c.post("/v1/completions", headers=_auth("search"), json={"model": "small"}).status_code
+        codes = [c.post("/v1/completions", headers=_auth("research"), json={"model": "small"}).status_code
                  for _ in range(20)]
         assert codes == [200] * 20
         # max_concurrent 1: a second request while one is held gets 429 at once
@@ -174,19 +175,19 @@ def test_fallback_when_no_host_of_the_model_can_take_it(tmp_path, two_models):
     with _gateway(tmp_path, backends, _tenants()) as url, httpx.Client(base_url=url, timeout=10) as c:
         big.shutdown()
         big.server_close()
-        r = c.post("/v1/completions", headers=_auth("search"), json={"model": "big", "max_tokens": 8, "prompt": "x"})
+        r = c.post("/v1/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 8, "prompt": "x"})
         assert r.status_code == 200 and r.json()["backend"] == "small-host", r.text
         assert r.headers["x-vfleet-model"] == "small"
         assert r.json()["len"] == len(json.dumps({"model": "big", "max_tokens": 8, "prompt": "x"}, separators=(",", ":")))
         # the fallback's own ceiling applies (small: 8): over it, no model can take the request
-        r = c.post("/v1/completions", headers=_auth("search"), json={"model": "big", "max_tokens": 9})
+        r = c.post("/v1/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 9})
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_unavailable", r.text
         # a tenant not allowed the fallback does not get it
         r = c.post("/v1/completions", headers=_auth("default"), json={"model": "big", "max_tokens": 8})
         assert r.status_code == 503, r.text
     log = [json.loads(line) for line in (tmp_path / "access.json").read_text().splitlines()]
     fell_back = [e for e in log if e["answered_by"] == "small" and e["model"] == "big"]
-    assert fell_back and fell_back[0]["tenant"] == "search" and fell_back[0]["status"] == 200, log
+    assert fell_back and fell_back[0]["tenant"] == "research" and fell_back[0]["status"] == 200, log
     assert {e["error"] for e in log if e["status"] == 503} == {"unavailable"}
     text = (tmp_path / "access.json").read_text() + (tmp_path / "error.log").read_text()
     assert not any(k in text for k in (*KEYS.values(), BACKEND_KEY))

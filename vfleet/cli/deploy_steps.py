@@ -243,20 +243,20 @@ def step_smoke(play: Play, fleet: Fleet) -> None:
         return
     workers = fleet.workers  # no HTTP on a replica's workers
     play.run_step("smoke: hosts", _smoke_host, hosts=[n for n in vllm_names(play.hosts) if n not in workers])
-    play.run_step("smoke: gateway", _smoke_gateway(play), hosts=_selected_gateways(play))
+    play.run_step("smoke: gateway", _smoke_gateway(fleet), hosts=_selected_gateways(play))
     for host in play.hosts:
         done = play.results[host.name].get(smoke.SmokeResults)
         for label, ttft in done.ttfts() if done is not None else ():
             play.print(f"smoke [{host.name}] {label}: all checks passed, TTFT {ttft * 1000:.0f} ms", markup=False)
 
 
-def _smoke_gateway(play: Play):
+def _smoke_gateway(fleet: Fleet):
     """Smoke every model through each gateway with the gateway's checks, asking for it by
     name the way its clients do (results labelled "gateway", or "gateway <model>" when
-    there are several)."""
+    there are several). The models are the fleet's, not the run's hosts': `smoke --limit
+    gateways` asked for the gateway's own served name, which no host of a two-model fleet serves."""
     models: dict[str, bool] = {}
-    for n in vllm_names(play.hosts):
-        cfg = play.contexts[n].config
+    for cfg in fleet.configs_of(fleet.serving_hosts):
         models.setdefault(str(cfg.served_model_name), not cfg.serve_completions_only)
 
     def step(ctx) -> None:

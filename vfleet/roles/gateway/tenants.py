@@ -27,6 +27,8 @@ OPERATOR = "vfleet"
 # One key (a tenant name, at most 63 bytes) per zone: nginx's smallest useful zone holds
 # thousands of them (limit_req_zone: "one megabyte zone can keep about 16 thousand 64-byte states").
 LIMIT_ZONE_SIZE = "1m"
+# The words nginx's map reads as its own parameters (nginx.org/en/docs/http/ngx_http_map_module.html).
+MAP_WORDS = frozenset({"default", "hostnames", "include", "volatile"})
 
 
 class TenantError(ValueError):
@@ -46,9 +48,10 @@ class TenantRow:
 
     @property
     def map_key(self) -> str:
-        """The name as an nginx map source value: a leading backslash keeps a tenant named
-        `default`, `include`, `hostnames` or `volatile` from being read as map's own word."""
-        return "\\" + self.name
+        """The name as an nginx map source value: a tenant named like one of map's own words
+        gets the leading backslash map asks for. Only those: nginx reads "\\n", "\\t" and "\\r"
+        in any word as control characters, so "\\noisy" would be a newline and "oisy"."""
+        return "\\" + self.name if self.name in MAP_WORDS else self.name
 
 
 def retry_after(rate: str) -> int:
