@@ -18,7 +18,10 @@ import json
 import math
 import ssl
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -28,7 +31,7 @@ from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
 from tests.integration.gateway_access_env import (ACCESS_LOG, GATEWAY_JS, HELLO, NOISY_RATE, TLS_KEY, Access,
                                                   Outcome, Stream, access_inventory, chat, fixed, http_client,
-                                                  lab_host, new_key, on_host, p95, remote_files, tls_files,
+                                                  key_path, lab_host, new_key, on_host, p95, remote_files, tls_files,
                                                   wait_until)
 from tests.integration.fourth_host import lab_inventory_with_lab4, retire
 from tests.integration.test_rollout import gateway_url
@@ -171,8 +174,9 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
 # ---- issue 24: tenants, limits, fallback, TLS, usage (helpers: gateway_access_env.py) ----
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
-QUIET_THREADS, QUIET_EACH = 3, 20     # one quiet run: 60 chats, ~3-5 s on the lab
-FLOOD_THREADS = 4                     # each at most 10 chats/s: ~40/s, 20x the noisy tenant's rate
+REPO = Path(__file__).resolve().parents[2]
+QUIET_THREADS, QUIET_EACH = 3, 15    # one quiet run: 45 chats of 16 tokens, a few seconds on the lab
+FLOOD_PER_S = 15 * NOISY_RATE         # the noisy tenant's flood: 15x its rate, from a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -189,20 +193,25 @@ def access(two):
 
 
 def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
-    """The quiet tenant's chats to tiny-b alone, then beside the noisy tenant sending ~40
-    chats/s to tiny-b (20x its rate), then alone again (A-B-A: drift of the shared machine
-    shows). ~15 s."""
-    quiet, noisy = access.sdk("quiet"), access.sdk("noisy")
+    """The quiet tenant's chats to tiny-b alone, then beside the noisy tenant sending 30
+    chats/s to tiny-b (15x its rate) from another process, then alone again (A-B-A: drift of
+    the shared machine shows). ~20 s."""
+    quiet = access.sdk("quiet")
 
     def quiet_run() -> list[Outcome]:
-        return fixed(lambda: chat(quiet, "tiny-b"), QUIET_THREADS, QUIET_EACH)
+        return fixed(lambda: chat(quiet, "tiny-b", 16), QUIET_THREADS, QUIET_EACH)
 
     alone = quiet_run()
-    with Stream(lambda: chat(noisy, "tiny-b"), FLOOD_THREADS, FLOOD_THREADS / (20 * NOISY_RATE)) as flood:
-        time.sleep(1)     # the flood is on before the first quiet request
-        beside = quiet_run()
+    flood = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", access.url,
+                              str(key_path(access.key_dir, "noisy")), "tiny-b", str(FLOOD_PER_S)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    time.sleep(1.5)     # the flood is on before the first quiet request
+    beside = quiet_run()
+    out, _ = flood.communicate("", timeout=120)
     again = quiet_run()
-    secs, noise = flood.ended - flood.began, flood.outcomes
+    *lines, span = [json.loads(line) for line in out.splitlines()]
+    noise = [Outcome(**o) for o in lines]
+    secs = span["ended"] - span["began"]
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
     base = statistics.mean([p95(alone), p95(again)])
     figures = {"quiet_p95_alone_s": [round(p95(alone), 3), round(p95(again), 3)],
@@ -369,11 +378,13 @@ def test_usage_sums_the_tenants_requests_and_429s(access):
     data = json.loads(out.read_text())
     print(f"\nissue 24, usage --since {since}: {json.dumps(data['rows'])}")
     rows = {(r["tenant"], r["model"]): r for r in data["rows"]}
-    noisy, quiet = rows.get(("noisy", "tiny-b")), rows.get(("quiet", "tiny-b"))
+    quiet = rows.get(("quiet", "tiny-b"))
     assert data["gateways"] == ["lab3"], data
-    assert noisy and noisy["errors"].get("rate_limited", 0) > 0, data["rows"]
-    refused = noisy["errors"].get("rate_limited", 0) + noisy["errors"].get("concurrency_limited", 0)
-    assert refused >= access.figures.get("noisy_429", 1), (noisy, access.figures)
+    # a 429 is answered before the body is read: its row has model "" (docs/gateway.md)
+    noisy = [r for r in data["rows"] if r["tenant"] == "noisy"]
+    refused = sum(r["errors"].get("rate_limited", 0) + r["errors"].get("concurrency_limited", 0) for r in noisy)
+    assert refused >= access.figures.get("noisy_429", 1) > 0, (noisy, access.figures)
+    assert rows.get(("noisy", "tiny-b"), {}).get("requests", 0) >= 1, noisy
     assert quiet and quiet["requests"] >= access.figures.get("quiet_tiny_b", 1), (quiet, access.figures)
     assert quiet["p95_s"] is not None and not {"rate_limited", "concurrency_limited"} & quiet["errors"].keys(), quiet
 
@@ -391,7 +402,7 @@ def test_vllm_key_is_in_no_answer_gateway_file_or_log(access):
     assert js and (js.mode, js.uid) == (0o600, 0), js
     assert API_KEY in js.text, "the search finds the key where it must be: the njs module's backend Authorization"
     assert log and '"tenant":"quiet"' in log.text, f"{ACCESS_LOG}: no line of this module's tenants"
-    assert len(access.seen.answers) > 200, f"{len(access.seen.answers)} answers: run the whole module"
+    assert len(access.seen.answers) > 100, f"{len(access.seen.answers)} answers: run the whole module"
     texts = {path: f.text for path, f in files.items() if path != GATEWAY_JS}
     texts["journalctl -u nginx"] = on_host(access.base, "lab3", "journalctl -u nginx.service --no-pager -o cat")
     texts.update({f"vfleet output {i}": out for i, out in enumerate(access.outputs)})

@@ -45,7 +45,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
         hold = json.loads(body).get("hold", 0) if body.startswith(b"{") else 0
         time.sleep(hold)
         out = json.dumps({"backend": self.server.name, "auth": self.headers.get("Authorization"),
-                          "len": len(body)}).encode()
+                          "len": len(body), "body": body.decode()}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -175,10 +175,12 @@ def test_fallback_when_no_host_of_the_model_can_take_it(tmp_path, two_models):
     with _gateway(tmp_path, backends, _tenants()) as url, httpx.Client(base_url=url, timeout=10) as c:
         big.shutdown()
         big.server_close()
-        r = c.post("/v1/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 8, "prompt": "x"})
+        sent = b'{"prompt": {"model": "big"}, "model" : "big", "seed": 12345678901234567890, "max_tokens": 8}'
+        r = c.post("/v1/completions", headers={**_auth("research"), "Content-Type": "application/json"}, content=sent)
         assert r.status_code == 200 and r.json()["backend"] == "small-host", r.text
         assert r.headers["x-vfleet-model"] == "small"
-        assert r.json()["len"] == len(json.dumps({"model": "big", "max_tokens": 8, "prompt": "x"}, separators=(",", ":")))
+        # the fallback's hosts serve their own name: only the top-level model changes, byte for byte
+        assert r.json()["body"] == sent.decode().replace('"model" : "big"', '"model" : "small"'), r.json()["body"]
         # the fallback's own ceiling applies (small: 8): over it, no model can take the request
         r = c.post("/v1/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 9})
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_unavailable", r.text

@@ -34,11 +34,10 @@ function tenant(r) {
     return name || '';
 }
 
-// A top-level key given twice: JSON.parse keeps the last silently (ECMA-404 leaves duplicates
-// open, and parsers disagree), so the gateway refuses the ambiguity. The text was already
-// parsed by JSON.parse: only strings, nesting and the colon after a key matter here.
-function repeatsTopLevelKey(text) {
-    var depth = 0, seen = {}, i = 0, n = text.length;
+// The top-level keys of a JSON object text, each with where its value starts. The text was
+// already parsed by JSON.parse: only strings, nesting and the colon after a key matter here.
+function topLevelKeys(text) {
+    var depth = 0, keys = [], i = 0, n = text.length;
     while (i < n) {
         var c = text[i];
         if (c === '"') {
@@ -52,11 +51,11 @@ function repeatsTopLevelKey(text) {
                     k++;
                 }
                 if (text[k] === ':') {
-                    var key = JSON.parse(text.slice(i, j + 1));
-                    if (seen[key]) {
-                        return true;
+                    k++;
+                    while (k < n && ' \t\r\n'.indexOf(text[k]) >= 0) {
+                        k++;
                     }
-                    seen[key] = 1;
+                    keys.push({key: JSON.parse(text.slice(i, j + 1)), value: k});
                 }
             }
             i = j + 1;
@@ -69,7 +68,18 @@ function repeatsTopLevelKey(text) {
         }
         i++;
     }
-    return false;
+    return keys;
+}
+
+// A top-level key given twice: JSON.parse keeps the last silently (ECMA-404 leaves duplicates
+// open, and parsers disagree), so the gateway refuses the ambiguity.
+function repeatsTopLevelKey(text) {
+    var seen = {};
+    return topLevelKeys(text).some(function (k) {
+        var again = seen[k.key] === 1;
+        seen[k.key] = 1;
+        return again;
+    });
 }
 
 function body(r) {
@@ -165,6 +175,23 @@ function fallbackModel(r) {
     return m && m.fallback && r.variables.vfleet_verdict === 'ok_' + m.i ? m.fallback : '';
 }
 
+// $vfleet_fallback_body: the request as the fallback's hosts must get it, naming their model.
+// Only the top-level "model" string is replaced, in the text: every other byte stays as the
+// client sent it (a re-serialised object would round large integers, a seed, to doubles).
+function fallbackBody(r) {
+    var text = r.requestText;
+    var name = fallbackModel(r);
+    var at = topLevelKeys(text).filter(function (k) { return k.key === 'model'; })[0];
+    if (!name || !at || text[at.value] !== '"') {
+        return text;
+    }
+    var end = at.value + 1;
+    while (text[end] !== '"') {
+        end += text[end] === '\\' ? 2 : 1;
+    }
+    return text.slice(0, at.value) + JSON.stringify(name) + text.slice(end + 1);
+}
+
 // $vfleet_backend_auth: what the gateway sends vLLM in tenant mode (the client's key never is).
 function backendAuth(r) {
     return S.backend || '';
@@ -209,5 +236,5 @@ function models(r) {
     r.return(200, JSON.stringify({object: 'list', data: data}) + '\n');
 }
 
-export default {tenant, model, verdict, fallbackVerdict, fallbackModel, backendAuth, answeredBy, errorKind,
+export default {tenant, model, verdict, fallbackVerdict, fallbackModel, fallbackBody, backendAuth, answeredBy, errorKind,
                 models};
