@@ -116,6 +116,17 @@ def test_keys_models_and_ceilings_per_tenant(tmp_path, two_models):
         assert unknown.content == not_allowed.content and unknown.json()["error"]["code"] == "model_not_found"
         listed = c.get("/v1/models", headers=_auth("default")).json()
         assert [m["id"] for m in listed["data"]] == ["big"], listed
+        # leaving the field out is not leaving the ceiling: it is written in (responses: its own field)
+        r = c.post("/v1/completions", headers=_auth("default"), json={"model": "big", "prompt": "x"})
+        assert r.status_code == 200 and json.loads(r.json()["body"]) == {"max_tokens": 16, "model": "big", "prompt": "x"}
+        r = c.post("/v1/responses", headers=_auth("default"), json={"model": "big"})
+        assert json.loads(r.json()["body"]) == {"max_output_tokens": 16, "model": "big"}, r.text
+        r = c.post("/v1/responses", headers=_auth("default"), json={"model": "big", "max_output_tokens": 99999})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "max_tokens_too_large", r.text
+        # a name every JavaScript object has is no model
+        for name in ("constructor", "__proto__", "toString"):
+            r = c.post("/v1/completions", headers=_auth("research"), json={"model": name})
+            assert r.status_code == 404 and r.content == unknown.content, (name, r.text)
         r = c.post("/v1/completions", headers=_auth("default"), json={"model": "big", "max_tokens": 17})
         assert r.status_code == 400 and "at most 16 for tenant default" in r.json()["error"]["message"], r.text
         assert c.post("/v1/completions", headers=_auth("default"), json={"model": "big", "max_tokens": 16}).status_code == 200
@@ -184,9 +195,10 @@ def test_fallback_when_no_host_of_the_model_can_take_it(tmp_path, two_models):
         # the fallback's own ceiling applies (small: 8): over it, no model can take the request
         r = c.post("/v1/completions", headers=_auth("research"), json={"model": "big", "max_tokens": 9})
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_unavailable", r.text
+        assert "x-vfleet-model" not in r.headers, r.headers      # a refused fallback's name does not leak
         # a tenant not allowed the fallback does not get it
         r = c.post("/v1/completions", headers=_auth("default"), json={"model": "big", "max_tokens": 8})
-        assert r.status_code == 503, r.text
+        assert r.status_code == 503 and "x-vfleet-model" not in r.headers, (r.text, r.headers)
     log = [json.loads(line) for line in (tmp_path / "access.json").read_text().splitlines()]
     fell_back = [e for e in log if e["answered_by"] == "small" and e["model"] == "big"]
     assert fell_back and fell_back[0]["tenant"] == "research" and fell_back[0]["status"] == 200, log

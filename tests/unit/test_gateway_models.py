@@ -198,6 +198,12 @@ def test_live_path_prefix_routes_and_strips_the_prefix(live):
     # the prefix names the model: its ceiling applies whatever the body says
     r = _post(conn, "/v1/a7b/completions", {"model": "tiny-b", "prompt": "hi", "max_tokens": 65})
     assert r.status == 400
+    # a GET has no body: the prefix alone names the model (vLLM's own list of it)
+    c = conn()
+    c.request("GET", "/v1/a7b/models")
+    r = c.getresponse()
+    r.read()
+    assert r.status == 200 and seen[-1][:2] == ("a", "/v1/models"), (r.status, seen[-1])
 
 
 @needs_nginx

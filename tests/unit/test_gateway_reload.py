@@ -15,8 +15,8 @@ from tests.unit.gateway_cases import gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix, needs_nginx
 
 
-def _wait_only(status_port: int, config_id: str) -> subprocess.CompletedProcess:
-    command = reload.reload_command(status_port, config_id).replace("systemctl reload nginx", "true", 1)
+def _wait_only(status_port: int, config_id: str, reload_as: str = "true") -> subprocess.CompletedProcess:
+    command = reload.reload_command(status_port, config_id).replace("systemctl reload nginx", reload_as, 1)
     return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
 
 
@@ -44,10 +44,11 @@ def test_the_wait_passes_on_the_new_id_and_fails_with_nginx_words_on_the_old(tmp
         assert _wait_only(status_port, files.config_id).returncode == 0
         monkeypatch.setattr(reload, "RELOAD_WAIT_S", 1)
         monkeypatch.setattr(reload, "ERROR_LOG", str(tmp_path / "error.log"))
-        (tmp_path / "error.log").write_text('[emerg] limit_req "z" uses the "$a" key while previously it used "$b"\n')
-        r = _wait_only(status_port, "0123456789abcdef")
+        log = tmp_path / "error.log"
+        log.write_text("[emerg] an older refusal, not this reload's\n")
+        refusal = '[emerg] limit_req "z" uses the "$a" key while previously it used "$b"'
+        r = _wait_only(status_port, "0123456789abcdef", reload_as=f"echo '{refusal}' >> {log}")
         assert r.returncode == 1
-        assert r.stderr.strip() == ('nginx kept its previous config (the reload was refused): '
-                                    '[emerg] limit_req "z" uses the "$a" key while previously it used "$b"'), r.stderr
+        assert r.stderr.strip() == f"nginx kept its previous config (the reload was refused): {refusal}", r.stderr
     finally:
         subprocess.run(["nginx", "-p", str(tmp_path), "-c", str(conf), "-s", "stop"], timeout=30)

@@ -19,7 +19,7 @@ FIELDS = ("time", "msec", "tenant", "model", "answered_by", "status", "error", "
 
 # What `error` holds when status >= 400 ("" below 400).
 ERROR_KINDS = ("unauthorized", "rate_limited", "concurrency_limited", "model_not_found", "bad_request",
-               "unavailable", "not_found", "upstream")
+               "unavailable", "not_found", "upstream", "client_closed")
 
 # Errors where `model` is whatever the client wrote (a refused key, an unknown model, a body
 # that could not be read): metrics label such requests model="" so that a client cannot

@@ -13,7 +13,19 @@
 
 var crypto = require('crypto');
 
-var FIELD_WORDS = {max_tokens: 1, max_completion_tokens: 1};
+var FIELD_WORDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'];
+// where a tenant's ceiling is written into a request that gives none, by API path
+var CEILING_FIELD = {'/v1/chat/completions': 'max_tokens', '/v1/completions': 'max_tokens',
+                     '/v1/responses': 'max_output_tokens'};
+
+// What one request's body says, read once: every variable below asks for it (njs gives each
+// request a VM of its own, so this is per request).
+var parsed = null;
+
+// A table's own entry: a client's "constructor" or "__proto__" is no model and no tenant.
+function own(table, name) {
+    return Object.prototype.hasOwnProperty.call(table, name) ? table[name] : undefined;
+}
 
 function bearer(r) {
     var h = r.headersIn.Authorization || '';
@@ -30,8 +42,24 @@ function tenant(r) {
     if (!key) {
         return '';
     }
-    var name = S.keys[crypto.createHash('sha256').update(key).digest('hex')];
+    var name = own(S.keys, crypto.createHash('sha256').update(key).digest('hex'));
     return name || '';
+}
+
+// Where the JSON string that opens at `i` closes (its quote): from quote to quote, skipping
+// the escaped ones (an odd run of backslashes before a quote escapes it).
+function stringEnd(text, i) {
+    var j = text.indexOf('"', i + 1);
+    for (;;) {
+        var b = j - 1;
+        while (text[b] === '\\') {
+            b--;
+        }
+        if ((j - 1 - b) % 2 === 0) {
+            return j;
+        }
+        j = text.indexOf('"', j + 1);
+    }
 }
 
 // The top-level keys of a JSON object text, each with where its value starts. The text was
@@ -41,10 +69,7 @@ function topLevelKeys(text) {
     while (i < n) {
         var c = text[i];
         if (c === '"') {
-            var j = i + 1;
-            while (text[j] !== '"') {
-                j += text[j] === '\\' ? 2 : 1;
-            }
+            var j = stringEnd(text, i);
             if (depth === 1) {
                 var k = j + 1;
                 while (k < n && ' \t\r\n'.indexOf(text[k]) >= 0) {
@@ -83,8 +108,18 @@ function repeatsTopLevelKey(text) {
 }
 
 function body(r) {
+    if (parsed === null) {
+        parsed = readBody(r);
+    }
+    return parsed;
+}
+
+function readBody(r) {
     var text = r.requestText;
-    if (text === undefined || text === null) {
+    if (text === undefined || text === null || text === '') {
+        if (r.method === 'GET' || r.method === 'HEAD') {
+            return {o: {}, text: ''};      // GET /v1/<prefix>/models: the path names the model
+        }
         return {error: r.variables.request_body_file ? 'body_unread' : 'invalid_json'};
     }
     var o;
@@ -99,7 +134,7 @@ function body(r) {
     if (repeatsTopLevelKey(text)) {
         return {error: 'field_repeated'};
     }
-    return {o: o};
+    return {o: o, text: text};
 }
 
 // $vfleet_model: the model the request names: the route prefix's, else the body's "model".
@@ -120,20 +155,21 @@ function ceiling(a, b) {
     return b === null || b === undefined ? a : Math.min(a, b);
 }
 
+function tenantOf(r) {
+    return S.tenants ? own(S.tenants, r.variables.vfleet_tenant) : null;
+}
+
 // The verdict for one model: ok_<i>, or the name of the gateway's answer.
 function judge(r, name, o) {
-    var m = S.models[name];
-    var t = null;
-    if (S.tenants) {
-        t = S.tenants[r.variables.vfleet_tenant];
-        if (!t) {
-            return 'unauthorized';
-        }
+    var m = own(S.models, name);
+    var t = tenantOf(r);
+    if (S.tenants && !t) {
+        return 'unauthorized';
     }
     if (!m || (t && t.models && t.models.indexOf(name) < 0)) {
         return 'model_not_found';
     }
-    var given = Object.keys(FIELD_WORDS).filter(function (f) { return o[f] !== undefined && o[f] !== null; });
+    var given = FIELD_WORDS.filter(function (f) { return o[f] !== undefined && o[f] !== null; });
     if (given.length > 1) {
         return 'max_tokens_twice';
     }
@@ -152,7 +188,7 @@ function judge(r, name, o) {
 function verdict(r) {
     var b = body(r);
     if (b.error) {
-        return S.tenants && !S.tenants[r.variables.vfleet_tenant] ? 'unauthorized' : b.error;
+        return S.tenants && !tenantOf(r) ? 'unauthorized' : b.error;
     }
     return judge(r, model(r), b.o);
 }
@@ -171,25 +207,38 @@ function fallbackVerdict(r) {
 // $vfleet_fallback_model: the name of the model a request falls back to ("" when none).
 function fallbackModel(r) {
     var b = body(r);
-    var m = b.o ? S.models[model(r)] : undefined;
+    var m = b.o ? own(S.models, model(r)) : undefined;
     return m && m.fallback && r.variables.vfleet_verdict === 'ok_' + m.i ? m.fallback : '';
+}
+
+// $vfleet_body_out (tenant mode): the request as vLLM gets it. A tenant with a max_tokens
+// ceiling whose request gives none gets the ceiling written in, first thing in the object:
+// leaving the field out must not mean no limit for that key. Every other byte is the client's.
+function bodyOut(r) {
+    var b = body(r);
+    var t = tenantOf(r);
+    var field = CEILING_FIELD[r.variables.vfleet_api_path];
+    if (!b.o || !t || t.max_tokens === null || !field ||
+        FIELD_WORDS.some(function (f) { return b.o[f] !== undefined && b.o[f] !== null; })) {
+        return b.text || '';
+    }
+    var open = b.text.indexOf('{');
+    var rest = b.text.slice(open + 1);
+    var comma = Object.keys(b.o).length ? ',' : '';
+    return b.text.slice(0, open + 1) + JSON.stringify(field) + ':' + t.max_tokens + comma + rest;
 }
 
 // $vfleet_fallback_body: the request as the fallback's hosts must get it, naming their model.
 // Only the top-level "model" string is replaced, in the text: every other byte stays as the
 // client sent it (a re-serialised object would round large integers, a seed, to doubles).
 function fallbackBody(r) {
-    var text = r.requestText;
+    var text = S.tenants ? bodyOut(r) : (body(r).text || '');
     var name = fallbackModel(r);
     var at = topLevelKeys(text).filter(function (k) { return k.key === 'model'; })[0];
     if (!name || !at || text[at.value] !== '"') {
         return text;
     }
-    var end = at.value + 1;
-    while (text[end] !== '"') {
-        end += text[end] === '\\' ? 2 : 1;
-    }
-    return text.slice(0, at.value) + JSON.stringify(name) + text.slice(end + 1);
+    return text.slice(0, at.value) + JSON.stringify(name) + text.slice(stringEnd(text, at.value) + 1);
 }
 
 // $vfleet_backend_auth: what the gateway sends vLLM in tenant mode (the client's key never is).
@@ -218,6 +267,9 @@ function errorKind(r) {
     if (status === 401) {
         return 'unauthorized';
     }
+    if (status === 499) {
+        return 'client_closed';
+    }
     var route = r.variables.vfleet_route;
     if (route === 'primary' || route === 'fallback') {
         return 'upstream';
@@ -230,11 +282,11 @@ function errorKind(r) {
 
 // GET /v1/models in tenant mode: the models this tenant may use, in vLLM's shape.
 function models(r) {
-    var t = S.tenants[r.variables.vfleet_tenant];
+    var t = tenantOf(r);
     var data = S.list.filter(function (e) { return !t.models || t.models.indexOf(e.id) >= 0; });
     r.headersOut['Content-Type'] = 'application/json';
     r.return(200, JSON.stringify({object: 'list', data: data}) + '\n');
 }
 
-export default {tenant, model, verdict, fallbackVerdict, fallbackModel, fallbackBody, backendAuth, answeredBy, errorKind,
+export default {tenant, model, verdict, fallbackVerdict, fallbackModel, bodyOut, fallbackBody, backendAuth, answeredBy, errorKind,
                 models};

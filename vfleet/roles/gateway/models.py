@@ -110,25 +110,6 @@ def check_fallbacks(models: Sequence[Model]) -> None:
                              "break it (the gateway follows one fallback, never a loop)")
 
 
-def int_at_most(n: int) -> str:
-    """A regex (no anchors) matching the decimal integers 0..n, leading zeros allowed."""
-    if n < 0:
-        raise ValueError(n)
-    digits = str(n)
-    alts = []
-    if len(digits) > 1:
-        alts.append(f"[0-9]{{1,{len(digits) - 1}}}")
-    for i, d in enumerate(digits):
-        rest = len(digits) - i - 1
-        if i == len(digits) - 1:
-            alts.append(digits[:i] + f"[0-{d}]")
-        elif d != "0":
-            lower = "0" if i else "1"
-            if int(d) - 1 >= int(lower):
-                alts.append(digits[:i] + f"[{lower}-{int(d) - 1}]" + (f"[0-9]{{{rest}}}" if rest else ""))
-    return "0*(?:" + "|".join(alts) + ")"
-
-
 def nginx_regex(pattern: str) -> str:
     """A map key matching `pattern` (case-sensitive), as one nginx word. The pattern is
     written with \\x22 for '"' and \\x5c for a backslash, so the only quoting nginx needs is

@@ -32,7 +32,9 @@ def reload_command(status_port: int, config_id: str) -> str:
     """The shell command: graceful reload, then wait for `config_id` (exit 1 and nginx's
     words when it does not come)."""
     probe = f"http://127.0.0.1:{int(status_port)}{CONFIG_ID_PATH}"
-    why = f"$(grep -h emerg {ERROR_LOG} 2>/dev/null | tail -n 1)"
-    return (f"systemctl reload nginx && if ! python3 -c {shlex.quote(_WAIT)} {shlex.quote(probe)} "
+    # only what nginx logged after this reload: an older [emerg] is not this reload's reason
+    why = f"$(tail -c +$((seen + 1)) {ERROR_LOG} 2>/dev/null | grep -h emerg | tail -n 1)"
+    return (f"seen=$(stat -c %s {ERROR_LOG} 2>/dev/null || echo 0); "
+            f"systemctl reload nginx && if ! python3 -c {shlex.quote(_WAIT)} {shlex.quote(probe)} "
             f"{shlex.quote(config_id)} {RELOAD_WAIT_S}; then "
             f"echo \"nginx kept its previous config (the reload was refused): {why}\" >&2; exit 1; fi")

@@ -211,11 +211,12 @@ def _messages(models: Sequence[Model], cfg: HostConfig) -> dict[str, str]:
     out = {"model_not_found": error_json(
         "The model named in the request body is not served here (GET /v1/models lists the models).",
         "model_not_found", "model"),
-        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens) is given more than once: give one, once.",
+        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens, max_output_tokens) is given more than once: give one, once.",
                                      "invalid_value", "max_tokens"),
         "field_repeated": error_json("A top-level field of the request body is given more than once: give each once.",
                                      "invalid_value", None),
-        "invalid_json": error_json("The request body is not a JSON object.", "invalid_json", None),
+        "invalid_json": error_json("The request body is not a JSON object (or is nested deeper than the gateway reads: "
+                                     "31 levels).", "invalid_json", None),
         "body_unread": error_json("The request body is larger than the gateway reads "
                                   "(gateway_client_max_body_size).", "invalid_value", None),
         "unauthorized": UNAUTHORIZED_JSON}
