@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import ssl
-import statistics
 import subprocess
 import sys
 import time
@@ -175,8 +174,9 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
 REPO = Path(__file__).resolve().parents[2]
-QUIET_THREADS, QUIET_EACH = 3, 15    # one quiet run: 45 chats of 16 tokens, a few seconds on the lab
-FLOOD_PER_S = 15 * NOISY_RATE         # the noisy tenant's flood: 15x its rate, from a process of its own
+QUIET_THREADS, QUIET_EACH = 3, 8     # one quiet turn: 24 chats of 32 tokens each, about a second on the lab
+ROUNDS = 3                            # turns alone and beside the flood: 96 requests alone, 72 beside
+FLOOD_PER_S = 12 * NOISY_RATE         # the noisy tenant's flood: 12x its rate, from a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -193,41 +193,48 @@ def access(two):
 
 
 def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
-    """The quiet tenant's chats to tiny-b alone, then beside the noisy tenant sending 30
-    chats/s to tiny-b (15x its rate) from another process, then alone again (A-B-A: drift of
-    the shared machine shows). ~20 s."""
+    """The quiet tenant's chats to tiny-b alone and beside the noisy tenant sending 24 chats/s
+    to tiny-b (12x its rate) from another process, in turns (alone, beside, alone, ... ROUNDS
+    times): the machine's drift falls on both sides, and each p95 is of every turn's requests
+    pooled. ~25 s."""
     quiet = access.sdk("quiet")
 
     def quiet_run() -> list[Outcome]:
-        return fixed(lambda: chat(quiet, "tiny-b", 16), QUIET_THREADS, QUIET_EACH)
+        # 32 tokens each (ignore_eos): a reply of a few tokens is over in a few ms, and its p95
+        # measures the machine's scheduling more than the gateway
+        return fixed(lambda: chat(quiet, "tiny-b", 32, extra_body={"ignore_eos": True}), QUIET_THREADS, QUIET_EACH)
 
-    alone = quiet_run()
-    flood = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", access.url,
-                              str(key_path(access.key_dir, "noisy")), "tiny-b", str(FLOOD_PER_S)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    time.sleep(1.5)     # the flood is on before the first quiet request
-    beside = quiet_run()
-    out, _ = flood.communicate("", timeout=120)
+    alone, beside, noise, secs = [], [], [], 0.0
+    for _ in range(ROUNDS):
+        alone += quiet_run()
+        flood = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", access.url,
+                                  str(key_path(access.key_dir, "noisy")), "tiny-b", str(FLOOD_PER_S)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        time.sleep(1.5)     # the flood is on before the first quiet request
+        beside += quiet_run()
+        out, _ = flood.communicate("", timeout=120)
+        *lines, span = [json.loads(line) for line in out.splitlines()]
+        noise += [Outcome(**o) for o in lines]
+        secs += span["ended"] - span["began"]
     again = quiet_run()
-    *lines, span = [json.loads(line) for line in out.splitlines()]
-    noise = [Outcome(**o) for o in lines]
-    secs = span["ended"] - span["began"]
+    alone += again
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
-    base = statistics.mean([p95(alone), p95(again)])
-    figures = {"quiet_p95_alone_s": [round(p95(alone), 3), round(p95(again), 3)],
-               "quiet_p95_beside_noise_s": round(p95(beside), 3), "ratio": round(p95(beside) / base, 3),
+    base = p95(alone)
+    figures = {"quiet_p95_alone_s": round(base, 3), "quiet_requests_alone": len(alone),
+               "quiet_p95_beside_noise_s": round(p95(beside), 3), "quiet_requests_beside": len(beside),
+               "ratio": round(p95(beside) / base, 3),
                "noisy_sent_per_s": round(len(noise) / secs, 1), "noisy_429": len(refused), "noisy_200": len(admitted)}
     print(f"\nissue 24, tenants side by side: {json.dumps(figures)}")
-    access.figures.update(noisy_429=len(refused), quiet_tiny_b=len(alone + beside + again))
-    failed = [(o.status, o.detail) for o in alone + beside + again if o.status != 200]
+    access.figures.update(noisy_429=len(refused), quiet_tiny_b=len(alone + beside))
+    failed = [(o.status, o.detail) for o in alone + beside if o.status != 200]
     assert not failed, f"{len(failed)} quiet requests failed: {failed[:5]}"
-    assert len(noise) / secs >= 10 * NOISY_RATE, f"the noisy tenant did not flood: {figures}"
+    assert len(noise) / secs >= 8 * NOISY_RATE, f"the noisy tenant did not flood: {figures}"
     assert not [o for o in noise if o.status not in (200, 429)], [(o.status, o.detail) for o in noise][:5]
     assert len(refused) > len(noise) / 2, figures
     bad = [(o.code, o.retry_after) for o in refused
            if o.code not in ("rate_limit_exceeded", "concurrency_limit_exceeded") or not o.retry_after]
     assert not bad, f"429s without an OpenAI-style code or Retry-After: {bad[:5]}"
-    assert 1 <= len(admitted) <= NOISY_RATE * secs + 2, f"2r/s let {len(admitted)} through in {secs:.1f} s: {figures}"
+    assert 1 <= len(admitted) <= NOISY_RATE * secs + 2 * ROUNDS, f"2r/s let {len(admitted)} through in {secs:.1f} s: {figures}"
     assert p95(beside) <= 1.2 * base, f"quiet p95 beside the noise > 1.2 x alone: {figures}"
 
 
