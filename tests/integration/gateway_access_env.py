@@ -6,6 +6,7 @@ journal read over SSH in Python (the keys looked for never travel in a command l
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import gzip
 import io
@@ -356,6 +357,19 @@ class Access:
         """`vfleet gateway` with this inventory: nginx re-rendered and reloaded, nothing else."""
         p = self.vfleet("gateway", "--inventory", str(inv))
         assert p.returncode == 0, f"vfleet gateway --inventory {inv.name}: exit {p.returncode}\n{self.outputs[-1][-3000:]}"
+
+    @contextlib.contextmanager
+    def tls(self):
+        """The tenants' gateway with TLS (a CA and a certificate for lab3's address, made
+        here): (the inventory, an SSL context trusting the CA); the plain one applied again
+        at the end. Two `vfleet gateway` runs."""
+        tls_vars, ca = tls_files(self.work / "tls", lab_host(self.base, "lab3").address)
+        inv = access_inventory(self.base, self.work, self.key_dir, tls_vars)
+        try:
+            self.apply(inv)
+            yield inv, ssl.create_default_context(cafile=str(ca))
+        finally:
+            self.apply(self.inv)
 
     def rotate(self, tenant: str) -> str:
         """A new key in the tenant's key file (not applied yet); the old one is kept as retired."""

@@ -11,14 +11,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import openai
 
-from tests.integration.gateway_access_env import Stream, chat
+from tests.integration.gateway_access_env import Outcome, Stream, chat
 
 THREADS = 4
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def beside_flood(url: str, key_file: Path, model: str, per_second: float, run: Callable[[], T]
+                 ) -> tuple[T, list[Outcome], float]:
+    """`run()` while this module floods `model` from a process of its own (on 1.5 s before
+    `run` starts): what run returned, the flood's outcomes, and how long it flooded."""
+    flood = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", url, str(key_file), model,
+                              str(per_second)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    time.sleep(1.5)
+    result = run()
+    out, _ = flood.communicate("", timeout=120)
+    *lines, span = [json.loads(line) for line in out.splitlines()]
+    return result, [Outcome(**o) for o in lines], span["ended"] - span["began"]
 
 
 def main(url: str, key_file: str, model: str, per_second: float) -> None:

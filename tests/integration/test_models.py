@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-import ssl
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -29,10 +25,10 @@ import yaml
 from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
 from tests.integration.gateway_access_env import (ACCESS_LOG, GATEWAY_JS, HELLO, NOISY_RATE, TLS_KEY, Access,
-                                                  Outcome, Stream, access_inventory, chat, fixed, http_client,
-                                                  key_path, lab_host, new_key, on_host, p95, remote_files, tls_files,
-                                                  wait_until)
+                                                  Outcome, Stream, chat, fixed, http_client, key_path, lab_host,
+                                                  new_key, on_host, p95, remote_files, wait_until)
 from tests.integration.fourth_host import lab_inventory_with_lab4, retire
+from tests.integration.noisy_flood import beside_flood
 from tests.integration.test_rollout import gateway_url
 
 pytestmark = pytest.mark.integration
@@ -173,7 +169,6 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
 # ---- issue 24: tenants, limits, fallback, TLS, usage (helpers: gateway_access_env.py) ----
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
-REPO = Path(__file__).resolve().parents[2]
 QUIET_THREADS, QUIET_EACH = 3, 8     # one quiet turn: 24 chats of 32 tokens each, about a second on the lab
 ROUNDS = 3                            # turns alone and beside the flood: 96 requests alone, 72 beside
 FLOOD_PER_S = 12 * NOISY_RATE         # the noisy tenant's flood: 12x its rate, from a process of its own
@@ -207,15 +202,9 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     alone, beside, noise, secs = [], [], [], 0.0
     for _ in range(ROUNDS):
         alone += quiet_run()
-        flood = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", access.url,
-                                  str(key_path(access.key_dir, "noisy")), "tiny-b", str(FLOOD_PER_S)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        time.sleep(1.5)     # the flood is on before the first quiet request
-        beside += quiet_run()
-        out, _ = flood.communicate("", timeout=120)
-        *lines, span = [json.loads(line) for line in out.splitlines()]
-        noise += [Outcome(**o) for o in lines]
-        secs += span["ended"] - span["began"]
+        quiet_beside, flood, took = beside_flood(access.url, key_path(access.key_dir, "noisy"), "tiny-b",
+                                                 FLOOD_PER_S, quiet_run)
+        beside, noise, secs = beside + quiet_beside, noise + flood, secs + took
     again = quiet_run()
     alone += again
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
@@ -330,15 +319,9 @@ def test_a_model_without_hosts_falls_back_and_comes_back(access):
 
 @pytest.fixture
 def tls(access):
-    """The tenants' gateway with TLS (a CA and a certificate for lab3's address, made here);
-    the plain one applied again at the end. Two `vfleet gateway` runs, ~10 s."""
-    tls_vars, ca = tls_files(access.work / "tls", lab_host(access.base, "lab3").address)
-    inv = access_inventory(access.base, access.work, access.key_dir, tls_vars)
-    try:
-        access.apply(inv)
-        yield inv, ssl.create_default_context(cafile=str(ca))
-    finally:
-        access.apply(access.inv)
+    """The tenants' gateway with TLS, the plain one again at the end (~10 s)."""
+    with access.tls() as applied:
+        yield applied
 
 
 def test_tls_streams_through_the_sdk_and_reads_bodies_as_json(access, tls):
