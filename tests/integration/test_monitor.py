@@ -29,6 +29,8 @@ from vfleet.roles.monitoring import gpu_exporter
 from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
 from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
+from vfleet.roles.monitoring.usage_rules import record_names
+from vfleet.config.monitoring import Thresholds
 from vfleet.config.variables import SCHEMA
 from tests.integration.deploy_env import changed_targets, run_report, vfleet
 
@@ -153,7 +155,7 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
     assert get(api, "query", query="vllm:gpu_cache_usage_perc")["result"] == []  # the old name is gone
     groups = {g["name"]: [r["name"] for r in g["rules"]] for g in get(api, "rules")["groups"]}
     assert groups == {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS), "gpu": list(GPU_ALERTS),
-                      "vllm-verdict": list(VERDICT_ALERTS)}
+                      "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(record_names(Thresholds().window))}
     wait_for("every rule evaluated without error",
              lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
 
