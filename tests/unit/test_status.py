@@ -218,8 +218,11 @@ def test_watch_redraws_until_ctrl_c_and_exits_0(tmp_path, vllm_port):
                                     "vllm_host": "127.0.0.1", "vllm_port": vllm_port}}}}}}))
     report = tmp_path / "status.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "status", "-i", str(inv), "--watch", "1",
-                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # -X faulthandler: a process that does not end on Ctrl-C (it happened once, in a fresh-clone
+    # make test, not since in 37 tries) dumps every thread's stack on SIGABRT, shown below
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "vfleet.cli", "status", "-i", str(inv),
+                             "--watch", "1", "--report", str(report)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 60
         taken = set()
@@ -229,7 +232,12 @@ def test_watch_redraws_until_ctrl_c_and_exits_0(tmp_path, vllm_port):
             time.sleep(0.2)
         assert len(taken) >= 2, "the report was not rewritten by a second round"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"status --watch still running 30 s after Ctrl-C; its threads:\n{err[-8000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
