@@ -155,7 +155,7 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
     assert get(api, "query", query="vllm:gpu_cache_usage_perc")["result"] == []  # the old name is gone
     groups = {g["name"]: [r["name"] for r in g["rules"]] for g in get(api, "rules")["groups"]}
     assert groups == {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS), "gpu": list(GPU_ALERTS),
-                      "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(record_names(Thresholds().window))}
+                      "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(record_names(Thresholds.window))}
     wait_for("every rule evaluated without error",
              lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
 
