@@ -32,7 +32,7 @@ from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
 from vfleet.roles.monitoring.usage_rules import record_names
 from vfleet.config.monitoring import Thresholds
 from vfleet.config.variables import SCHEMA
-from tests.integration.deploy_env import changed_targets, run_report, vfleet
+from tests.integration.deploy_env import API_KEY, changed_targets, run_report, vfleet
 
 pytestmark = pytest.mark.integration
 
@@ -158,6 +158,23 @@ def test_rules_use_the_names_the_deployed_vllm_exports(monitored):
                       "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(record_names(Thresholds.window))}
     wait_for("every rule evaluated without error",
              lambda: all(r["health"] == "ok" for g in get(api, "rules")["groups"] for r in g["rules"]), timeout=30)
+
+
+def test_the_gateways_requests_reach_prometheus_through_mtail(monitored):
+    """A request through the gateway: a line of its JSON access log, mtail's counter on the
+    gateway, a series in Prometheus by tenant and model (no tenants here). ~20 s."""
+    gw, model = monitored["hosts"][MONITOR_HOST], monitored["hosts"]["lab1"].served_model_name
+    query = 'sum by (tenant, model, status) (vfleet_gateway_requests_total{job="gateway_usage"})'
+
+    def sent_and_counted() -> list:
+        httpx.post(gw.gateway_url + "/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"},
+                   json={"model": model, "prompt": "x", "max_tokens": 1}, timeout=60)
+        return [r["metric"] for r in get(monitored["api"], "query", query=query)["result"]
+                if r["metric"].get("model") == model and r["metric"].get("status") == "200"]
+
+    series = wait_for("the gateway's requests counted in Prometheus", sent_and_counted, timeout=120, every=5)
+    # no tenant: Prometheus drops a label whose value is empty
+    assert series == [{"model": model, "status": "200"}], series
 
 
 def test_second_run_changes_nothing(monitored, tmp_path):
