@@ -116,10 +116,10 @@ def have(text: str) -> FileState:
 
 
 def facts(*, installed=True, enabled="enabled", active="active", args: str | None = None,
-          program: str | None = None) -> dict:
+          program: str | None = None, reads_logs: bool = True) -> dict:
     return {"mtail": installed, "unit": UnitState(enabled, active),
             "defaults": have(defaults_text(GW) if args is None else args),
-            "program": have(program_text() if program is None else program)}
+            "program": have(program_text() if program is None else program), "reads_logs": reads_logs}
 
 
 def steps(changes) -> list[tuple[str, str]]:
@@ -134,12 +134,14 @@ def test_defaults_name_the_access_log_and_the_port():
 
 def test_bare_host_installs_writes_checked_files_enables_and_restarts():
     bare = {"mtail": False, "unit": UnitState("disabled", "inactive"), "defaults": FileState("file", "x"),
-            "program": FileState("missing")}
+            "program": FileState("missing"), "reads_logs": False}
     changes = plan(GW, bare)
-    assert steps(changes) == [("package", PACKAGE), ("mtail args", DEFAULTS_FILE), ("mtail program", PROGRAM_PATH),
-                              ("service", UNIT), ("service", UNIT)]
-    assert CHECK in changes[2].command
-    assert "enable" in changes[3].command and changes[4].command == f"systemctl restart {UNIT}"
+    assert steps(changes) == [("package", PACKAGE), ("mtail args", DEFAULTS_FILE), ("user", "mtail"),
+                              ("mtail program", PROGRAM_PATH), ("service", UNIT), ("service", UNIT)]
+    # nginx's logs are 0640 www-data:adm: Debian's mtail user reads them as a member of adm
+    assert changes[2].command == "usermod -a -G adm mtail"
+    assert CHECK in changes[3].command
+    assert "enable" in changes[4].command and changes[5].command == f"systemctl restart {UNIT}"
 
 
 def test_converged_host_changes_nothing_and_changes_restart_or_reload():
@@ -149,6 +151,8 @@ def test_converged_host_changes_nothing_and_changes_restart_or_reload():
     program = plan(GW, facts(program="old program\n"))
     assert steps(program) == [("mtail program", PROGRAM_PATH), ("service", UNIT)]
     assert program[-1].command == f"systemctl reload {UNIT}"
+    joins = plan(GW, facts(reads_logs=False))     # joining a group needs a new process: a restart
+    assert steps(joins) == [("user", "mtail"), ("service", UNIT)] and "restart" in joins[-1].command
 
 
 def test_a_masked_unit_is_left_alone():
