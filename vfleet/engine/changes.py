@@ -95,7 +95,7 @@ def file_change(path: str, content: str | bytes, state: FileState, *, mode: str 
         prev = q(path + ".vfleet-prev")
         script = (f"{write}; if [ -f {q(path)} ]; then cp -p {q(path)} {prev}; else rm -f {prev}; fi; "
                   f"mv -f {q(tmp)} {q(path)}; "
-                  f"if ! out=$({validate} 2>&1); then "
+                  f"if ! out=$( (umask 022; {validate}) 2>&1); then "
                   f"if [ -f {prev} ]; then mv -f {prev} {q(path)}; else rm -f {q(path)}; fi; "
                   f"echo \"$out\" >&2; echo 'rejected by {validate}; the previous file was put back' >&2; exit 3; fi; "
                   f"rm -f {prev}")
