@@ -17,9 +17,10 @@ from vfleet.roles.gateway.njs import JS_IMPORT, JS_PATH, render_js
 from vfleet.roles.gateway.render import (ACCESS_LOG, CONFIG_ID_PLACEHOLDER, GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError,
                                          render_gateway)
 
-__all__ = ["GatewayFile", "GatewayFiles", "render_files", "NGINX_DIR"]
+__all__ = ["GatewayFile", "GatewayFiles", "render_files", "NGINX_DIR", "TLS_PATHS"]
 
 NGINX_DIR = "/etc/nginx"
+TLS_PATHS = {kind: f"{NGINX_DIR}/{rel}" for kind, rel in TLS_FILES.items()}   # where the gateway keeps them
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ def render_files(backends: Sequence[Backend], cfg: HostConfig, drained: Collecti
             cert, key = cfg.gateway_tls.read()
         except VfleetError as e:
             raise GatewayRenderError(str(e)) from None
-        supporting += [GatewayFile(f"{NGINX_DIR}/{TLS_FILES['cert']}", TLS_FILES["cert"], cert, "0644", False),
-                       GatewayFile(f"{NGINX_DIR}/{TLS_FILES['key']}", TLS_FILES["key"], key, "0600", True)]
+        supporting += [GatewayFile(TLS_PATHS["cert"], TLS_FILES["cert"], cert, "0644", False),
+                       GatewayFile(TLS_PATHS["key"], TLS_FILES["key"], key, "0600", True)]
     digest = hashlib.sha256(conf.encode())
     for f in supporting:
         digest.update(f.content.encode())

@@ -16,10 +16,10 @@ from vfleet.engine.facts import CommandOk, Fact, FileFact, UnitFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.gateway.caps import CAPS_STATE, GatewayCaps
-from vfleet.roles.gateway.files import NGINX_DIR, GatewayFiles, render_files
+from vfleet.roles.gateway.files import TLS_PATHS, GatewayFiles, render_files
 from vfleet.roles.gateway.njs import JS_PATH
 from vfleet.roles.gateway.reload import RELOAD_WAIT_S, reload_command
-from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, TLS_FILES, Backend, GatewayRenderError
+from vfleet.roles.gateway.render import GATEWAY_CONF_PATH, Backend, GatewayRenderError
 from vfleet.config.hostconfig import HostConfig
 
 __all__ = ["DRAINED_STATE", "facts_for", "plan", "plan_config", "read_drained", "configure", "set_drained",
@@ -31,7 +31,6 @@ DEFAULT_SITE_PARKED = "/etc/nginx/default-site.vfleet-disabled"
 # Debian's njs for nginx: the package puts the module here and loads it (modules-enabled/).
 NJS_PACKAGE = "libnginx-mod-http-js"
 NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
-TLS_PATHS = {kind: f"{NGINX_DIR}/{rel}" for kind, rel in TLS_FILES.items()}
 
 
 def facts_for(*, diff: bool = False) -> dict[str, Fact]:
