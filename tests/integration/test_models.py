@@ -24,7 +24,7 @@ import yaml
 
 from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
-from tests.integration.gateway_access_env import (ACCESS_LOG, GATEWAY_JS, HELLO, NOISY_RATE, TLS_KEY, Access,
+from tests.integration.gateway_access_env import (ACCESS_LOG, GATEWAY_JS, HELLO, NOISY_PER_MIN, NOISY_RATE, TLS_KEY, Access,
                                                   Outcome, Stream, chat, fixed, http_client, key_path, lab_host,
                                                   new_key, on_host, p95, remote_files, wait_until)
 from tests.integration.fourth_host import lab_inventory_with_lab4, retire
@@ -170,7 +170,10 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
 QUIET_THREADS, QUIET_EACH = 3, 8     # one quiet turn: 24 chats of 32 tokens each, under a second on the lab
-ROUNDS = 16                           # turns alone and beside the flood, ABBA: 384 requests a side
+# Turns alone and beside the flood, ABBA: 1152 requests a side. The p95 of 384 was decided by the
+# ~12 hiccups of the lab's 2 cores that landed in each side's tail: with no flood at all, ratios
+# of 0.89-1.06 (client) and 0.97-1.33 (the gateway's own request times) in three runs.
+ROUNDS = 48
 QUIET_TOKENS = 32
 FLOOD_PER_S = 20 * NOISY_RATE         # the noisy tenant's flood: 20x its rate, from a process of its own
 
@@ -189,53 +192,58 @@ def access(two):
 
 
 def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
-    """The quiet tenant's chats to tiny-b alone and beside the noisy tenant sending 24 chats/s
-    to tiny-b (12x its rate) from another process, in short turns, alone-beside then
-    beside-alone, ROUNDS of each: the machine's drift and hiccups fall on both sides, and each
-    p95 is of every turn's requests pooled. ~25 s."""
+    """The quiet tenant's chats to tiny-b alone and beside the noisy tenant sending chats to
+    tiny-b at 20x its rate from another process, in short turns, alone-beside then
+    beside-alone, ROUNDS of each, every turn alike but for the flood: the machine's drift and
+    hiccups fall on both sides, and each p95 is of every turn's requests pooled. Also printed:
+    how many quiet requests ran beside one of the noisy tenant's admitted requests. ~2 min."""
     quiet = access.sdk("quiet")
 
-    def quiet_run() -> list[Outcome]:
-        # 32 tokens each (ignore_eos): a reply of a few tokens is over in a few ms, and its p95
-        # measures the machine's scheduling more than the gateway
-        return fixed(lambda: chat(quiet, "tiny-b", QUIET_TOKENS, extra_body={"ignore_eos": True}), QUIET_THREADS, QUIET_EACH)
-
-    def quiet_beside_flood() -> list[Outcome]:
-        flood.on()
-        time.sleep(0.3)               # the flood's threads are under way
+    def quiet_turn(flooded: bool) -> list[Outcome]:
+        if flooded:
+            flood.on()
+        time.sleep(0.3)               # the flood's threads are under way (or would be)
         try:
-            return quiet_run()
+            # 32 tokens each (ignore_eos): a reply of a few tokens is over in a few ms, and its p95
+            # measures the machine's scheduling more than the gateway
+            return fixed(lambda: chat(quiet, "tiny-b", QUIET_TOKENS, extra_body={"ignore_eos": True}),
+                         QUIET_THREADS, QUIET_EACH)
         finally:
-            flood.off()
+            if flooded:
+                flood.off()
 
     alone, beside = [], []
+    started = time.monotonic()
     flood = NoisyFlood(access.url, key_path(access.key_dir, "noisy"), "tiny-b", FLOOD_PER_S)
     try:
         for turn in range(ROUNDS):
             first_alone = turn % 2 == 0
-            alone += quiet_run() if first_alone else []
-            beside += quiet_beside_flood()
-            alone += [] if first_alone else quiet_run()
+            alone += quiet_turn(False) if first_alone else []
+            beside += quiet_turn(True)
+            alone += [] if first_alone else quiet_turn(False)
     finally:
         noise, secs, flood_cpu = flood.close()
+        wall = time.monotonic() - started
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
     base = p95(alone)
+    overlapped = [q for q in beside if any(a.sent < q.sent + q.took and q.sent < a.sent + a.took for a in admitted)]
     figures = {"quiet_p95_alone_s": round(base, 3), "quiet_requests_alone": len(alone),
                "quiet_p95_beside_noise_s": round(p95(beside), 3), "quiet_requests_beside": len(beside),
                "ratio": round(p95(beside) / base, 3),
                "noisy_sent_per_s": round(len(noise) / secs, 1), "noisy_429": len(refused), "noisy_200": len(admitted),
-               "noisy_client_cpu_s": round(flood_cpu, 1)}
+               "noisy_client_cpu_s": round(flood_cpu, 1), "quiet_beside_an_admitted_noisy_request": len(overlapped)}
     print(f"\nissue 24, tenants side by side: {json.dumps(figures)}")
     access.figures.update(noisy_429=len(refused), quiet_tiny_b=len(alone + beside))
     failed = [(o.status, o.detail) for o in alone + beside if o.status != 200]
     assert not failed, f"{len(failed)} quiet requests failed: {failed[:5]}"
-    assert len(noise) / secs >= 8 * NOISY_RATE, f"the noisy tenant did not flood: {figures}"
+    assert len(noise) / secs >= 10 * NOISY_RATE, f"the noisy tenant did not flood: {figures}"
     assert not [o for o in noise if o.status not in (200, 429)], [(o.status, o.detail) for o in noise][:5]
     assert len(refused) > len(noise) / 2, figures
     bad = [(o.code, o.retry_after) for o in refused
            if o.code not in ("rate_limit_exceeded", "concurrency_limit_exceeded") or not o.retry_after]
     assert not bad, f"429s without an OpenAI-style code or Retry-After: {bad[:5]}"
-    assert 1 <= len(admitted) <= NOISY_RATE * secs + 2 * ROUNDS, f"{NOISY_RATE:g}r/s let {len(admitted)} through in {secs:.1f} s: {figures}"
+    # burst 0: one request per interval of the rate, counted from before the flood's warm-up
+    assert 1 <= len(admitted) <= NOISY_RATE * wall + 1, f"{NOISY_PER_MIN}r/m let {len(admitted)} through in {wall:.1f} s: {figures}"
     assert p95(beside) <= 1.2 * base, f"quiet p95 beside the noise > 1.2 x alone: {figures}"
 
 
