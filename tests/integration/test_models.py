@@ -225,11 +225,11 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
         noise, secs, flood_cpu = flood.close()
         wall = time.monotonic() - started
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
-    base = p95(alone)
+    base, flooded = p95(alone), p95(beside)
     overlapped = [q for q in beside if any(a.sent < q.sent + q.took and q.sent < a.sent + a.took for a in admitted)]
     figures = {"quiet_p95_alone_s": round(base, 3), "quiet_requests_alone": len(alone),
-               "quiet_p95_beside_noise_s": round(p95(beside), 3), "quiet_requests_beside": len(beside),
-               "ratio": round(p95(beside) / base, 3),
+               "quiet_p95_beside_noise_s": round(flooded, 3), "quiet_requests_beside": len(beside),
+               "ratio": round(flooded / base, 3),
                "noisy_sent_per_s": round(len(noise) / secs, 1), "noisy_429": len(refused), "noisy_200": len(admitted),
                "noisy_client_cpu_s": round(flood_cpu, 1), "quiet_beside_an_admitted_noisy_request": len(overlapped)}
     print(f"\nissue 24, tenants side by side: {json.dumps(figures)}")
@@ -244,7 +244,7 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     assert not bad, f"429s without an OpenAI-style code or Retry-After: {bad[:5]}"
     # burst 0: one request per interval of the rate, counted from before the flood's warm-up
     assert 1 <= len(admitted) <= NOISY_RATE * wall + 1, f"{NOISY_PER_MIN}r/m let {len(admitted)} through in {wall:.1f} s: {figures}"
-    assert p95(beside) <= 1.2 * base, f"quiet p95 beside the noise > 1.2 x alone: {figures}"
+    assert flooded <= 1.2 * base, f"quiet p95 beside the noise > 1.2 x alone: {figures}"
 
 
 def test_a_tenant_reaches_only_its_models_under_its_ceiling(access):
