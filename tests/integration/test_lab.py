@@ -123,6 +123,23 @@ def test_up_again_keeps_running_hosts(lab, lab_inventory):
     assert time.monotonic() - t0 < 20
 
 
+def test_a_host_beyond_n_that_died_is_forgotten_by_the_next_up(lab, lab_inventory):
+    # CI once began with the records of a 4-host lab whose processes were gone: `up 3`
+    # restarted lab1..3 and kept lab4 as a stopped phantom in known_hosts and `lab.status`.
+    lab.ensure(4)
+    try:
+        os.kill(pids()["lab4"], signal.SIGKILL)  # its systemd keeps running in the namespace
+        lab.ensure(3)
+    finally:
+        lab.ensure(3)
+    assert list(pids()) == ["lab1", "lab2", "lab3"]
+    assert [ln.split(",")[0] for ln in LabState().known_hosts.read_text().splitlines()] == [
+        "lab1", "lab2", "lab3"]
+    assert "vfl-lab4" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                            text=True).stdout
+    assert "lab4" not in ssh("10.213.0.11", "cat /etc/hosts").stdout
+
+
 def test_status_task_lists_hosts(lab_inventory):
     code = ("from invoke import Collection, Program; from vfleet.cli.lab import lab; "
             "ns = Collection(); ns.add_collection(lab); "

@@ -153,10 +153,13 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     for spec in [*extra.values(), *([gpu_profile] if gpu_profile else [])]:
         profiles.resolve(spec)  # a typo fails here, before anything is created
     state = LabState(state_dir)
-    other = [r for r in state.hosts() if not re.fullmatch(re.escape(prefix) + r"\d+", r.name)]
-    for rec in [r for r in other if not hosts.running_pid(r.name, r.pid)]:
-        _forget(state, rec.name)  # stale record of an earlier lab that crashed
-    other = [r.name for r in other if hosts.running_pid(r.name, r.pid)]
+    ours = re.compile(re.escape(prefix) + r"\d+")
+    for rec in state.hosts():
+        if (not ours.fullmatch(rec.name) or rec.index > n) and not hosts.running_pid(rec.name, rec.pid):
+            # a record of a host that no longer runs (a crash, a reboot): left in place it
+            # would stay in known_hosts, /etc/hosts and `lab.status` as a stopped phantom
+            _forget(state, rec.name)
+    other = [r.name for r in state.hosts() if not ours.fullmatch(r.name)]
     if other:
         raise VfleetError(f"lab: hosts {', '.join(other)} of another prefix are up; fix: "
                           "`invoke lab.down` first (one lab per machine)")
@@ -196,7 +199,7 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
             state.save_host(rec)
             continue
         if rec.name not in {w.name for w in wanted}:
-            continue  # a stopped host beyond N: leave it to `down`
+            continue  # beyond N and stopped since the check above: the next `up` forgets it
         _kill_leftovers(rec.name)  # a crashed host restarts clean
         rootfs.unmount_tree(state.host_dir(rec.name))
         network.ensure_host_net(rec.name, rec.ip)
