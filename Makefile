@@ -34,8 +34,11 @@ $(BIN)/vfleet: pyproject.toml requirements-lab.txt
 	$(BIN)/pip install -q -e '.[test]' -r requirements-lab.txt
 	touch $@
 
+# When make started (before apt and pip): the demo prints setup as its first phase.
+DEMO_STARTED := $(shell date +%s.%N)
+
 demo: setup
-	$(BIN)/python -m vfleet.lab.demo
+	VFLEET_DEMO_STARTED=$(DEMO_STARTED) $(BIN)/python -m vfleet.lab.demo
 
 test: setup
 	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak" tests

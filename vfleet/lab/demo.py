@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from vfleet.lab.demo_phases import PhaseClock, deploy_breakdown, format_phases
+
 CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
 MODEL_DIR = CACHE / "models" / "tiny"
 
@@ -99,19 +101,50 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, ex
     return out
 
 
+def _clock() -> PhaseClock:
+    """The run's clock, from the Makefile's start (VFLEET_DEMO_STARTED, before apt and pip)
+    where it passed one: setup is then the first phase."""
+    clock = PhaseClock()
+    try:
+        started = float(os.environ.get("VFLEET_DEMO_STARTED", ""))
+    except ValueError:
+        return clock
+    if 0 < clock.started - started < 24 * 3600:
+        clock.add("setup (apt, venv)", clock.started - started)
+        clock.started = started
+    return clock
+
+
+def _deploy_report(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # a deploy that failed before writing it: the phases still print
+
+
 def main() -> int:
     from vfleet.lab import api
 
+    clock = _clock()
     print("== lab: 3 hosts (2 vllm, 1 gateway)", flush=True)
-    lab_inv = api.up(3, backing="disk").inventory  # venvs are ~3.4 GiB each: disk, not RAM
+    with clock.phase("lab (3 hosts)"):
+        lab_inv = api.up(3, backing="disk").inventory  # venvs are ~3.4 GiB each: disk, not RAM
     print("== model and wheelhouse", flush=True)
+    with clock.phase("model"):
+        ensure_model()
+    with clock.phase("wheelhouse"):
+        ensure_wheelhouse()
     demo_dir = lab_inv.parent / "demo"
     key_file = demo_dir / "api_key"
     key = key_file.read_text().strip() if key_file.exists() else "sk-demo-" + secrets.token_hex(12)
     inv = write_deploy_inventory(lab_inv, demo_dir, key)
     print(f"== deploy (inventory {inv})", flush=True)
-    rc = subprocess.call([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv),
-                          "--report", str(demo_dir / "deploy-report.json")])
+    report = demo_dir / "deploy-report.json"
+    report.unlink(missing_ok=True)  # an earlier run's report must not pass for this one's
+    with clock.phase("deploy and smoke"):
+        rc = subprocess.call([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv),
+                              "--report", str(report)])
+    print("\n" + format_phases(clock, deploy_breakdown(_deploy_report(report))), flush=True)
     if rc == 0:
         print(f"\nThe API key is in {key_file}:  export VLLM_API_KEY=$(cat {key_file})")
         print("Remove the lab with: vfleet lab.down")
