@@ -53,7 +53,8 @@ def test_run_sections_in_the_order_first_set_with_the_old_values(play):
                                          "/m/b": {}}},
         "converged": ["gpu01"],
         "rollout": {"batches": [["gpu01"]], "stopped": "batch 1: stopped", "converged": [],
-                    "serving": {"gpu01": "/opt/vllm/a"}, "drained": ["gpu01"], "lines": ["l"]},
+                    "serving": {"gpu01": "/opt/vllm/a"}, "drained": ["gpu01"], "lines": ["l"],
+                    "expected_s": None, "took_s": None},
         "curl": "curl -s http://gw:80/v1/chat/completions",
         "source": "live"})
     assert AuditSource("snaps").to_dict() == "snapshot:snaps"

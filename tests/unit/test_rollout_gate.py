@@ -34,6 +34,7 @@ from vfleet.cli.common import backends, make_play
 from vfleet.cli.options import TaskOptions
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.rollout import gate as gate_role, rolling
+from vfleet.roles.service import measured_restart
 from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
 from vfleet.roles.rollout.records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
 from vfleet.clients.eval.report import EvalReport
@@ -153,6 +154,7 @@ def run_gated(tmp_path, monkeypatch):
     ((host, "baseline" | "candidate") -> Report, or an Exception to raise)."""
     monkeypatch.setattr(rolling, "_current_venv", lambda ctx: "/opt/vllm/vllm-0.31.0")
     monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.31.0" if venv else None)
+    monkeypatch.setattr(measured_restart, "ROOT", str(tmp_path / "restarts"))   # not this machine's /var/lib
 
     def run(models: dict[str, str], evals: dict[tuple[str, str], Any], *, upgrade: bool = True,
             saved: tuple[Report, str] | None = None, failing: tuple[str, ...] = (), **more: Any):

@@ -38,10 +38,13 @@ def test_the_records_are_the_report_sections_the_report_always_had():
     assert list(refused.to_dict()) == ["from", "error", "waiting_for", "waited_s"]  # no "serving": not over
     broken = dataclasses.replace(NOT_READY, serving=None)
     assert broken.to_dict()["serving"] is None
-    summary = RolloutSummary([["lab1"]], None, [], {"lab1": "/opt/vllm/a"}, [], ["lab1: restarted"])
-    assert json.dumps(summary.to_dict()) == json.dumps(
+    summary = RolloutSummary([["lab1"]], None, [], {"lab1": "/opt/vllm/a"}, [], ["lab1: restarted"], 190.0, 178.4,
+                             "rollout took 2m58s, 1 host restarted (expected ~3m10s)")
+    assert json.dumps(summary.to_dict()) == json.dumps(   # the keys it always had, then the two times
         {"batches": [["lab1"]], "stopped": None, "converged": [], "serving": {"lab1": "/opt/vllm/a"},
-         "drained": [], "lines": ["lab1: restarted"]})
+         "drained": [], "lines": ["lab1: restarted"], "expected_s": 190.0, "took_s": 178.4})
+    assert summary.closing_lines == ["lab1: restarted", "rollout took 2m58s, 1 host restarted (expected ~3m10s)"]
+    assert RolloutSummary([], None, [], {}, [], ["x"]).closing_lines == ["x"]   # no total line: nothing added
 
 
 def test_a_host_result_reports_its_records_in_place():

@@ -194,9 +194,9 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None, gate: Eval
 
 
 def last_lines(play: Play) -> Sequence[str]:
-    """What a rollout of this run says last, per host, then its gate's verdicts (nothing when none ran)."""
+    """What a rollout of this run says last, per host and in total, then its gate's verdicts (nothing when none ran)."""
     summary = play.get(RolloutSummary)
-    return [*(summary.lines if summary is not None else ()), *gate_lines(play)]
+    return [*(summary.closing_lines if summary is not None else ()), *gate_lines(play)]
 
 
 def _batch_budget(play: Play, among: list[str]) -> float:

@@ -68,7 +68,7 @@ def restart(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
         r = _rollout(fleet, play, vllm, gws, upgrade=False, drain_timeout=float(drain_timeout))
         summary = r.run(str(batch), float(max_fail_percentage))
         play.note(summary)
-    finish(play, opts, last_lines=summary.lines)
+    finish(play, opts, last_lines=summary.closing_lines)
 
 
 @task(help=helptext(*ROLL, "forks", gate=GATE_HELP, **ROLL_HELP), iterable=["set_"])
@@ -91,7 +91,7 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
                      drain_timeout=float(drain_timeout), gate=judge)
         summary = r.run(str(batch), float(max_fail_percentage))
         play.note(summary)
-    finish(play, opts, last_lines=[*summary.lines, *gate_lines(play)])
+    finish(play, opts, last_lines=[*summary.closing_lines, *gate_lines(play)])
 
 
 def _drain_task(name: str, host: str, opts: TaskOptions, drained: bool) -> None:

@@ -78,7 +78,8 @@ class RolloutInfo:
 class RolloutSummary:
     """A rollout's outcome: its batches, why it stopped (None: it did not), the drained
     hosts it put back first, where each host serves from, who is left drained, and one
-    last line per host (printed after the recap)."""
+    last line per host (printed after the recap); how long its batches were expected to take
+    (None: no host measured yet) and took, in seconds, and the line that says both."""
 
     REPORT_KEY: ClassVar[str] = "rollout"
 
@@ -88,10 +89,19 @@ class RolloutSummary:
     serving: dict[str, str | None]
     drained: list[str]
     lines: list[str] = field(default_factory=list)
+    expected_s: float | None = None
+    took_s: float | None = None
+    total_line: str = ""
+
+    @property
+    def closing_lines(self) -> list[str]:
+        """What the run prints last: each host's line, then the total."""
+        return [*self.lines, *([self.total_line] if self.total_line else [])]
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": self.batches, "stopped": self.stopped, "converged": self.converged,
-                "serving": self.serving, "drained": self.drained, "lines": self.lines}
+                "serving": self.serving, "drained": self.drained, "lines": self.lines,
+                "expected_s": self.expected_s, "took_s": self.took_s}
 
 
 @dataclass(frozen=True)

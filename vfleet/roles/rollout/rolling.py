@@ -9,7 +9,9 @@ back. Never more hosts out than the batch allows, never the last healthy one. A 
 does not come back is rolled back (previous venv and unit) and left out if still broken; a
 batch whose failures pass the budget stops the run. With a gate (gate.py), the first batch
 is a canary: judged before and after its restart, and kept out of the gateways until judged.
-Batches are planned in batches.py.
+Batches are planned in batches.py. Before the first batch it says what the batches should
+take, from each host's last measured restart, and each restart that serves is recorded on its
+host for the next run (estimate.py, vfleet/roles/service/measured_restart.py).
 
 A controller that died mid-run leaves at most a drained host behind; the next run starts by
 undraining every drained host that is healthy, so re-running converges."""
@@ -33,12 +35,13 @@ from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.systemd import start
 from vfleet.roles.gateway import nginx as gateway
-from vfleet.roles.service import readiness, unit as service
+from vfleet.roles.service import measured_restart, readiness, unit as service
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.gateway.render import Backend
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.batches import plan_batches
+from vfleet.roles.rollout.estimate import estimate, expect_line, measured_of, spent_s, total_line
 from vfleet.roles.rollout.lines import failed, host_lines, waiting
 from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
 
@@ -256,6 +259,9 @@ class Rollout:
         info.serving = new_venv or old_venv
         if ctx.name not in self.held:
             info.undrain_s = round(self.undrain(ctx), 2)
+        record = measured_of(info)
+        if record is not None:   # it restarted and serves: what the next rollout's estimate reads
+            measured_restart.save(ctx, record)
         ctx.record("rollout", ctx.name, Status.CHANGED,
                    f"drain {info.drain_s:.1f}s, in-flight wait {info.inflight_wait_s:.1f}s, "
                    f"restart {info.restart_s:.1f}s (ready {info.ready_s:.1f}s)")
@@ -289,6 +295,8 @@ class Rollout:
         for m in self.model_of.values():
             sizes[m] = sizes.get(m, 0) + 1
         batches = plan_batches(batch_spec, hosts, {h: self.model_of.get(h, "") for h in hosts}, sizes)
+        expected_s = self.expect(batches)
+        started = time.monotonic()
         stopped = None
         for n, batch in enumerate(batches, 1):
             gate = self.gate if n == 1 else None   # the first batch is the canary
@@ -305,8 +313,23 @@ class Rollout:
             if stopped:
                 self.play.print(f"[bold red]STOP[/]: {stopped}")
                 break
+        took_s = round(time.monotonic() - started, 1)
         serving = {h: self._serving(h) for h in self.vllm_hosts if h in self.play.contexts}
-        return RolloutSummary(batches, stopped, healed, serving, sorted(self.drained), self.last_lines(stopped))
+        spent = spent_s([self.play.results[h].get(RolloutInfo) for batch in batches for h in batch])
+        return RolloutSummary(batches, stopped, healed, serving, sorted(self.drained), self.last_lines(stopped),
+                              expected_s, took_s, total_line(took_s, expected_s, spent, stopped=stopped is not None))
+
+    def expect(self, batches: list[list[str]]) -> float | None:
+        """Before the first batch: read each host's last measured restart (one round trip per
+        host, in parallel) and print what the batches should take; that estimate in seconds, None
+        when no host was measured yet (vfleet/roles/rollout/estimate.py)."""
+        if not batches:
+            return None
+        measured = self.play.run_step("last measured restarts", measured_restart.read,
+                                      hosts=[h for batch in batches for h in batch])
+        est = estimate(batches, measured)
+        self.play.print(expect_line(est), markup=False, soft_wrap=True)
+        return None if est.total_s is None else round(est.total_s, 1)
 
     def _serving(self, name: str) -> str | None:
         """Where a host serves from: what its restart left, else its `current` link now."""

@@ -19,7 +19,7 @@ from vfleet.engine.facts import CommandOk, Fact, FileFact, SystemdVersion, UnitF
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.engine.systemd import restart
-from vfleet.roles.service import readiness
+from vfleet.roles.service import measured_restart, readiness
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service.render import RenderedService, RenderError, render_service
 from vfleet.roles.service.unit_files import UnitFiles, refusal
@@ -194,7 +194,8 @@ def stop_and_check(ctx: HostContext) -> float:
 
 
 def restart_and_wait(ctx: HostContext) -> None:
-    """Handler: (re)start, wait until the model is served."""
+    """Handler: (re)start, wait until the model is served; the time it took is kept as this
+    host's last restart, for a later rollout's estimate (vfleet/roles/service/measured_restart.py)."""
     cfg: HostConfig = ctx.config
     if ctx.check:
         ctx.record("service", cfg.unit, Status.SKIPPED, "check mode: would restart")
@@ -205,8 +206,10 @@ def restart_and_wait(ctx: HostContext) -> None:
     outcome = ctx.result.get(ServiceOutcome) or ServiceOutcome(was_active=False)
     ctx.result.note(dataclasses.replace(outcome, restarts=outcome.restarts + 1))
     ctx.result.data["restarts"] = outcome.restarts + 1   # for the report
-    ctx.record("ready", cfg.unit, Status.OK, f"serving after {waited:.0f}s", elapsed_s=time.monotonic() - t0,
+    took = time.monotonic() - t0
+    ctx.record("ready", cfg.unit, Status.OK, f"serving after {waited:.0f}s", elapsed_s=took,
                data={"ready_s": round(waited, 1)})
+    measured_restart.save(ctx, measured_restart.MeasuredRestart(restart_s=round(took, 2), ready_s=round(waited, 2)))
     ctx.play.print(f"[{ctx.name}] {cfg.served_model_name} served after {waited:.0f}s", markup=False)
 
 
