@@ -318,6 +318,13 @@ def env_var(name: str, version: str | None) -> dict[str, Any] | None:
 
 # --- entry point ------------------------------------------------------------------------------
 
+def flashinfer_kernels(version: str | None) -> dict[str, Any] | None:
+    """The row saying which packages of FlashInfer's precompiled kernels `version` looks for at
+    start (None: a version before the first one checked, or unknown)."""
+    rows = [r for r in data()["flashinfer_kernels"] if version_ge(version, r["first"])]
+    return rows[-1] if rows else None
+
+
 def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm") -> list[str]:
     """argv prefix, relative to the venv, that `version` prefers to start the OpenAI server, with
     the model in place: ["bin/vllm", "serve", model] (positional model) or the older

@@ -23,6 +23,7 @@ from .check_base import FAIL, PASS, WARN, Check, is_cpu_build
 from .check_base import gib as _gib
 from .check_base import min_cc_gpu as _min_cc_gpu
 from .engine_checks import engine_checks
+from .kernel_checks import check_flashinfer_kernels
 from .model_checks import model_checks
 from .nccl_conf import check_nccl_sources
 from .storage_checks import check_disk, check_model_fs, check_shm
@@ -323,6 +324,8 @@ def host_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     checks += [check_shm(cfg, facts), check_disk(cfg, facts), check_model_fs(cfg, facts)]
     checks += model_checks(cfg, facts)
     checks.append(check_installed(cfg, facts))
+    if gpu_ok:
+        checks.append(check_flashinfer_kernels(cfg, facts))
     checks += upgrade_checks(cfg, facts)
     checks.append(check_unsafe(cfg))
     checks += engine_checks(cfg, facts)

@@ -15,7 +15,7 @@ from .parsers import nvidia_smi_table
 
 # Facts a snapshot keeps in facts.json (the GPU ones live in the profile files).
 NON_GPU_KEYS = ["os", "kernel", "shm_bytes", "mem_total_bytes", "model_fs", "nccl_env_file", "nccl_conf", "nccl_sources",
-                "vllm_installed", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs",
+                "vllm_installed", "flashinfer_kernels", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs",
                 "unit_files"]
 
 

@@ -248,6 +248,35 @@ class VllmInstalled(PreflightFact):
         return misc.vllm_installed(output)
 
 
+@dataclass(frozen=True)
+class FlashinferKernels(PreflightFact):
+    """FlashInfer's distributions in the venv and the CUDA torch was built for, which decide
+    whether vLLM fetches kernels at start (check_flashinfer_kernels). torch's CUDA is read from
+    torch/version.py, not by importing torch: an import takes seconds and initialises CUDA."""
+    name, key, timeout_s = "flashinfer_kernels", "flashinfer_kernels", COMMAND_TIMEOUT_S
+    python: str
+
+    def command(self) -> str:
+        py = shlex.quote(self.python)
+        code = ("import importlib.metadata as m, importlib.util as u, os, re\n"
+                "for n in ('flashinfer-python', 'flashinfer-cubin', 'flashinfer-jit-cache'):\n"
+                "    try:\n"
+                "        print(n, m.version(n))\n"
+                "    except m.PackageNotFoundError:\n"
+                "        pass\n"
+                "s = u.find_spec('torch')\n"
+                "f = os.path.join(list(s.submodule_search_locations)[0], 'version.py') if s else ''\n"
+                "t = open(f).read(65536) if f and os.path.isfile(f) else ''\n"
+                "c = re.search(r\"^cuda(?:: [^=]+)? = '([0-9.]+)'\", t, re.M)\n"
+                "if c:\n"
+                "    print('torch-cuda', c.group(1))")
+        return (f"[ -x {py} ] || {{ echo 'no venv python' >&2; exit 3; }}\n"
+                f"{py} -c {shlex.quote(code)}")
+
+    def parse(self, output: str) -> Any:
+        return misc.flashinfer_kernels(output)
+
+
 def bounded_cat(path: str, limit: int) -> str:
     """`cat` of a regular file, at most limit + 1 bytes (one more than allowed, so the parser
     sees an oversized file as one): a FIFO would block `cat` forever, a huge file would fill the
@@ -353,6 +382,7 @@ def facts_for(cfg: HostConfig) -> dict[str, PreflightFact | UnitFiles]:
     facts = [NvidiaSmi(), GpuQuery(), Topology(), *([SmiXml()] if cfg.preflight_smi_xml else []),
              OsRelease(), Kernel(), Shm(), MemTotal(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
              NcclSources(cfg.vllm_user, cfg.unit, cfg.env_file, _conf_files(cfg)),
-             VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
+             VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")),
+             FlashinferKernels(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
              ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs(), UnitFiles(owned_units(cfg))]
     return {f.name: f for f in facts}

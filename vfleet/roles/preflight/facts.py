@@ -13,12 +13,12 @@ from __future__ import annotations
 from .fact_assembly import NON_GPU_KEYS, assemble
 from .fact_gather import fact_values, gather_script, raw_outputs
 from .fact_paths import model_dir, report_paths
-from .fact_table import (COMMAND_TIMEOUT_S, NVSMI_GUARD, SNAPSHOT_FACTS, GpuQuery, Kernel, ModelConfig,
+from .fact_table import (COMMAND_TIMEOUT_S, NVSMI_GUARD, SNAPSHOT_FACTS, FlashinferKernels, GpuQuery, Kernel, ModelConfig,
                          ModelFiles, ModelFs, NcclConf, NcclEnvFile, NvidiaSmi, OsRelease, PcieAcs,
                          PreflightFact, Shm, SmiXml, Topology, TokenizerConfig, VllmInstalled, Weights,
                          facts_for)
 
-__all__ = ["COMMAND_TIMEOUT_S", "NON_GPU_KEYS", "NVSMI_GUARD", "SNAPSHOT_FACTS", "GpuQuery", "Kernel",
+__all__ = ["COMMAND_TIMEOUT_S", "NON_GPU_KEYS", "NVSMI_GUARD", "SNAPSHOT_FACTS", "FlashinferKernels", "GpuQuery", "Kernel",
            "ModelConfig", "ModelFiles", "ModelFs", "NcclConf", "NcclEnvFile", "NvidiaSmi", "OsRelease",
            "PcieAcs", "PreflightFact", "Shm", "SmiXml", "Topology", "TokenizerConfig", "VllmInstalled",
            "Weights", "assemble", "fact_values", "facts_for", "gather_script", "model_dir", "raw_outputs",

@@ -124,6 +124,21 @@ def vllm_installed(output: str) -> dict[str, str] | None:
     return None
 
 
+FLASHINFER_PROBE_NAMES = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "torch-cuda")
+
+
+def flashinfer_kernels(output: str) -> dict[str, str]:
+    """Probe lines 'flashinfer-python 0.6.15', 'flashinfer-cubin 0.6.15', 'torch-cuda 12.9'
+    -> {name: version}; a package the venv lacks has no line, so no key; {} without any."""
+    names = "|".join(re.escape(n) for n in FLASHINFER_PROBE_NAMES)
+    out = {}
+    for ln in (output or "").splitlines():
+        m = re.match(rf"^\s*({names})\s+(\d[\w.+-]*)\s*$", ln)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
 def pcie_acs(output: str) -> dict[str, int]:
     """`lspci -vvv | grep ACSCtl:` -> {bridges: ACS-capable ports, src_valid: ports with ACS
     Source Validation on (SrcValid+), which redirects peer-to-peer traffic and breaks GPU P2P}."""
