@@ -3,6 +3,7 @@ clients sending back to back through the gateway during `vfleet restart --batch 
 controllers restarting the same fleet at once. Each test leaves every host serving."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.integration
 
 def restart_lab1_under_two_clients(inv, tmp_path, *, pause_s: float) -> dict:
     """`vfleet restart --batch 1 --limit lab1` while two clients send through the gateway, each
-    waiting `pause_s` between requests. No request fails, the restart exits 0, its last line
-    says what lab1 waited for and how long, and every host serves after. Returns the load's
-    summary."""
+    waiting `pause_s` between requests. No request fails, the restart exits 0, its last lines
+    say what lab1 waited for and how long and what the rollout took against its estimate, and
+    every host serves after. Returns the load's summary."""
     # answers of 64 tokens keep each client's rate (~1 r/s on the lab) under the gateway's
     # per-address limit (20 r/s): a 429 is that limit, not the restart
     gen = LoadGenerator(GATEWAY, "tiny", API_KEY, concurrency=2, max_tokens=64, pause_s=pause_s).start()
@@ -30,13 +31,16 @@ def restart_lab1_under_two_clients(inv, tmp_path, *, pause_s: float) -> dict:
     finally:
         gen.stop()
     load = gen.summary()
-    last = out.strip().splitlines()[-1:]
-    print("two clients:", load, *last, sep="\n  ")
+    *last, total = out.strip().splitlines()[-2:]   # lab1's line, then the rollout's total
+    print("two clients:", load, *last, total, sep="\n  ")
     assert code == 0, out[-4000:]
     assert load["requests"] >= 20 and load["failed"] == 0 and load["truncated"] == 0, load
     assert [ln.split(":")[0] for ln in last] == ["lab1"], last
     assert all("restarted in" in ln and "for vLLM to be ready" in ln for ln in last), last
     assert report["rollout"]["drained"] == [] and report["rollout"]["lines"] == last
+    assert re.fullmatch(r"rollout took \S+, 1 host restarted \((expected ~\S+|no estimate)\); their restarts "
+                        r"add up to \S+", total), total
+    assert re.search(r"^(expect ~\S+: 1 batch; |no estimate: no host has a measured restart yet)", out, re.M), out[-4000:]
     smoke = vfleet("smoke", "--inventory", str(inv))
     assert smoke.returncode == 0, smoke.stdout[-3000:]
     return load
@@ -82,5 +86,6 @@ def test_a_second_restart_or_upgrade_on_a_fleet_being_restarted_is_refused(deplo
             first.kill()
             first.wait()
     assert first.returncode == 0, out[-3000:]
-    assert out.strip().splitlines()[-1].startswith("lab2: restarted in "), out[-1000:]
+    assert out.strip().splitlines()[-2].startswith("lab2: restarted in "), out[-1000:]
+    assert out.strip().splitlines()[-1].startswith("rollout took "), out[-1000:]
     assert all(lock_on(inv, h) == "" for h in ("lab1", "lab2", "lab3"))

@@ -3,6 +3,7 @@ streamed and plain chat requests through the gateway: zero failed, zero truncate
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -42,6 +43,11 @@ def test_rolling_restart_drops_no_request(deployed, tmp_path):
             assert info[k] >= 0, (host, info)
     assert report["rollout"]["drained"] == []
     assert [len(b) for b in report["rollout"]["batches"]] == [1, 1]
+    # said before the first batch (deploy's starts measured each host) and last, with the report's times
+    assert re.search(r"^(expect ~\S+: 2 batches; per batch the slowest host's last restart|no estimate: no host "
+                     r"has a measured restart yet)", out, re.M), out[-3000:]
+    assert re.search(r"^rollout took \S+, 2 hosts restarted \((expected ~\S+|no estimate)\)", out, re.M), out[-3000:]
+    assert report["rollout"]["took_s"] > 0 and "expected_s" in report["rollout"]
 
 
 def test_deploy_of_a_changed_unit_rolls_through_the_gateways(deployed, tmp_path):
