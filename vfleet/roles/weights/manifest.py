@@ -43,7 +43,9 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _model_files(model_dir: Path) -> list[str]:
+def model_files(model_dir: Path) -> list[str]:
+    """The files a copy of the model is made of (relative POSIX names, sorted): what the
+    manifest hashes and the piece manifest (pieces.py) cuts, so both cover the same files."""
     out = []
     for p in sorted(model_dir.rglob("*")):
         rel = p.relative_to(model_dir)
@@ -86,7 +88,7 @@ def make_manifest(model_dir: Path | str) -> dict:
     if not model_dir.is_dir():
         raise ManifestError(f"{model_dir}: not a directory")
     files = {}
-    for rel in _model_files(model_dir):
+    for rel in model_files(model_dir):
         p = model_dir / rel
         files[rel] = {"sha256": sha256_file(p), "size": p.stat().st_size}
     shards = index_shards(model_dir)
