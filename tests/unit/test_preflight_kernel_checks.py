@@ -9,7 +9,7 @@ import pytest
 
 from vfleet.roles.preflight import host_checks
 from vfleet.roles.preflight.kernel_checks import CHECK_ID
-from tests.unit.preflight_cases import _profile_dir, by_id, config, facts
+from tests.unit.preflight_cases import _profile_dir, config, facts
 
 H200 = {"vllm_version": "0.32.0", "dtype": "bfloat16", "max_model_len": 4096}
 CUBIN_AND_JIT = {"flashinfer-python": "0.7.4", "flashinfer-cubin": "0.7.4",
