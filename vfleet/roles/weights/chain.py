@@ -38,12 +38,9 @@ from vfleet.engine.owned_paths import plain_operand
 from vfleet.roles.weights import relay
 from vfleet.roles.weights.manifest import verify_command
 from vfleet.roles.weights.pieces import PieceManifest, read_pieces
-from vfleet.roles.weights.sync import finish_command
+from vfleet.roles.weights.sync import PEER_SSH, finish_command
 
 RELAY_SOURCE = Path(relay.__file__).read_bytes()
-# the ssh options of sync.py's peer pulls: a vanished host ends its link within ~15 s
-PEER_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
 SINK_WAIT_S = 30.0
 Event = dict[str, Any]
 

@@ -35,6 +35,10 @@ from vfleet.roles.weights.totals import WeightsTotals
 
 q = shlex.quote
 VERIFIED_MARK = ".vfleet-verified"
+# ssh between hosts (peer pulls here, the chain's links in chain.py): no prompt, host keys
+# checked, a vanished host ends its link within ~15 s
+PEER_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
 
 
 @dataclass
@@ -191,7 +195,7 @@ def pull_command(cfg: HostConfig, staging: str, user: str | None, address: str, 
     if not src_path.startswith("/"):
         raise HostFailed(f"weights source path {src_path!r} on the peer is not absolute")
     key = cfg.weights_peer_ssh_key
-    ssh = "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 -o ServerAliveCountMax=3" + (f" -i {q(key)}" if key else "")
+    ssh = shlex.join(PEER_SSH) + (f" -i {q(key)}" if key else "")
     host = f"[{address}]" if ":" in address else address   # rsync's form for an IPv6 literal
     remote = f"{user + '@' if user else ''}{host}:{src_path.rstrip('/')}/"
     bw = f"--bwlimit={int(cfg.weights_bwlimit)} " if cfg.weights_bwlimit else ""
