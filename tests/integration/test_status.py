@@ -24,13 +24,22 @@ def status(inv: Path, report: Path) -> tuple[dict, str]:
 
 
 def status_until(inv: Path, report: Path, ok, what: str, tries: int = 30) -> tuple[dict, str]:
-    """Status rounds until `ok(report)` (the lab shares two cores: a state takes a while)."""
+    """Status rounds until one where every host answered and `ok(report)` holds.
+
+    Why "every host answered": under the test's load the lab's CPU vLLM keeps both of this
+    machine's cores busy, and a host's status script can take longer than status allows it
+    (probes.SCRIPT_TIMEOUT_S); status then rightly shows that host as `no answer` (its unit
+    unknown). Such a round says nothing about the states asserted here (CI once took the
+    first round with a request running on lab2 while lab1 had not answered)."""
+    unanswered: list[list[str]] = []
     for _ in range(tries):
         data, out = status(inv, report)
-        if ok(data):
+        missing = [name for name, row in {**data["hosts"], **data["gateways"]}.items() if row["error"]]
+        if not missing and ok(data):
             return data, out
+        unanswered.append(missing)
         time.sleep(2)
-    pytest.fail(f"status never showed {what}: {json.dumps(data)[-3000:]}")
+    pytest.fail(f"status never showed {what} (unanswered per round: {unanswered}): {json.dumps(data)[-3000:]}")
 
 
 def gateway_url(inv: Path) -> str:
@@ -57,7 +66,7 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
         data, out = status_until(inv, report, lambda d: (d["hosts"]["lab2"]["server"].get("running") or 0) >= 1,
                                  "requests running on lab2")
         lab1, lab2 = data["hosts"]["lab1"], data["hosts"]["lab2"]
-        assert lab1["gateways"] == {"lab3": "drained"} and lab1["unit"]["active"] == "active"
+        assert lab1["gateways"] == {"lab3": "drained"} and lab1["unit"]["active"] == "active", lab1
         assert data["gateways"]["lab3"]["drained"] == ["lab1"]
         assert lab2["gateways"] == {"lab3": "in"} and lab2["unit"]["sub"] == "running"
         assert lab2["verdict"] not in ("idle", "unknown") and "running" in lab2["numbers"], lab2

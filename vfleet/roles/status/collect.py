@@ -4,8 +4,9 @@ turned into rows.
 Why the runner's Play: it already opens connections in a bounded pool (--forks), times each
 command out, and turns a host that cannot be reached or fails into a result instead of an
 exception; here such a host becomes a row saying why. The network part is parallel, so a
-round costs about the slowest host's round trip (bounded by SCRIPT_TIMEOUT_S), and the rest
-is parsing, which benchmarks/status_scale.py times for 100 and 1000 hosts."""
+round costs about the slowest host's round trip (bounded by connect_timeout plus
+SCRIPT_TIMEOUT_S), and the rest is parsing, which benchmarks/status_scale.py times for 100
+and 1000 hosts."""
 from __future__ import annotations
 
 import time

@@ -25,7 +25,7 @@ __all__ = ["Probe", "vllm_probes", "gateway_probes", "local_metrics_url", "METRI
 METRICS_LIMIT = 4 * 1024 * 1024   # bytes of /metrics read at most (a vLLM host's is ~50 KB)
 HTTP_TIMEOUT_S = 3                # curl's --max-time, for /metrics and each backend's /health
 PROBE_TIMEOUT_S = 8               # any probe, whatever it runs (timeout(1) where the host has it)
-SCRIPT_TIMEOUT_S = 15             # the whole round trip, connection included
+SCRIPT_TIMEOUT_S = 15             # the status script's run; the connection has its own connect_timeout
 _ANY_ADDRESS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 
 
