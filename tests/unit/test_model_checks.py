@@ -102,10 +102,10 @@ def test_host_checks_include_the_model_checks_and_the_bf16_config_on_v100() -> N
 
 
 def test_controller_model_source_fills_what_the_host_lacks() -> None:
-    src = str(MODELS / "yuan2_custom_code")
+    src = MODELS / "yuan2_custom_code"
     got = with_model_source({"model_config": None, "model_files": None, "gpus": V100}, src)
     assert got["model_files"][0] == "config.json" and got["model_config"]["model_type"] == "yuan"
     assert got["gpus"] == V100
     host = {"model_files": ["config.json"], "model_config": {"model_type": "llama"}}
     assert with_model_source(host, src)["model_config"] == {"model_type": "llama"}
-    assert with_model_source(host, "gpu01:/srv/weights/x") is host
+    assert with_model_source(host, None) is host   # a HOST:/path source: nothing on the controller

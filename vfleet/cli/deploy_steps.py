@@ -118,7 +118,7 @@ def step_weights(play: Play) -> None:
     """One weights run per model_source (several models: each group gets its own weights)."""
     groups: dict[str, list[str]] = {}
     for n in vllm_names(play.hosts):
-        groups.setdefault(str(play.contexts[n].config.model_source), []).append(n)
+        groups.setdefault(weights.source_key(play.contexts[n].config), []).append(n)
     totals = {src: weights.run(play, names) for src, names in groups.items()}
     if len(groups) > 1:
         play.note(WeightsBySource(totals))

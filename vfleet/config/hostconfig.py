@@ -96,6 +96,7 @@ class HostConfig:
     ready_timeout: int
     # model
     model_source: str | None
+    model_revision: str | None
     model_name: str | None
     model_dir: str
     model_path: str | None
@@ -195,7 +196,8 @@ class HostConfig:
             env_file=v.get("vllm_env_file") or f"/etc/vllm/{service_name}.env",
             vllm_port=int(v["vllm_port"]), vllm_host=v["vllm_host"],
             shutdown_timeout=int(v["shutdown_timeout"]), ready_timeout=int(v["ready_timeout"]),
-            model_source=v.get("model_source"), model_name=model_name, model_dir=v["model_dir"],
+            model_source=v.get("model_source"), model_revision=v.get("model_revision"),
+            model_name=model_name, model_dir=v["model_dir"],
             model_path=model_path,
             served_model_name=served,
             model_size_bytes=v.get("model_size_bytes"),

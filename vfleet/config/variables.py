@@ -11,6 +11,7 @@ import json
 
 from vfleet.config.unit_names import RESERVED_RULE
 from vfleet.config.unsafe_features import UNSAFE_FEATURES
+from vfleet.engine.pathrules import REVISION
 from vfleet.engine.varschema import (ENV_NAME_PATTERN, MAX_NAME, MAX_TEXT, VariableSpec,
                                      VarSchema, describe)
 
@@ -178,8 +179,11 @@ VARIABLES: list[Variable] = [
     Variable("vllm_port", _PORT, 8000, "Port vLLM listens on."),
     Variable("vllm_host", {"type": "string", "pattern": r"^[A-Za-z0-9_.:\[][A-Za-z0-9_.:%\[\]-]*$",
                            "maxLength": 253, "examples": ["0.0.0.0", "::"]}, "0.0.0.0", "Address vLLM binds to (--host)."),
-    Variable("model_source", {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "source", "examples": ["/data/models/Qwen2.5-7B", "gpu01:/srv/weights/qwen"]}, None,
-             "Model weights: a controller path, or host:/path for weights already on the host."),
+    Variable("model_source", {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "source", "examples": ["/data/models/Qwen2.5-7B", "gpu01:/srv/weights/qwen", "hf://Qwen/Qwen2.5-7B-Instruct@main"]}, None,
+             "Model weights: a controller path, host:/path for weights already on the host, or "
+             "hf://ORG/NAME@REVISION from the controller's Hugging Face cache (docs/models.md)."),
+    Variable("model_revision", {"type": "string", "maxLength": 255, "pattern": REVISION.pattern, "examples": ["main", "v1.0"]}, None,
+             "The revision of an hf://ORG/NAME model_source written without @REVISION (null: main)."),
     Variable("model_name", {"type": "string", "maxLength": 128, "path": "relative", "examples": ["qwen2.5-7b", "Qwen/Qwen2.5-7B"]}, None,
              "Served model name (what clients put in 'model'), and the model's folder under model_dir."),
     Variable("model_dir", {**_HOST_DIR, "examples": ["/srv/models"]}, "/srv/models", "Where weights are placed on the host."),

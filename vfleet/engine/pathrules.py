@@ -15,7 +15,9 @@ few rules, and a new path variable must get them by naming its kind in its schem
 - `controller`: a path on the controller (key files, known_hosts, a wheelhouse): may be
   relative or start with '~', but normalized, and never starting with '-' (it would read as
   an option on ssh's or rsync's command line).
-- `source`: a controller path, or HOST:/path of weights already on a host.
+- `source`: a controller path, HOST:/path of weights already on a host, or
+  hf://ORG/NAME[@REVISION], a model repository on the Hugging Face hub (its shape checked by
+  huggingface_hub's own URI parser; the revision by REVISION below).
 
 "Normalized" is posixpath.normpath(p) == p: no `.` or `..` parts, no `//`, no trailing '/'.
 systemd refuses an EnvironmentFile= path that is not normalized ("Path ... is not
@@ -27,7 +29,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-__all__ = ["PATH_KINDS", "SYSTEM_DIRS", "path_problem", "is_system_dir", "kind_words"]
+__all__ = ["PATH_KINDS", "SYSTEM_DIRS", "REVISION", "HUB_SCHEME", "path_problem", "hub_problem",
+           "revision_problem", "is_system_dir",
+           "kind_words"]
 
 # Folders a distribution owns, where vfleet must never create, replace or remove anything: the
 # folder itself is refused, a folder below it (/srv/models, /opt/vllm, /var/lib/vllm) is fine.
@@ -42,6 +46,10 @@ SYSTEM_DIRS = frozenset((
 ))
 PATH_KINDS = ("host_dir", "host_file", "relative", "name", "controller", "source")
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")
+# A hub revision: a branch, tag, commit or refs/pr/N. git's ref rules (git-check-ref-format(1))
+# narrowed to what hub repos use, so a revision is also safe in a printed command and a report.
+REVISION = re.compile(r"^(?!.*\.\.)(?!.*/$)[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$")
+HUB_SCHEME = "hf://"
 _NAME = re.compile(r"[A-Za-z0-9_@+][A-Za-z0-9._@+-]*")
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MAX_PART = 255          # NAME_MAX of Linux file systems
@@ -116,7 +124,31 @@ def _controller(path: str) -> str | None:
     return _not_normalized(rest) if rest not in ("", "~", "..") else None
 
 
+def revision_problem(revision: str) -> str | None:
+    if not REVISION.fullmatch(revision):
+        return (f"has the revision {revision!r}; a branch, tag or commit is letters, digits and . _ / + -, "
+                "not starting with '.', '/' or '-', without '..' or a final '/'")
+    return None
+
+
+def hub_problem(uri: str) -> str | None:
+    """Why `uri` is not hf://ORG/NAME[@REVISION] of a model repository, or None."""
+    from huggingface_hub.errors import HfUriError
+    from huggingface_hub.utils import parse_hf_uri
+
+    try:
+        parsed = parse_hf_uri(uri)
+    except HfUriError as e:
+        return f"{' '.join(e.msg.split())} Write hf://ORG/NAME@REVISION"
+    if parsed.type != "model" or parsed.path_in_repo:
+        what = f"a path inside a {parsed.type} repository" if parsed.path_in_repo else f"a {parsed.type} repository"
+        return f"names {what}; write the model repository alone, hf://ORG/NAME@REVISION"
+    return revision_problem(parsed.revision) if parsed.revision is not None else None
+
+
 def _source(path: str) -> str | None:
+    if path.startswith(HUB_SCHEME):
+        return hub_problem(path)
     if path.startswith("-"):
         return "starts with '-' (it would read as a command-line option)"
     if ".." in path.split("/"):
@@ -159,5 +191,5 @@ def kind_words(kind: str) -> str:
         "relative": "a relative, normalized path without '..'",
         "name": "a single folder name",
         "controller": "a normalized path on the controller",
-        "source": "a normalized controller path or HOST:/path",
+        "source": "a normalized controller path, HOST:/path or hf://ORG/NAME@REVISION",
     }[kind]

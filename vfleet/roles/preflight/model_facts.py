@@ -72,11 +72,11 @@ def model_facts_from_folder(path: str | Path) -> dict[str, Any]:
     return {"model_config": config, "model_files": files, "tokenizer_config": tokenizer}
 
 
-def with_model_source(facts: dict[str, Any], source: str | None) -> dict[str, Any]:
-    """`facts` with the model keys the host could not give (weights not synced yet) filled from the
-    controller's `model_source` folder; `host:/path` sources live on the host and add nothing."""
-    src = source or ""
-    if not src or ":" in src or not Path(src).is_dir():
+def with_model_source(facts: dict[str, Any], folder: Path | None) -> dict[str, Any]:
+    """`facts` with the model keys the host could not give (weights not synced yet) filled from
+    `folder`, the controller's copy of the model (the weights role's controller_folder: a local
+    model_source, or a hub source's verified export; None for HOST:/path sources)."""
+    if folder is None:
         return facts
-    local = model_facts_from_folder(src)
+    local = model_facts_from_folder(folder)
     return {**facts, **{k: v for k, v in local.items() if not facts.get(k)}}

@@ -13,6 +13,7 @@ source feeds one new host per wave, the controller feeds one), so the controller
 file O(1) times however large the fleet is."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 import shlex
@@ -30,6 +31,7 @@ from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.transfer import TransferStats, rsync_push
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service.unit import RESTART
+from vfleet.roles.weights import hub
 from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
 from vfleet.roles.weights.totals import WeightsTotals
 
@@ -43,13 +45,21 @@ PEER_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
 
 @dataclass
 class ModelSource:
-    """Where the weights come from: a folder on the controller, or host:path on a host."""
+    """Where the weights come from: a folder on the controller, host:path on a host, or a hub
+    repository (`hub_commit`: the commit its revision resolved to; its folder is vfleet's
+    export of links into the cache, hub.py, so the controller's push follows links)."""
 
     spec: str
     controller_dir: Path | None
     host: str | None
     host_path: str | None
     manifest_id: str
+    hub_commit: str | None = None
+
+    @property
+    def pinned(self) -> str:
+        """What a report names: the spec, and the commit a hub revision resolved to."""
+        return f"{self.spec} (commit {self.hub_commit})" if self.hub_commit else self.spec
 
 
 def copy_name(cfg: HostConfig, manifest_id: str) -> str:
@@ -75,13 +85,40 @@ def _switch_link(cfg: HostConfig, live: str, version: str, current: str | None) 
     return owned_symlink_change(live, version, current, root=cfg.model_dir, what="model_path", notify=RESTART)
 
 
+@functools.lru_cache(maxsize=16)
+def _hub_export(spec: str, revision: str | None) -> hub.Export:
+    """A hub source resolved once per run (preflight asks for it per host, deploy once more)."""
+    return hub.resolve(hub.parse(spec, revision))
+
+
+def source_key(cfg: HostConfig) -> str:
+    """The weights a host asks for, as one string: model_source, with a hub source's revision
+    written in (`hf://X` with model_revision v1 and `hf://X@v1` are the same weights)."""
+    spec = str(cfg.model_source)
+    return hub.parse(spec, cfg.model_revision).spec if hub.is_hub(spec) else spec
+
+
+def controller_folder(cfg: HostConfig) -> Path | None:
+    """The folder on the controller that cfg's model_source names (a hub source: its verified
+    export, resolved now), or None for a HOST:/path source, an unset or a missing one."""
+    spec = cfg.model_source
+    if hub.is_hub(spec):
+        return _hub_export(str(spec), cfg.model_revision).folder
+    if not spec or ":" in spec or not Path(spec).expanduser().is_dir():
+        return None
+    return Path(spec).expanduser()
+
+
 def resolve_source(cfg: HostConfig) -> ModelSource:
     spec = cfg.model_source
     if not cfg.model_name:
         raise VfleetError("model_name is not set in the inventory; set it to the served model name")
     if not spec:
-        raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller "
-                          "or to HOST:/path on a host that has it")
+        raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller, "
+                          "to HOST:/path on a host that has it, or to hf://ORG/NAME@REVISION")
+    if hub.is_hub(spec):
+        export = _hub_export(spec, cfg.model_revision)
+        return ModelSource(spec, export.folder, None, None, _manifest_id(export.folder), hub_commit=export.commit)
     if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
         host, path = spec.split(":", 1)
         if not path.startswith("/"):
@@ -93,11 +130,14 @@ def resolve_source(cfg: HostConfig) -> ModelSource:
     if not (folder / "config.json").is_file():
         raise VfleetError(f"model_source {spec}: no config.json there; point it at a model folder "
                           f"(the one with config.json and *.safetensors)")
-    manifest_file = folder / MANIFEST_NAME
-    if not manifest_file.is_file():
+    if not (folder / MANIFEST_NAME).is_file():
         write_manifest(folder)  # made once on the source, kept beside the weights
-    manifest_id = hashlib.sha256(manifest_file.read_bytes()).hexdigest()
-    return ModelSource(spec, folder, None, None, manifest_id)
+    return ModelSource(spec, folder, None, None, _manifest_id(folder))
+
+
+def _manifest_id(folder: Path) -> str:
+    """The id of a copy: the sha256 of its manifest."""
+    return hashlib.sha256((folder / MANIFEST_NAME).read_bytes()).hexdigest()
 
 
 def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
@@ -225,7 +265,7 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: WeightsTot
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
     ctx.run(f"mkdir -p -- {q(staging)}")
     t0 = time.monotonic()
-    extra = ["--exclude", VERIFIED_MARK]
+    extra = ["--exclude", VERIFIED_MARK] + (["--copy-links"] if src.hub_commit else [])
     if cfg.weights_bwlimit:
         extra.append(f"--bwlimit={cfg.weights_bwlimit}")
     stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
@@ -267,14 +307,14 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
     src = resolve_source(first)
     if src.host:
         src = _resolve_host_source(play, src)
-    totals = WeightsTotals()
+    totals = WeightsTotals(hub_commit=src.hub_commit)
     play.note(totals)  # in the report even when nothing needed copying
     state: dict[str, str] = {}
 
     def probe(ctx: HostContext) -> None:
         cfg: HostConfig = ctx.config
-        if cfg.model_source != src.spec:
-            raise HostFailed(f"model_source differs between hosts ({src.spec} vs {cfg.model_source}); "
+        if source_key(cfg) != source_key(first):
+            raise HostFailed(f"model_source differs between hosts ({source_key(first)} vs {source_key(cfg)}); "
                              f"deploy one model at a time")
         facts = host_facts(ctx, src.manifest_id)
         live, version, _ = _paths(cfg, src.manifest_id)
@@ -294,7 +334,7 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
     if play.options.check:
         def would(ctx: HostContext) -> None:
             ctx.record("copy", str(ctx.config.model_path), Status.CHANGED,
-                       f"would copy {src.spec} ({src.manifest_id[:12]})")
+                       f"would copy {src.pinned} (copy {src.manifest_id[:12]})")
         play.run_step("weights: copy", would, hosts=missing)
         return totals
 

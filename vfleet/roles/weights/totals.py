@@ -20,9 +20,14 @@ class WeightsTotals:
     controller_bytes_sent: int = 0
     waves: int = 0
     copies: int = 0
+    hub_commit: str | None = None   # an hf:// source: the commit its revision resolved to
 
-    def to_dict(self) -> dict[str, int]:
-        return {"controller_bytes_sent": self.controller_bytes_sent, "waves": self.waves, "copies": self.copies}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"controller_bytes_sent": self.controller_bytes_sent, "waves": self.waves,
+                               "copies": self.copies}
+        if self.hub_commit:
+            out["hub_commit"] = self.hub_commit
+        return out
 
 
 @dataclass(frozen=True)
