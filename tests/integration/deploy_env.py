@@ -20,9 +20,9 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, extra: dict | No
     return _write(lab_inventory, dest_dir, API_KEY, extra, host_vars)
 
 
-def vfleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def vfleet(*args: str, timeout: float = 1800, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def run_report(task: str, inventory: Path, report: Path, *extra: str, timeout: float = 1800) -> tuple[int, dict, str]:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.hf_cache import add_revision, files_of
-from tests.integration.deploy_env import ensure_model
+from tests.integration.deploy_env import ensure_model, vfleet
 from vfleet.roles.weights.manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.integration
@@ -25,16 +23,14 @@ MODEL_DIR = "/srv/models-hf"
 
 
 def weights(inv: Path, env: dict[str, str], report: Path, *extra: str) -> tuple[int, dict, str]:
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--report", str(report),
-                        "--set", f"model_source=hf://{REPO}@main", "--set", f"model_dir={MODEL_DIR}", *extra],
-                       capture_output=True, text=True, timeout=900, env=env)
+    p = vfleet("weights", "--inventory", str(inv), "--report", str(report), "--set", f"model_source=hf://{REPO}@main",
+               "--set", f"model_dir={MODEL_DIR}", *extra, timeout=900, env=env)
     return p.returncode, json.loads(report.read_text()) if report.exists() else {}, p.stdout + p.stderr
 
 
 def on_hosts(inv: Path, command: str) -> dict[str, str]:
     """{host: its stdout} of `command` on lab1 and lab2."""
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(inv), "--limit", "lab1,lab2",
-                        "--command", command], capture_output=True, text=True, timeout=300)
+    p = vfleet("run", "--inventory", str(inv), "--limit", "lab1,lab2", "--command", command, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     out: dict[str, str] = {}
     for line in p.stdout.splitlines():

@@ -30,8 +30,7 @@ import posixpath
 import re
 
 __all__ = ["PATH_KINDS", "SYSTEM_DIRS", "REVISION", "HUB_SCHEME", "path_problem", "hub_problem",
-           "revision_problem", "is_system_dir",
-           "kind_words"]
+           "revision_problem", "is_system_dir", "kind_words"]
 
 # Folders a distribution owns, where vfleet must never create, replace or remove anything: the
 # folder itself is refused, a folder below it (/srv/models, /opt/vllm, /var/lib/vllm) is fine.

@@ -31,14 +31,13 @@ from pathlib import Path
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import HUB_SCHEME, hub_problem
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.weights.manifest import MANIFEST_NAME, sha256_file
 
 __all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root"]
 
 GIT_BLOB_LIMIT = 64 * 1024 * 1024   # a regular (non-LFS) git file; the hub sends larger ones through LFS
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
-_CHUNK = 1 << 20
 
 
 class HubError(VfleetError):
@@ -116,13 +115,9 @@ def _snapshot(ref: HubRef) -> Path:
 
 def _file_sha256(path: Path, etag: str) -> str:
     """The file's sha256 after its content matched its blob's name (`etag`): a sha256 for an
-    LFS file, the git blob sha1 of a regular one."""
-    sha256 = hashlib.sha256()
+    LFS file, the git blob sha1 of a regular one ("" when it did not)."""
     if _SHA256.fullmatch(etag):
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                sha256.update(chunk)
-        return sha256.hexdigest() if sha256.hexdigest() == etag else ""
+        return etag if sha256_file(path) == etag else ""
     if _SHA1.fullmatch(etag) and path.stat().st_size <= GIT_BLOB_LIMIT:
         from huggingface_hub.utils.sha import git_hash
 
@@ -149,11 +144,12 @@ def _verified(ref: HubRef, snapshot: Path) -> dict[str, tuple[Path, str]]:
             raise HubError(f"model_source {ref.spec}: {name} is not a link into the cache's blobs, so no hash "
                            f"is recorded for it; delete {snapshot} and download the revision again")
         first_hop = Path(os.path.abspath(entry.parent / os.readlink(entry)))
+        in_blobs = first_hop.parent.resolve() == blobs
         target = entry.resolve()
-        if first_hop.parent.resolve() == blobs and not target.exists():
+        if in_blobs and not target.exists():
             raise HubError(f"model_source {ref.spec}: {name}: its blob {first_hop.name[:16]}... is missing from the "
                            "cache; download the revision again")
-        if first_hop.parent.resolve() != blobs or not target.is_relative_to(cache) or not target.is_file():
+        if not in_blobs or not target.is_relative_to(cache) or not target.is_file():
             raise HubError(f"model_source {ref.spec}: {name} links to {os.readlink(entry)}, outside the repo's "
                            f"blobs in {cache}; delete {snapshot} and download the revision again")
         try:

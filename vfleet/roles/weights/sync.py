@@ -310,11 +310,12 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
     totals = WeightsTotals(hub_commit=src.hub_commit)
     play.note(totals)  # in the report even when nothing needed copying
     state: dict[str, str] = {}
+    wanted = source_key(first)
 
     def probe(ctx: HostContext) -> None:
         cfg: HostConfig = ctx.config
-        if source_key(cfg) != source_key(first):
-            raise HostFailed(f"model_source differs between hosts ({source_key(first)} vs {source_key(cfg)}); "
+        if source_key(cfg) != wanted:
+            raise HostFailed(f"model_source differs between hosts ({wanted} vs {source_key(cfg)}); "
                              f"deploy one model at a time")
         facts = host_facts(ctx, src.manifest_id)
         live, version, _ = _paths(cfg, src.manifest_id)
