@@ -141,7 +141,8 @@ def live(tmp_path):
                                         "gateway_max_tokens": 64, "gateway_route_prefix": "a7b"},
                                        name="a", address="127.0.0.1")),
                 Backend.of(host_config({"vllm_port": b.server_address[1], "served_model_name": "tiny-b",
-                                        "gateway_max_conns": 1},
+                                        "gateway_max_conns": 1,
+                                        "lora_adapters": [{"name": "tiny-b-sql", "source": "/srv/src/sql"}]},
                                        name="b", address="127.0.0.1"))]
     files = render_files(backends, gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
                                        "gateway_rate_limit": "1000r/s",
@@ -189,6 +190,17 @@ def test_live_routes_by_model_field_and_streams_unbuffered(live):
 
 
 @needs_nginx
+def test_live_an_adapter_goes_to_its_models_hosts_with_the_models_ceiling(live):
+    conn, seen, release = live
+    release.set()
+    r = _post(conn, "/v1/completions", {"model": "tiny-b-sql", "prompt": "x", "max_tokens": 4})
+    assert r.status == 200 and b"data: b 1" in r.read()
+    assert seen[-1][0] == "b" and json.loads(seen[-1][2])["model"] == "tiny-b-sql"   # vLLM picks the adapter
+    r = _post(conn, "/v1/completions", {"model": "tiny-a-sql", "prompt": "x"})
+    assert r.status == 404 and json.loads(r.read())["error"]["code"] == "model_not_found"
+
+
+@needs_nginx
 def test_live_path_prefix_routes_and_strips_the_prefix(live):
     conn, seen, release = live
     release.set()
@@ -213,7 +225,9 @@ def test_live_models_list_unknown_model_and_ceiling(live):
     c.request("GET", "/v1/models")
     r = c.getresponse()
     assert r.status == 200
-    assert [m["id"] for m in json.loads(r.read())["data"]] == ["tiny-a", "tiny-b"]
+    data = json.loads(r.read())["data"]
+    assert [m["id"] for m in data] == ["tiny-a", "tiny-b", "tiny-b-sql"]
+    assert data[2]["parent"] == "tiny-b" and "parent" not in data[1]     # as vLLM lists an adapter
     before = len(seen)      # only the key check (GET /v1/models on a host) reached a backend
     assert seen[-1][:2] == ("a", "/v1/models")
 

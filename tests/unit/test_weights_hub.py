@@ -16,7 +16,7 @@ from huggingface_hub.utils.sha import git_hash
 from tests.hf_cache import add_revision
 from tests.unit.configs import host_config
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.weights import hub, sync
+from vfleet.roles.weights import hub, payload, sync
 from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command
 
 REPO = "acme/tiny-chat"
@@ -34,7 +34,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    sync._hub_export.cache_clear()
+    payload.hub_export.cache_clear()
     add_revision(hub_cache, REPO, COMMIT, {"config.json": CONFIG, "model.safetensors": WEIGHTS,
                                            "tokenizer/vocab.txt": VOCAB})
     return hub_cache
@@ -84,7 +84,7 @@ def test_model_revision_pins_a_source_written_without_one(cache):
 def test_a_branch_that_moved_is_a_new_copy(cache):
     first = sync.resolve_source(host_config({"model_source": f"hf://{REPO}@main"}))
     add_revision(cache, REPO, OLD_COMMIT, {"config.json": CONFIG, "model.safetensors": WEIGHTS[:1024]})
-    sync._hub_export.cache_clear()   # a later run
+    payload.hub_export.cache_clear()   # a later run
     moved = sync.resolve_source(host_config({"model_source": f"hf://{REPO}@main"}))
     assert (first.hub_commit, moved.hub_commit) == (COMMIT, OLD_COMMIT) and moved.manifest_id != first.manifest_id
 

@@ -23,7 +23,8 @@ from vfleet.roles.service import unit_files
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
-from vfleet.roles.weights.totals import WeightsBySource
+from vfleet.roles.weights.payload import adapter_payload_of
+from vfleet.roles.weights.totals import AdapterTotals, WeightsBySource
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
@@ -122,6 +123,19 @@ def step_weights(play: Play) -> None:
     totals = {src: weights.run(play, names) for src, names in groups.items()}
     if len(groups) > 1:
         play.note(WeightsBySource(totals))
+    step_adapters(play)
+
+
+def step_adapters(play: Play) -> None:
+    """Each LoRA adapter to the hosts of its model, like the weights (a new or replaced one
+    switches its link, which restarts the service like any other change)."""
+    hosts_of: dict[str, list[str]] = {}
+    for n in vllm_names(play.hosts):
+        for adapter in play.contexts[n].config.lora_adapters:
+            hosts_of.setdefault(adapter.name, []).append(n)
+    if hosts_of:
+        play.note(AdapterTotals({name: weights.run(play, names, adapter_payload_of(name), report=False)
+                                 for name, names in hosts_of.items()}))
 
 
 def step_install(play: Play) -> None:
@@ -255,17 +269,20 @@ def _smoke_gateway(fleet: Fleet):
     name the way its clients do (results labelled "gateway", or "gateway <model>" when
     there are several). The models are the fleet's, not the run's hosts': `smoke --limit
     gateways` asked for the gateway's own served name, which no host of a two-model fleet serves."""
-    models: dict[str, bool] = {}
+    models: dict[str, tuple[bool, tuple[str, ...]]] = {}   # name -> (chat, its adapters)
     for cfg in fleet.configs_of(fleet.serving_hosts):
-        models.setdefault(str(cfg.served_model_name), not cfg.serve_completions_only)
+        models.setdefault(str(cfg.served_model_name),
+                          (not cfg.serve_completions_only, tuple(a.name for a in cfg.lora_adapters)))
 
     def step(ctx) -> None:
         if len(models) <= 1:
-            smoke.run_smoke(ctx, smoke.gateway_target(ctx.config))
+            adapters = next(iter(models.values()))[1] if models else ()
+            smoke.run_smoke(ctx, dataclasses.replace(smoke.gateway_target(ctx.config), adapters=adapters))
             return
-        for model, chat in models.items():   # kind stays "gateway" (the gateway's checks), kept per model
+        for model, (chat, adapters) in models.items():   # kind stays "gateway" (the gateway's checks), kept per model
             t = smoke.gateway_target(ctx.config)
-            smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat), label=f"gateway {model}")
+            smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat, adapters=adapters),
+                            label=f"gateway {model}")
     return step
 
 

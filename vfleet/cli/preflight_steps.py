@@ -23,6 +23,7 @@ from vfleet.roles.preflight.capacity.figures import check_inputs
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
 from vfleet.roles.preflight.capacity.record import CapacityRecord
 from vfleet.roles.preflight.checks import check_tp_heads
+from vfleet.roles.preflight.adapter_facts import with_adapters
 from vfleet.roles.preflight.model_facts import with_model_source
 from vfleet.roles.weights.sync import controller_folder
 
@@ -122,7 +123,7 @@ def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
     for name, f in facts.items():
         ctx = play.contexts[name]
         cfg = ctx.config
-        f = with_model_source(f, controller_folder(cfg))  # the controller's copy of the model, if any
+        f = with_adapters(with_model_source(f, controller_folder(cfg)), cfg)  # the controller's copies, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
             tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
             record = CapacityRecord(cpu_kv_capacity_tokens=tokens)

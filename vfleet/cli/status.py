@@ -44,7 +44,9 @@ def status(c, inventory=None, limit=None, set_=None, report=None, forks=STATUS_F
     """Show every host's unit, versions, load, GPUs, drift and bottleneck verdict."""
     from vfleet.roles.status.collect import Watch, run_round
     from vfleet.roles.status.screen import screen
+    from vfleet.roles.weights.hub import never_download
 
+    never_download()   # the wanted unit reads hub adapters' ranks: from the cache, never a download
     opts = TaskOptions.of(locals())
     every = _seconds(watch)
     fleet = load(opts)

@@ -64,6 +64,7 @@ class LoadGenerator:
     timeout_s: float = 120.0
     max_requests: int = 100_000
     verify: str | bool = True   # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
+    prompt: str = "Count to ten."   # what each request asks (a LoRA adapter is asked what it was trained on)
     results: list[RequestResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -74,7 +75,7 @@ class LoadGenerator:
 
     # -- one request ----------------------------------------------------------------------
     def _body(self, stream: bool) -> dict[str, Any]:
-        return {"model": self.model, "messages": [{"role": "user", "content": "Count to ten."}],
+        return {"model": self.model, "messages": [{"role": "user", "content": self.prompt}],
                 "max_tokens": self.max_tokens, "ignore_eos": True, "stream": stream}
 
     def _headers(self) -> dict[str, str]:

@@ -6,6 +6,7 @@ what the model says (vfleet/clients/smoke_probes.py: a reply that stops by itsel
 satisfies a JSON schema)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class Target:
     chat: bool = True   # False: the model has no chat template, /v1/completions only
     vllm_version: str | None = None   # the pinned version: a probe it cannot answer is skipped
     verify: str | bool = True          # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
+    adapters: tuple[str, ...] = ()     # LoRA adapters served beside the model: listed, and a completion each
 
     @property
     def headers(self) -> dict[str, str]:
@@ -88,7 +90,8 @@ class Target:
 def host_target(cfg: HostConfig) -> Target:
     """vLLM on one host, asked for the name it serves (served_model_name)."""
     return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version)
+                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version,
+                  adapters=tuple(a.name for a in cfg.lora_adapters))
 
 
 def gateway_target(cfg: HostConfig) -> Target:
@@ -146,7 +149,9 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
     def models(c: httpx.Client, t: Target):
         r = c.get(f"{t.base_url}/v1/models", headers=t.headers)
         names = [m.get("id") for m in r.json().get("data", [])] if r.status_code == 200 else []
-        return t.model in names, f"HTTP {r.status_code}, models {names}", {"models": names}
+        missing = [n for n in (t.model, *t.adapters) if n not in names]
+        return not missing, f"HTTP {r.status_code}, models {names}" + (f", missing {missing}" if missing else ""), \
+            {"models": names}
 
     def completion(c: httpx.Client, t: Target):
         d = chat(c, t)
@@ -174,8 +179,17 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         r = c.get(f"{t.base_url}/v1/models")
         return r.status_code == 401, f"without key: HTTP {r.status_code}", {}
 
+    def adapter(name: str) -> Callable[[httpx.Client, Target], tuple[bool, str, dict]]:
+        """A completion asked of one LoRA adapter by its name: vLLM loads it on first use, so
+        a wrong path or rank shows here, not at a client's first request."""
+        def check(c: httpx.Client, t: Target):
+            ok, msg, data = completion(c, dataclasses.replace(t, model=name))
+            return ok, msg, {**data, "adapter": name}
+        return check
+
     checks = [("/health", health), ("/v1/models", models), ("chat completion", completion),
               (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
+    checks += [(f"adapter {name}", adapter(name)) for name in t.adapters]
     # What the model says is a host's property, asked of each host directly: through a gateway
     # a model's gateway_max_tokens ceiling (e.g. 8) would refuse or cut the probes' replies.
     if t.kind == "host":

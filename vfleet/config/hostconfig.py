@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
 from vfleet.config.gateway_access import GatewayAccessReader, GatewayTls, Tenant
+from vfleet.config.lora import LoraAdapter, adapters_from_vars
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
@@ -158,6 +159,8 @@ class HostConfig:
     gateway_tenants: tuple[Tenant, ...] = ()
     gateway_tls: GatewayTls | None = None
     gateway_fallback_model: str | None = None
+    # LoRA adapters served beside the model (vfleet/config/lora.py)
+    lora_adapters: tuple[LoraAdapter, ...] = ()
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -234,6 +237,7 @@ class HostConfig:
             gateway_tenants=reader.tenants(host) if gateway else (),
             gateway_tls=reader.tls(host) if gateway else None,
             gateway_fallback_model=reader.fallback_model(host, served),
+            lora_adapters=adapters_from_vars(v.get("lora_adapters")),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
@@ -273,6 +277,12 @@ class HostConfig:
     def state_dir(self) -> str:
         """StateDirectory= (and the service user's home): /var/lib/<service_name>."""
         return f"/var/lib/{self.service_name}"
+
+    # -- LoRA adapters --------------------------------------------------------------------
+    def adapter_path(self, name: str) -> str:
+        """The link vLLM reads an adapter from (--lora-modules NAME=PATH): beside the model,
+        in model_dir's own lora/ folder (the name is a plain folder name, vfleet/config/lora.py)."""
+        return posixpath.join(self.model_dir, "lora", name)
 
     # -- venvs ----------------------------------------------------------------------------
     @property

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["RenderedFlag", "VALUED", "SWITCHES", "LOG_REQUESTS", "MODEL", "REPLICA", "managed_flags"]
+__all__ = ["RenderedFlag", "VALUED", "SWITCHES", "LOG_REQUESTS", "MODEL", "REPLICA", "LORA", "managed_flags"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,10 @@ REPLICA: dict[str, str] = {
 }
 REPLICA["--master-port"] = "replica_master_port"
 
+# what lora_adapters renders (vfleet/roles/service/lora_flags.py)
+LORA: dict[str, str] = {flag: "lora_adapters" for flag in (
+    "--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--lora-modules")}
+
 
 @lru_cache(maxsize=1)
 def managed_flags() -> Mapping[str, str]:
@@ -83,4 +87,5 @@ def managed_flags() -> Mapping[str, str]:
     out.update({"--no-" + r.flag[2:]: r.variable for r in SWITCHES})
     out.update({f: LOG_REQUESTS.variable for f in LOG_REQUESTS_SPELLINGS})
     out.update(REPLICA)
+    out.update(LORA)
     return MappingProxyType(out)

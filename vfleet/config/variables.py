@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from vfleet.config.lora import LORA_ADAPTER_SCHEMA, MAX_ADAPTERS
 from vfleet.config.unit_names import RESERVED_RULE
 from vfleet.config.unsafe_features import UNSAFE_FEATURES
 from vfleet.engine.pathrules import REVISION
@@ -184,6 +185,10 @@ VARIABLES: list[Variable] = [
              "hf://ORG/NAME@REVISION from the controller's Hugging Face cache (docs/models.md)."),
     Variable("model_revision", {"type": "string", "maxLength": 255, "pattern": REVISION.pattern, "examples": ["main", "v1.0"]}, None,
              "The revision of an hf://ORG/NAME model_source written without @REVISION (null: main)."),
+    Variable("lora_adapters", {"type": "array", "maxItems": MAX_ADAPTERS, "items": LORA_ADAPTER_SCHEMA}, [],
+             "LoRA adapters served beside the model: name (what clients send as 'model'), source "
+             "(a controller folder or hf://ORG/NAME@REVISION) and optional revision; synced like the "
+             "weights, rank and count read from their adapter_config.json (docs/models.md)."),
     Variable("model_name", {"type": "string", "maxLength": 128, "path": "relative", "examples": ["qwen2.5-7b", "Qwen/Qwen2.5-7B"]}, None,
              "Served model name (what clients put in 'model'), and the model's folder under model_dir."),
     Variable("model_dir", {**_HOST_DIR, "examples": ["/srv/models"]}, "/srv/models", "Where weights are placed on the host."),

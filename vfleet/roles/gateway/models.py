@@ -39,6 +39,12 @@ class Model:
     route_prefix: str | None
     max_model_len: int | None
     fallback: str | None = None  # the model that answers when none of this one's hosts can
+    adapters: tuple[str, ...] = ()   # LoRA adapters its hosts serve: routed to them by name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name clients may send for it: the model's, then its adapters'."""
+        return (self.name, *self.adapters)
 
     @property
     def upstream(self) -> str:
@@ -84,9 +90,22 @@ def group_models(backends: Sequence) -> list[Model]:
                             _one(name, "gateway_max_tokens", {b.name: b.max_tokens for b in bs}),
                             prefix,
                             _one(name, "max_model_len", {b.name: b.max_model_len for b in bs}),
-                            _one(name, "gateway_fallback_model", {b.name: b.fallback for b in bs})))
+                            _one(name, "gateway_fallback_model", {b.name: b.fallback for b in bs}),
+                            tuple(_one(name, "lora_adapters", {b.name: list(b.adapters) for b in bs}))))
     check_fallbacks(models)
+    _check_adapter_names(models)
     return models
+
+
+def _check_adapter_names(models: Sequence[Model]) -> None:
+    """An adapter's name reaches one model: never another model's or another adapter's name."""
+    owner: dict[str, str] = {m.name: m.name for m in models}
+    for m in models:
+        for a in m.adapters:
+            other = owner.setdefault(a, m.name)
+            if other != m.name or a == m.name:
+                raise ModelError(f"lora adapter {a!r} of model {m.name!r} has the name of "
+                                 f"{'model' if a in (x.name for x in models) else 'an adapter of'} {other!r}: rename it")
 
 
 def check_fallbacks(models: Sequence[Model]) -> None:
@@ -136,6 +155,9 @@ def model_entries(models: Sequence[Model]) -> list[dict]:
         if m.max_model_len:
             entry["max_model_len"] = m.max_model_len
         data.append(entry)
+        # an adapter as vLLM lists it: its own id, its base model as parent
+        data += [{"id": a, "object": "model", "created": 0, "owned_by": "vllm", "root": a, "parent": m.name}
+                 for a in m.adapters]
     return data
 
 

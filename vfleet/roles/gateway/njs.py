@@ -24,7 +24,11 @@ JS_IMPORT = "vfleet/gateway.js"
 
 def render_js(cfg: HostConfig, models: Sequence[Model]) -> str:
     """The module's text for the gateway `cfg` in front of `models`."""
-    s = {"models": {m.name: {"i": m.index, "max_tokens": m.max_tokens, "fallback": m.fallback} for m in models},
+    # an adapter is judged like its model and routed to its hosts; it has no fallback (another
+    # model would answer without the adapter)
+    s = {"models": {name: {"i": m.index, "max_tokens": m.max_tokens,
+                           "fallback": m.fallback if name == m.name else None}
+                    for m in models for name in m.names},
          "list": model_entries(models), "tenants": None, "keys": {}, "backend": None}
     if cfg.gateway_tenants:
         s.update(tenant_settings(cfg))

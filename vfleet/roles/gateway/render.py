@@ -158,6 +158,7 @@ class Backend:
     max_model_len: int | None = None
     keep_alive_s: int = VLLM_KEEP_ALIVE_S     # how long the host's vLLM keeps an idle connection
     fallback: str | None = None               # gateway_fallback_model of the host's model
+    adapters: tuple[str, ...] = ()            # the names of its LoRA adapters
 
     @classmethod
     def of(cls, cfg: HostConfig, max_concurrency: float | None = None) -> "Backend":
@@ -171,7 +172,8 @@ class Backend:
                    max_conns_settled=bool(cfg.gateway_max_conns or planned),
                    max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
                    max_model_len=cfg.max_model_len, keep_alive_s=_vllm_keep_alive(cfg),
-                   fallback=cfg.gateway_fallback_model)
+                   fallback=cfg.gateway_fallback_model,
+                   adapters=tuple(a.name for a in cfg.lora_adapters))
 
 
 def _vllm_keep_alive(cfg: HostConfig) -> int:

@@ -63,7 +63,7 @@ def retry_after(rate: str) -> int:
 def tenant_rows(tenants: Sequence[Tenant], models: Sequence[Model]) -> list[TenantRow]:
     """The tenants in inventory order; a model a tenant names that no host serves is an error
     (a typo would otherwise lock the tenant out of the model it was meant to use)."""
-    served = {m.name for m in models}
+    served = {name for m in models for name in m.names}
     rows = []
     for i, t in enumerate(tenants, 1):
         unknown = [m for m in (t.models or ()) if m not in served]

@@ -18,6 +18,7 @@ from vfleet.roles.preflight import capacity
 from vfleet.roles.preflight import fleet_checks, gather_script, host_checks, parse_gathered
 from vfleet.roles.preflight import facts_from_snapshot, snapshot_from_gathered
 from vfleet.roles.preflight.capacity.record import CapacityRecord
+from vfleet.roles.preflight.adapter_facts import with_adapters
 from vfleet.roles.preflight.model_facts import with_model_source
 from vfleet.roles.weights.sync import controller_folder
 
@@ -102,7 +103,8 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
     # model checks before the weights are on the host: read the controller's copy
-    seen = {h: with_model_source(f, controller_folder(play.contexts[h].config)) for h, f in facts.items()}
+    seen = {h: with_adapters(with_model_source(f, controller_folder(play.contexts[h].config)), play.contexts[h].config)
+            for h, f in facts.items()}
     groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in
               ((name, inventory.group_hosts(name)) for name in inventory.groups) if g not in ("all", "ungrouped")}
     extra = fleet_checks(seen, groups)

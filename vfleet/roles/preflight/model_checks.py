@@ -14,6 +14,7 @@ from typing import Any
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
 
+from .adapter_checks import check_adapters
 from .check_base import FAIL, PASS, WARN, Check
 from .model_facts import TEMPLATE_FILES, custom_code_files
 
@@ -132,4 +133,4 @@ def model_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """Every model-folder check that has something to say."""
     out = [check_chat_template(cfg, facts), check_remote_code(cfg, facts),
            check_checkpoint_quantization(cfg, facts), check_max_model_len(cfg, facts)]
-    return [c for c in out if c is not None]
+    return [c for c in out if c is not None] + check_adapters(cfg, facts)

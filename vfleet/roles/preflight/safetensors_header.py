@@ -23,7 +23,7 @@ from vfleet.engine.strict_json import JsonFileError, loads_strict, mapping, type
 
 from .model_files import MAX_WEIGHT_BYTES
 
-__all__ = ["DTYPE_BYTES", "MAX_HEADER_SIZE", "MAX_FILES", "header_tensor_bytes", "read_header", "file_weight_bytes",
+__all__ = ["DTYPE_BYTES", "MAX_HEADER_SIZE", "MAX_FILES", "header_tensor_bytes", "read_header", "read_shapes", "file_weight_bytes",
            "folder_files", "probe_command", "parse_probe", "check_weights_fact"]
 
 MAX_HEADER_SIZE = 100_000_000
@@ -86,6 +86,22 @@ def parse_header(raw: bytes | str, label: str, data_bytes: int | None = None) ->
 def read_header(path: str | Path) -> dict[str, int]:
     """{dtype: bytes} of one .safetensors file, reading only its length field and its header (a
     FIFO, a folder or a device is refused before anything is read)."""
+    raw, data_bytes = _raw_header(path)
+    return parse_header(raw, str(path), data_bytes)
+
+
+def read_shapes(path: str | Path) -> dict[str, list[int]]:
+    """{tensor name: shape} of one .safetensors file (its header only, checked as read_header
+    checks it): what a LoRA adapter's fit to its base model is read from."""
+    raw, data_bytes = _raw_header(path)
+    label = str(path)
+    header = mapping(loads_strict(raw, label), label)
+    header_tensor_bytes(header, label, data_bytes)
+    return {name: list(t["shape"]) for name, t in header.items() if name != "__metadata__"}
+
+
+def _raw_header(path: str | Path) -> tuple[bytes, int]:
+    """(the header's JSON bytes, the bytes after it) of one .safetensors file."""
     label = str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -104,7 +120,7 @@ def read_header(path: str | Path) -> dict[str, int]:
         if 8 + n > size:
             raise JsonFileError(f"{label}: header length {n} runs past the end of the {size}-byte file; {FIX}")
         raw = fh.read(n)
-    return parse_header(raw, label, size - 8 - n)
+    return raw, size - 8 - n
 
 
 def folder_files(folder: Path) -> list[Path]:

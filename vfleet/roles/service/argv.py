@@ -20,6 +20,8 @@ from vfleet.config.extra_args import check_extra_args, readings
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.managed_flags import LOG_REQUESTS, SWITCHES, VALUED
 from vfleet.config.vllm_flags import flag_list
+from vfleet.engine.errors import VfleetError
+from vfleet.roles.service.lora_flags import lora_words
 
 __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
 
@@ -123,6 +125,10 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
         else:
             dropped.append(flag)
     argv += _log_requests_off(cfg, ok, version)
+    try:
+        argv += lora_words(cfg, ok)
+    except VfleetError as e:
+        raise ArgvError(str(e)) from None
     _check_extra(cfg, ok)
     argv += list(cfg.vllm_extra_args)
     return VllmArgv(argv, dropped)

@@ -26,14 +26,14 @@ import re
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import HUB_SCHEME, hub_problem
 from vfleet.roles.weights.manifest import MANIFEST_NAME, sha256_file
 
-__all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root"]
+__all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root", "never_download"]
 
 GIT_BLOB_LIMIT = 64 * 1024 * 1024   # a regular (non-LFS) git file; the hub sends larger ones through LFS
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -50,6 +50,7 @@ class HubRef:
 
     repo_id: str
     revision: str
+    what: str = field(default="model_source", compare=False)   # the variable errors name
 
     @property
     def spec(self) -> str:
@@ -69,16 +70,27 @@ def is_hub(spec: str | None) -> bool:
     return bool(spec) and str(spec).startswith(HUB_SCHEME)
 
 
-def parse(spec: str, default_revision: str | None = None) -> HubRef:
+def parse(spec: str, default_revision: str | None = None, what: str = "model_source") -> HubRef:
     """`hf://ORG/NAME[@REVISION]` as a HubRef (the revision from the URI, else
-    `default_revision`, else main); what the schema refuses (pathrules.hub_problem): HubError."""
+    `default_revision`, else main); what the schema refuses (pathrules.hub_problem): HubError.
+    `what`: the variable that named it, for errors (model_source, lora_adapters[NAME].source)."""
     from huggingface_hub.utils import parse_hf_uri
 
     why = hub_problem(spec)
     if why:
-        raise HubError(f"model_source {spec}: {why}")
+        raise HubError(f"{what} {spec}: {why}")
     uri = parse_hf_uri(spec)
-    return HubRef(uri.id, uri.revision or default_revision or "main")
+    return HubRef(uri.id, uri.revision or default_revision or "main", what)
+
+
+_cache_only = False
+
+
+def never_download() -> None:
+    """From now on, in this process, resolve from the cache only, as with HF_HUB_OFFLINE: for
+    read-only views (`vfleet status`), which must not start a download to show a fleet."""
+    global _cache_only
+    _cache_only = True
 
 
 def export_root() -> Path:
@@ -98,19 +110,20 @@ def _snapshot(ref: HubRef) -> Path:
     from huggingface_hub import constants, is_offline_mode, snapshot_download
     from huggingface_hub import errors as hub_errors
 
-    offline = is_offline_mode()
+    offline = is_offline_mode() or _cache_only
     try:
         return Path(snapshot_download(ref.repo_id, revision=ref.revision, local_files_only=offline))
     except hub_errors.LocalEntryNotFoundError:
-        how = "HF_HUB_OFFLINE is set" if offline else "the hub cannot be reached"
-        raise HubError(f"model_source {ref.spec}: revision {ref.revision!r} is not in the Hugging Face cache "
+        how = ("vfleet status never downloads" if _cache_only else "HF_HUB_OFFLINE is set") if offline \
+            else "the hub cannot be reached"
+        raise HubError(f"{ref.what} {ref.spec}: revision {ref.revision!r} is not in the Hugging Face cache "
                        f"({constants.HF_HUB_CACHE}) and {how}; run `{shlex.join(['hf', 'download', ref.repo_id, '--revision', ref.revision])}` "
                        "where the hub is reachable, with the same HF_HOME") from None
     except (hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError, hub_errors.GatedRepoError) as e:
-        raise HubError(f"model_source {ref.spec}: {_one_line(e).split(' Request ID')[0]}; check the name, "
+        raise HubError(f"{ref.what} {ref.spec}: {_one_line(e).split(' Request ID')[0]}; check the name, "
                        "the revision and `hf auth login`") from None
     except (hub_errors.HfHubHTTPError, OSError) as e:
-        raise HubError(f"model_source {ref.spec}: the download failed: {_one_line(e)}; a re-run resumes it") from None
+        raise HubError(f"{ref.what} {ref.spec}: the download failed: {_one_line(e)}; a re-run resumes it") from None
 
 
 def _file_sha256(path: Path, etag: str) -> str:
@@ -139,31 +152,31 @@ def _verified(ref: HubRef, snapshot: Path) -> dict[str, tuple[Path, str]]:
         if entry.is_dir() and not entry.is_symlink():
             continue
         if "\n" in name or "\\" in name or name == MANIFEST_NAME:
-            raise HubError(f"model_source {ref.spec}: {name!r}: a file name vfleet does not copy; remove it from the repo")
+            raise HubError(f"{ref.what} {ref.spec}: {name!r}: a file name vfleet does not copy; remove it from the repo")
         if not entry.is_symlink():
-            raise HubError(f"model_source {ref.spec}: {name} is not a link into the cache's blobs, so no hash "
+            raise HubError(f"{ref.what} {ref.spec}: {name} is not a link into the cache's blobs, so no hash "
                            f"is recorded for it; delete {snapshot} and download the revision again")
         first_hop = Path(os.path.abspath(entry.parent / os.readlink(entry)))
         in_blobs = first_hop.parent.resolve() == blobs
         target = entry.resolve()
         if in_blobs and not target.exists():
-            raise HubError(f"model_source {ref.spec}: {name}: its blob {first_hop.name[:16]}... is missing from the "
+            raise HubError(f"{ref.what} {ref.spec}: {name}: its blob {first_hop.name[:16]}... is missing from the "
                            "cache; download the revision again")
         if not in_blobs or not target.is_relative_to(cache) or not target.is_file():
-            raise HubError(f"model_source {ref.spec}: {name} links to {os.readlink(entry)}, outside the repo's "
+            raise HubError(f"{ref.what} {ref.spec}: {name} links to {os.readlink(entry)}, outside the repo's "
                            f"blobs in {cache}; delete {snapshot} and download the revision again")
         try:
             sha256 = _file_sha256(target, first_hop.name)
         except OSError as e:
-            raise HubError(f"model_source {ref.spec}: {name}: cannot read its blob {target}: {e.strerror or e}; "
+            raise HubError(f"{ref.what} {ref.spec}: {name}: cannot read its blob {target}: {e.strerror or e}; "
                            "run vfleet as a user who can read the Hugging Face cache") from None
         if not sha256:
-            raise HubError(f"model_source {ref.spec}: {name} does not match the hash the hub recorded for it "
+            raise HubError(f"{ref.what} {ref.spec}: {name} does not match the hash the hub recorded for it "
                            f"({first_hop.name[:16]}...); the cache is damaged: delete {first_hop} and download "
                            "the revision again")
         files[name] = (target, sha256)
     if not files:
-        raise HubError(f"model_source {ref.spec}: the snapshot {snapshot} is empty; download the revision again")
+        raise HubError(f"{ref.what} {ref.spec}: the snapshot {snapshot} is empty; download the revision again")
     return files
 
 
@@ -199,6 +212,6 @@ def resolve(ref: HubRef) -> Export:
                 shutil.rmtree(folder)
             _write_export(folder, _verified(ref, snapshot))
         except OSError as e:
-            raise HubError(f"model_source {ref.spec}: cannot write vfleet's export {folder}: {e.strerror or e}; "
+            raise HubError(f"{ref.what} {ref.spec}: cannot write vfleet's export {folder}: {e.strerror or e}; "
                            "free space there or point XDG_CACHE_HOME elsewhere") from None
     return Export(ref, commit, folder)

@@ -10,17 +10,19 @@ the symlink is switched (atomic rename), so the service never sees a half-copied
 
 Fan-out: hosts that already hold a verified copy become sources for the next ones (each
 source feeds one new host per wave, the controller feeds one), so the controller sends each
-file O(1) times however large the fleet is."""
+file O(1) times however large the fleet is.
+
+LoRA adapters take the same path (payload.py): <model_dir>/lora/<name> is their live link,
+.versions/lora-<name>-<id> their verified copies."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import posixpath
 import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vfleet.engine.changes import apply, directory_change
 from vfleet.engine.errors import VfleetError
@@ -33,6 +35,7 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service.unit import RESTART
 from vfleet.roles.weights import hub
 from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
+from vfleet.roles.weights.payload import Payload, hub_export, model_payload
 from vfleet.roles.weights.totals import WeightsTotals
 
 q = shlex.quote
@@ -63,73 +66,74 @@ class ModelSource:
 
 
 def copy_name(cfg: HostConfig, manifest_id: str) -> str:
-    """The folder name of one verified copy under .versions (status reads it back from the
-    model link to tell which copy a host serves)."""
-    return f"{cfg.model_name}-{manifest_id[:12]}"
+    """The folder name of the model's verified copy under .versions (status reads it back
+    from the model link to tell which copy a host serves)."""
+    return _copy_name(model_payload(cfg), manifest_id)
 
 
-def _paths(cfg: HostConfig, manifest_id: str) -> tuple[str, str, str]:
+def _copy_name(payload: Payload, manifest_id: str) -> str:
+    return f"{payload.stem}-{manifest_id[:12]}"
+
+
+def _paths(payload: Payload, manifest_id: str) -> tuple[str, str, str]:
     """(live link the service reads, verified copy, staging folder) of one copy. The copy and
     its staging folder are proven to stay inside model_dir's own .versions and .staging (they
     are removed and renamed), the link to be at least two levels deep (it is replaced)."""
-    name = copy_name(cfg, manifest_id)
-    versions, staging = posixpath.join(cfg.model_dir, ".versions"), posixpath.join(cfg.model_dir, ".staging")
-    return (deep_path(str(cfg.model_path), "model_path"),
-            inside(versions, posixpath.join(versions, name), "model_name"),
-            inside(staging, posixpath.join(staging, name), "model_name"))
+    name = _copy_name(payload, manifest_id)
+    versions, staging = posixpath.join(payload.root, ".versions"), posixpath.join(payload.root, ".staging")
+    return (deep_path(payload.live, payload.live_variable),
+            inside(versions, posixpath.join(versions, name), payload.live_variable),
+            inside(staging, posixpath.join(staging, name), payload.live_variable))
 
 
-def _switch_link(cfg: HostConfig, live: str, version: str, current: str | None) -> list:
+def _switch_link(payload: Payload, live: str, version: str, current: str | None) -> list:
     """Point the live link at a verified copy; only a link vfleet made (into model_dir) is
     ever replaced: a model_path naming a system symlink such as /bin fails the host."""
-    return owned_symlink_change(live, version, current, root=cfg.model_dir, what="model_path", notify=RESTART)
-
-
-@functools.lru_cache(maxsize=16)
-def _hub_export(spec: str, revision: str | None) -> hub.Export:
-    """A hub source resolved once per run (preflight asks for it per host, deploy once more)."""
-    return hub.resolve(hub.parse(spec, revision))
+    return owned_symlink_change(live, version, current, root=payload.root, what=payload.live_variable,
+                                notify=RESTART)
 
 
 def source_key(cfg: HostConfig) -> str:
-    """The weights a host asks for, as one string: model_source, with a hub source's revision
-    written in (`hf://X` with model_revision v1 and `hf://X@v1` are the same weights)."""
-    spec = str(cfg.model_source)
-    return hub.parse(spec, cfg.model_revision).spec if hub.is_hub(spec) else spec
+    """The weights a host asks for, as one string (Payload.key): `hf://X` with model_revision
+    v1 and `hf://X@v1` are the same weights."""
+    return model_payload(cfg).key
 
 
 def controller_folder(cfg: HostConfig) -> Path | None:
-    """The folder on the controller that cfg's model_source names (a hub source: its verified
-    export, resolved now), or None for a HOST:/path source, an unset or a missing one."""
-    spec = cfg.model_source
-    if hub.is_hub(spec):
-        return _hub_export(str(spec), cfg.model_revision).folder
-    if not spec or ":" in spec or not Path(spec).expanduser().is_dir():
-        return None
-    return Path(spec).expanduser()
+    """The controller's folder of cfg's model_source (Payload.controller_folder)."""
+    return model_payload(cfg).controller_folder()
 
 
 def resolve_source(cfg: HostConfig) -> ModelSource:
-    spec = cfg.model_source
+    _require_model_name(cfg)
+    return resolve_payload(model_payload(cfg))
+
+
+def _require_model_name(cfg: HostConfig) -> None:
     if not cfg.model_name:
         raise VfleetError("model_name is not set in the inventory; set it to the served model name")
+
+
+def resolve_payload(payload: Payload) -> ModelSource:
+    """Where a payload's files come from, with the id (manifest hash) of the copy they make."""
+    spec = payload.source
     if not spec:
-        raise VfleetError("model_source is not set in the inventory; set it to a model folder on the controller, "
+        raise VfleetError(f"{payload.variable} is not set in the inventory; set it to a folder on the controller, "
                           "to HOST:/path on a host that has it, or to hf://ORG/NAME@REVISION")
     if hub.is_hub(spec):
-        export = _hub_export(spec, cfg.model_revision)
+        export = hub_export(spec, payload.revision, payload.variable)
         return ModelSource(spec, export.folder, None, None, _manifest_id(export.folder), hub_commit=export.commit)
     if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
         host, path = spec.split(":", 1)
         if not path.startswith("/"):
-            raise VfleetError(f"model_source {spec}: the path after '{host}:' must be absolute "
+            raise VfleetError(f"{payload.variable} {spec}: the path after '{host}:' must be absolute "
                               f"(e.g. {host}:/srv/models/x)")
         return ModelSource(spec, None, host, path, manifest_id="")
     # absolute: a folder named like an option (`--rsh=...`) stays an operand for rsync and ls
     folder = Path(spec).expanduser().absolute()
-    if not (folder / "config.json").is_file():
-        raise VfleetError(f"model_source {spec}: no config.json there; point it at a model folder "
-                          f"(the one with config.json and *.safetensors)")
+    if not (folder / payload.required).is_file():
+        raise VfleetError(f"{payload.variable} {spec}: no {payload.required} there; point it at the folder "
+                          f"that holds {payload.required} and its *.safetensors")
     if not (folder / MANIFEST_NAME).is_file():
         write_manifest(folder)  # made once on the source, kept beside the weights
     return ModelSource(spec, folder, None, None, _manifest_id(folder))
@@ -162,19 +166,17 @@ def copy_state(version: str, marker: Any, link: str | None) -> str:
     return "live" if link == version else "verified"
 
 
-def host_facts(ctx: HostContext, manifest_id: str) -> dict[str, Any]:
-    cfg: HostConfig = ctx.config
-    live, version, _ = _paths(cfg, manifest_id)
-    return gather(ctx, {"model_dir": FileFact(cfg.model_dir),
+def host_facts(ctx: HostContext, payload: Payload, manifest_id: str) -> dict[str, Any]:
+    live, version, _ = _paths(payload, manifest_id)
+    return gather(ctx, {"model_dir": FileFact(payload.root), "parent": FileFact(posixpath.dirname(live)),
                         "marker": FileFact(posixpath.join(version, VERIFIED_MARK)),
                         "link": LinkFact(live)})
 
 
-def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
+def _finish_copy(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
     """Verify the staged copy, hand it to the service user, move it into place, switch link."""
-    cfg: HostConfig = ctx.config
-    live, version, staging = _paths(cfg, manifest_id)
-    user = cfg.vllm_user
+    live, version, staging = _paths(payload, manifest_id)
+    user = ctx.config.vllm_user
     t0 = time.monotonic()
     r = ctx.run(verify_command(staging), timeout=3600)
     if not r.ok:
@@ -182,7 +184,7 @@ def _finish_copy(ctx: HostContext, manifest_id: str) -> None:
     ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
     ctx.must(finish_command(staging, version, user), what="move verified weights into place")
     current = gather(ctx, {"link": LinkFact(live)})["link"]
-    apply(ctx, _switch_link(cfg, live, version, current))
+    apply(ctx, _switch_link(payload, live, version, current))
 
 
 def finish_command(staging: str, version: str, user: str | None) -> str:
@@ -243,11 +245,12 @@ def pull_command(cfg: HostConfig, staging: str, user: str | None, address: str, 
             f"-e {q(ssh + ' -p ' + str(int(port)))} -- {q(remote)} {q(staging + '/')}")
 
 
-def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_path: str | None = None) -> None:
+def _pull_from_peer(ctx: HostContext, peer: HostContext, payload_of: Callable[[HostConfig], Payload],
+                    manifest_id: str, peer_path: str | None = None) -> None:
     """Run rsync on the new host, pulling from a host that holds a verified copy."""
     cfg: HostConfig = ctx.config
-    _, version, staging = _paths(cfg, manifest_id)
-    src_path = peer_path or _paths(peer.config, manifest_id)[1]
+    _, version, staging = _paths(payload_of(cfg), manifest_id)
+    src_path = peer_path or _paths(payload_of(peer.config), manifest_id)[1]
     t0 = time.monotonic()
     r = ctx.run(pull_command(cfg, staging, peer.host.user, peer.host.address, peer.host.port, src_path),
                 timeout=24 * 3600)
@@ -258,9 +261,9 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, manifest_id: str, peer_
                elapsed_s=time.monotonic() - t0, data={"source": peer.name, "bytes_received": stats.bytes_received})
 
 
-def _push_from_controller(ctx: HostContext, src: ModelSource, totals: WeightsTotals) -> None:
+def _push_from_controller(ctx: HostContext, payload: Payload, src: ModelSource, totals: WeightsTotals) -> None:
     cfg: HostConfig = ctx.config
-    _, _, staging = _paths(cfg, src.manifest_id)
+    _, _, staging = _paths(payload, src.manifest_id)
     assert src.controller_dir is not None
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
     ctx.run(f"mkdir -p -- {q(staging)}")
@@ -269,7 +272,7 @@ def _push_from_controller(ctx: HostContext, src: ModelSource, totals: WeightsTot
     if cfg.weights_bwlimit:
         extra.append(f"--bwlimit={cfg.weights_bwlimit}")
     stats = rsync_push(ctx, str(src.controller_dir), staging, extra=extra,
-                       on_progress=lambda done, pct: ctx.progress(done, total, "weights"))
+                       on_progress=lambda done, pct: ctx.progress(done, total, payload.step))
     totals.controller_bytes_sent += stats.bytes_sent
     ctx.record("copy", staging, Status.CHANGED, f"from controller: {stats.bytes_sent} bytes sent",
                elapsed_s=time.monotonic() - t0, data={"source": "controller", "bytes_sent": stats.bytes_sent})
@@ -297,49 +300,57 @@ def assign_wave(missing: list[str], have: list[str], *, fanout: bool, controller
     return assignments
 
 
-def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
-    """The weights step on every active host (or `hosts`): returns accounting for the report
-    (None: no host left to copy to)."""
+def run(play: Play, hosts: list[str] | None = None,
+        payload_of: Callable[[HostConfig], Payload] = model_payload, report: bool = True) -> WeightsTotals | None:
+    """The weights step (or one adapter's: `payload_of`) on every active host (or `hosts`):
+    returns accounting for the report (None: no host left to copy to); `report`: also note it
+    as the report's "weights" section (an adapter's caller reports it under its own name)."""
     names = [n for n in (hosts or play.active) if n in play.active]
     if not names:
         return None
-    first: HostConfig = play.contexts[names[0]].config
-    src = resolve_source(first)
+    first_config: HostConfig = play.contexts[names[0]].config
+    _require_model_name(first_config)
+    first = payload_of(first_config)
+    src, step = resolve_payload(first), first.step
     if src.host:
         src = _resolve_host_source(play, src)
     totals = WeightsTotals(hub_commit=src.hub_commit)
-    play.note(totals)  # in the report even when nothing needed copying
+    if report:
+        play.note(totals)  # in the report even when nothing needed copying
     state: dict[str, str] = {}
-    wanted = source_key(first)
+    wanted = first.key
 
     def probe(ctx: HostContext) -> None:
-        cfg: HostConfig = ctx.config
-        if source_key(cfg) != wanted:
-            raise HostFailed(f"model_source differs between hosts ({wanted} vs {source_key(cfg)}); "
+        payload = payload_of(ctx.config)
+        if payload.key != wanted:
+            raise HostFailed(f"{payload.variable} differs between hosts ({wanted} vs {payload.key}); "
                              f"deploy one model at a time")
-        facts = host_facts(ctx, src.manifest_id)
-        live, version, _ = _paths(cfg, src.manifest_id)
+        facts = host_facts(ctx, payload, src.manifest_id)
+        live, version, _ = _paths(payload, src.manifest_id)
         # a top-level model_dir (/tmp, /root, /etc) would get its mode changed: never
-        apply(ctx, directory_change(deep_path(cfg.model_dir, "model_dir"), facts["model_dir"], mode="0755"))
+        apply(ctx, directory_change(deep_path(payload.root, "model_dir"), facts["model_dir"], mode="0755"))
+        if posixpath.dirname(live) != payload.root:   # an adapter's lora/ folder
+            apply(ctx, directory_change(inside(payload.root, posixpath.dirname(live), payload.live_variable),
+                                        facts["parent"], mode="0755"))
         state[ctx.name] = copy_state(version, facts["marker"], facts["link"])
         if state[ctx.name] == "live":
-            ctx.record("weights", live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
+            ctx.record(step, live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
         elif state[ctx.name] == "verified":
-            apply(ctx, _switch_link(cfg, live, version, facts["link"]))
+            apply(ctx, _switch_link(payload, live, version, facts["link"]))
 
-    play.run_step("weights: check", probe, hosts=names)
+    play.run_step(f"{step}: check", probe, hosts=names)
 
     missing = [n for n in names if state.get(n) == "missing" and n in play.active]
     if not missing:
         return totals
     if play.options.check:
         def would(ctx: HostContext) -> None:
-            ctx.record("copy", str(ctx.config.model_path), Status.CHANGED,
+            ctx.record("copy", payload_of(ctx.config).live, Status.CHANGED,
                        f"would copy {src.pinned} (copy {src.manifest_id[:12]})")
-        play.run_step("weights: copy", would, hosts=missing)
+        play.run_step(f"{step}: copy", would, hosts=missing)
         return totals
 
-    fanout = first.weights_fanout
+    fanout = first_config.weights_fanout
     total_bytes = (sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
                    if src.controller_dir else None)  # a host:path source: its size is not known here
     have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
@@ -356,16 +367,17 @@ def run(play: Play, hosts: list[str] | None = None) -> WeightsTotals | None:
 
         def copy(ctx: HostContext) -> None:
             source = assignments[ctx.name]
+            payload = payload_of(ctx.config)
             if total_bytes is not None:
-                check_space(ctx, _paths(ctx.config, src.manifest_id)[2], total_bytes)
+                check_space(ctx, _paths(payload, src.manifest_id)[2], total_bytes)
             if source is None:
-                _push_from_controller(ctx, src, totals)
+                _push_from_controller(ctx, payload, src, totals)
             elif source == src.host and source not in have:
-                _pull_from_peer(ctx, play.contexts[source], src.manifest_id, peer_path=src.host_path)
+                _pull_from_peer(ctx, play.contexts[source], payload_of, src.manifest_id, peer_path=src.host_path)
             else:
-                _pull_from_peer(ctx, play.contexts[source], src.manifest_id)
-            _finish_copy(ctx, src.manifest_id)
+                _pull_from_peer(ctx, play.contexts[source], payload_of, src.manifest_id)
+            _finish_copy(ctx, payload, src.manifest_id)
             totals.copies += 1
 
-        have.extend(play.run_step(f"weights: copy (wave {totals.waves})", copy, hosts=list(assignments)))
+        have.extend(play.run_step(f"{step}: copy (wave {totals.waves})", copy, hosts=list(assignments)))
     return totals

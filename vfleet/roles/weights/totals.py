@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["WeightsTotals", "WeightsBySource"]
+__all__ = ["WeightsTotals", "WeightsBySource", "AdapterTotals"]
 
 
 @dataclass
@@ -41,3 +41,15 @@ class WeightsBySource:
 
     def to_dict(self) -> dict[str, Any]:
         return {"per_model_source": {src: t.to_dict() if t else {} for src, t in self.totals.items()}}
+
+
+@dataclass(frozen=True)
+class AdapterTotals:
+    """The LoRA adapters' copies, per adapter name (synced like weights, payload.py)."""
+
+    REPORT_KEY: ClassVar[str] = "lora_adapters"
+
+    totals: dict[str, WeightsTotals | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: t.to_dict() if t else {} for name, t in self.totals.items()}

@@ -35,9 +35,11 @@ from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner'
     kv_bytes_per_token_per_layer, kv_heads_per_gpu)
 from vfleet.roles.preflight.fact_paths import model_dir
 from vfleet.roles.preflight.capacity.figures import check_cpu_space, check_inputs
+from vfleet.roles.preflight.capacity.lora import lora_bytes_per_gpu
 from vfleet.roles.preflight.capacity.quant import weight_bytes, weight_format
 from vfleet.roles.preflight.model_files import INDEX_LIMIT, index_total_size, read_config
 from vfleet.roles.preflight.safetensors_header import file_weight_bytes
+from vfleet.roles.service.lora_flags import RANK_CHOICES, lora_slots, max_lora_rank
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -122,6 +124,7 @@ class Plan:
     suggested_max_num_seqs: int | None
     status: str = "pass"
     warnings: list[str] = field(default_factory=list)
+    lora_bytes_per_gpu: int = 0     # the LoRA adapters' slots (capacity/lora.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,7 +137,7 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
          max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
          kv_cache_memory_bytes: int | None = None, config_label: str = "config.json",
-         quantization: str | None = None) -> Plan:
+         quantization: str | None = None, lora: tuple[int, int] | None = None) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints; scaled
@@ -143,7 +146,9 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     GPU = budget - weights/TP - reserve, or kv_cache_memory_bytes when given (vLLM then skips its
     own sizing: gpu_worker.determine_available_memory returns the flag as is); tokens = KV /
     per-GPU bytes per token, down to whole blocks. `config_label` names the config's file in
-    errors; an impossible figure (capacity/figures.py) is refused, never planned with."""
+    errors; an impossible figure (capacity/figures.py) is refused, never planned with.
+    `lora`: (max LoRA rank, slots) of a host serving adapters; their stacks (capacity/lora.py)
+    come out of the KV cache like the weights."""
     check_inputs(gpu_memory_mib=gpu_memory_mib, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
                  weights_bytes=weights_bytes or None, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
                  max_num_batched_tokens=max_num_batched_tokens, kv_cache_memory_bytes=kv_cache_memory_bytes or None,
@@ -158,7 +163,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     res = reserve if reserve is not None else reserve_bytes(shape, tp, batched, max_num_seqs, wb, enforce_eager)
     per_tok_gpu = kv_bytes_per_token(shape, kvb, tp)
-    free_gpu = budget - math.ceil(weights / tp) - res
+    lora_gpu = lora_bytes_per_gpu(shape, lora[0], lora[1], wb, tp) if lora else 0
+    free_gpu = budget - math.ceil(weights / tp) - lora_gpu - res
     kv_gpu = int(kv_cache_memory_bytes) if kv_cache_memory_bytes else free_gpu
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
     mml = max_model_len or shape.max_position_embeddings
@@ -171,7 +177,7 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
         kv_cache_bytes_per_gpu=max(0, kv_gpu), kv_capacity_tokens=tokens, max_model_len=mml,
         max_num_seqs=max_num_seqs,
         max_concurrency=(tokens * per_tok_gpu / per_request) if per_request else None,
-        suggested_max_model_len=None, suggested_max_num_seqs=None)
+        suggested_max_model_len=None, suggested_max_num_seqs=None, lora_bytes_per_gpu=lora_gpu)
     if note:
         p.warnings.append(note)
     if kv_cache_memory_bytes and kv_gpu > mem - math.ceil(weights / tp) - res:
@@ -291,7 +297,17 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
                 max_num_batched_tokens=cfg.max_num_batched_tokens,
                 enforce_eager=cfg.enforce_eager,
                 kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
-                config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization)
+                config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization,
+                lora=_lora(cfg, facts))
+
+
+def _lora(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int, int] | None:
+    """(max rank, slots) of the host's adapters from their facts (adapter_facts.py), or None
+    without adapters or while a rank is unknown (the adapter checks say why)."""
+    ranks = [f.get("rank") for f in (facts.get("lora_adapters") or {}).values()]
+    if not cfg.lora_adapters or not ranks or not all(isinstance(r, int) and 1 <= r <= RANK_CHOICES[-1] for r in ranks):
+        return None
+    return max_lora_rank(ranks), lora_slots(cfg)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -1,0 +1,46 @@
+"""What preflight knows of a host's LoRA adapters before any is copied: each adapter's
+adapter_config.json and the shapes of its weights, read from the controller's copy (a folder,
+or a hub source's verified export, vfleet/roles/weights/payload.py).
+
+    facts = with_adapters(facts, cfg)   # facts["lora_adapters"] = {name: AdapterFacts | error}
+
+Kept apart from the checks (adapter_checks.py, pure) so the checks are tested from data, and
+read once per run like the model's own controller facts (model_facts.with_model_source)."""
+from __future__ import annotations
+
+from typing import Any
+
+from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.strict_json import JsonFileError, MIB, mapping, read_json
+from vfleet.roles.weights.payload import ADAPTER_CONFIG, adapter_payload
+
+from .safetensors_header import read_shapes
+
+__all__ = ["ADAPTER_WEIGHTS", "adapter_facts", "with_adapters"]
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def adapter_facts(cfg: HostConfig) -> dict[str, dict[str, Any]]:
+    """{name: {"rank", "base", "shapes"}} per adapter, or {name: {"error": one line}} when its
+    source cannot be read (a hub revision not in the cache, no adapter_config.json, a damaged
+    header)."""
+    out: dict[str, dict[str, Any]] = {}
+    for adapter in cfg.lora_adapters:
+        try:
+            folder = adapter_payload(cfg, adapter).controller_folder()
+            if folder is None or not (folder / ADAPTER_CONFIG).is_file():
+                raise VfleetError(f"{adapter.source}: no {ADAPTER_CONFIG} there")
+            config = mapping(read_json(folder / ADAPTER_CONFIG, MIB), ADAPTER_CONFIG)
+            weights = folder / ADAPTER_WEIGHTS
+            out[adapter.name] = {"rank": config.get("r"), "base": config.get("base_model_name_or_path"),
+                                 "shapes": read_shapes(weights) if weights.is_file() else None}
+        except (VfleetError, JsonFileError, OSError) as e:
+            out[adapter.name] = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+    return out
+
+
+def with_adapters(facts: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
+    """`facts` with the host's adapters read (no key without adapters)."""
+    return {**facts, "lora_adapters": adapter_facts(cfg)} if cfg.lora_adapters else facts
