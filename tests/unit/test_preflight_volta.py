@@ -116,7 +116,7 @@ def test_v0_turns_chunked_prefill_on_for_long_context_unless_excluded() -> None:
     assert c.status == "pass" and "above max_model_len 32768" in c.message
     cfg, f = _host("v100-8-pcie", max_model_len=32768)          # not above: V0 leaves it off
     assert check_batched_tokens(cfg, f).status == "fail"
-    cfg, f = _host("v100-8-pcie", max_model_len=65536, vllm_extra_args=["--enable-lora"])
+    cfg, f = _host("v100-8-pcie", max_model_len=65536, lora_adapters=[{"name": "sql", "source": "/srv/src/sql"}])
     c = check_batched_tokens(cfg, f)
     assert c.status == "fail" and "not for --enable-lora" in c.message
     cfg, f = _host("v100-8-pcie", max_model_len=65536, vllm_extra_args=["--task=embed"])

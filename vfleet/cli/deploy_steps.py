@@ -23,8 +23,8 @@ from vfleet.roles.service import unit_files
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
-from vfleet.roles.weights.payload import adapter_payload_of
-from vfleet.roles.weights.totals import AdapterTotals, WeightsBySource
+from vfleet.roles.weights.payload import adapter_payload_of, draft_payload
+from vfleet.roles.weights.totals import AdapterTotals, DraftTotals, WeightsBySource
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
@@ -127,8 +127,9 @@ def step_weights(play: Play) -> None:
 
 
 def step_adapters(play: Play) -> None:
-    """Each LoRA adapter to the hosts of its model, like the weights (a new or replaced one
-    switches its link, which restarts the service like any other change)."""
+    """Each LoRA adapter to the hosts of its model, and the speculative draft model to the
+    hosts that use one, like the weights (a new or replaced one switches its link, which
+    restarts the service like any other change)."""
     hosts_of: dict[str, list[str]] = {}
     for n in vllm_names(play.hosts):
         for adapter in play.contexts[n].config.lora_adapters:
@@ -136,6 +137,14 @@ def step_adapters(play: Play) -> None:
     if hosts_of:
         play.note(AdapterTotals({name: weights.run(play, names, adapter_payload_of(name), report=False)
                                  for name, names in hosts_of.items()}))
+    drafts: dict[str, list[str]] = {}
+    for n in vllm_names(play.hosts):
+        cfg = play.contexts[n].config
+        if cfg.speculative is not None and cfg.speculative.has_model:
+            drafts.setdefault(draft_payload(cfg).key, []).append(n)
+    if drafts:
+        play.note(DraftTotals({src: weights.run(play, names, draft_payload, report=False)
+                               for src, names in drafts.items()}))
 
 
 def step_install(play: Play) -> None:

@@ -19,6 +19,7 @@ from vfleet.config.fleet import Fleet
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.preflight.capacity import DEFAULT_BLOCK_SIZE
+from vfleet.roles.preflight.capacity.draft import draft_of
 from vfleet.roles.preflight.capacity.figures import check_inputs
 from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
 from vfleet.roles.preflight.capacity.record import CapacityRecord
@@ -125,7 +126,8 @@ def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
         cfg = ctx.config
         f = with_adapters(with_model_source(f, controller_folder(cfg)), cfg)  # the controller's copies, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
-            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib))
+            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib),
+                                                     draft=draft_of(cfg.speculative, f))
             record = CapacityRecord(cpu_kv_capacity_tokens=tokens)
             record.note_on(ctx.result)
             print_plan(console, name, record.capacity())

@@ -16,6 +16,7 @@ import httpx
 from httpx_sse import connect_sse
 
 from vfleet.clients import smoke_probes
+from vfleet.clients.bench import server_metrics
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.config.extra_args import unsafe_warnings
@@ -72,6 +73,7 @@ class Target:
     vllm_version: str | None = None   # the pinned version: a probe it cannot answer is skipped
     verify: str | bool = True          # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
     adapters: tuple[str, ...] = ()     # LoRA adapters served beside the model: listed, and a completion each
+    speculative: bool = False          # speculative decoding on: its acceptance read from /metrics
 
     @property
     def headers(self) -> dict[str, str]:
@@ -91,7 +93,7 @@ def host_target(cfg: HostConfig) -> Target:
     """vLLM on one host, asked for the name it serves (served_model_name)."""
     return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
                   chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version,
-                  adapters=tuple(a.name for a in cfg.lora_adapters))
+                  adapters=tuple(a.name for a in cfg.lora_adapters), speculative=cfg.speculative is not None)
 
 
 def gateway_target(cfg: HostConfig) -> Target:
@@ -189,7 +191,22 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
 
     checks = [("/health", health), ("/v1/models", models), ("chat completion", completion),
               (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
+    def speculative(c: httpx.Client, t: Target):
+        """After the completions above: vLLM exports its draft and accepted token counters only
+        while speculative decoding runs, so their absence means the config did not take."""
+        r = c.get(f"{t.base_url}/metrics", headers=t.headers)
+        counts = server_metrics.acceptance(r.text) if r.status_code == 200 else None
+        if counts is None:
+            return False, f"HTTP {r.status_code}, no vllm:spec_decode_* counters: speculative decoding is not running", {}
+        accepted, drafted = counts
+        rate = accepted / drafted if drafted else None
+        shown = f"acceptance {rate:.1%} ({accepted:.0f} of {drafted:.0f} draft tokens)" if rate is not None \
+            else "no draft tokens proposed yet"
+        return True, shown, {"acceptance_rate": rate, "draft_tokens": drafted, "accepted_tokens": accepted}
+
     checks += [(f"adapter {name}", adapter(name)) for name in t.adapters]
+    if t.kind == "host" and t.speculative:
+        checks.append(("speculative decoding", speculative))
     # What the model says is a host's property, asked of each host directly: through a gateway
     # a model's gateway_max_tokens ceiling (e.g. 8) would refuse or cut the probes' replies.
     if t.kind == "host":

@@ -29,6 +29,7 @@ from vfleet.config.extra_args import fleet_errors as extra_args_errors
 from vfleet.config.gateway_access import GatewayAccessReader
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.lora import lora_problems
+from vfleet.config.speculative import speculative_problems
 from vfleet.config.monitoring import MonitoringSettings, fleet_settings
 from vfleet.config.replicas import Replica, member_config, replicas_and_problems
 from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
@@ -68,7 +69,8 @@ class Fleet:
         errors += (replica_errors + check_fleet(inventory, configs, replicas)
                    + extra_args_errors(configs.values()) + access.errors
                    + _tenant_keys_of_backends(configs.values())
-                   + [f"{inventory.path}: {line}" for line in lora_problems(configs.values())])
+                   + [f"{inventory.path}: {line}" for line in lora_problems(configs.values())
+                      + speculative_problems(configs.values())])
         if errors:
             raise InventoryError(errors)
         return cls(inventory, replicas, configs, monitoring, tuple(access.warnings))

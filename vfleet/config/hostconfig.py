@@ -22,6 +22,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import Host
 from vfleet.config.gateway_access import GatewayAccessReader, GatewayTls, Tenant
 from vfleet.config.lora import LoraAdapter, adapters_from_vars
+from vfleet.config.speculative import Speculative, speculative_from_vars
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
@@ -161,6 +162,8 @@ class HostConfig:
     gateway_fallback_model: str | None = None
     # LoRA adapters served beside the model (vfleet/config/lora.py)
     lora_adapters: tuple[LoraAdapter, ...] = ()
+    # speculative decoding (vfleet/config/speculative.py)
+    speculative: Speculative | None = None
     # secrets: never in repr, so never in a log line or a traceback
     api_key: str | None = field(default=None, repr=False)
     hf_token: str | None = field(default=None, repr=False)
@@ -238,6 +241,7 @@ class HostConfig:
             gateway_tls=reader.tls(host) if gateway else None,
             gateway_fallback_model=reader.fallback_model(host, served),
             lora_adapters=adapters_from_vars(v.get("lora_adapters")),
+            speculative=speculative_from_vars(v.get("speculative_decoding")),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
             monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
             api_key=v.get("api_key"), hf_token=v.get("hf_token"),
@@ -278,11 +282,16 @@ class HostConfig:
         """StateDirectory= (and the service user's home): /var/lib/<service_name>."""
         return f"/var/lib/{self.service_name}"
 
-    # -- LoRA adapters --------------------------------------------------------------------
+    # -- LoRA adapters and the speculative draft -------------------------------------------
     def adapter_path(self, name: str) -> str:
         """The link vLLM reads an adapter from (--lora-modules NAME=PATH): beside the model,
         in model_dir's own lora/ folder (the name is a plain folder name, vfleet/config/lora.py)."""
         return posixpath.join(self.model_dir, "lora", name)
+
+    @property
+    def draft_path(self) -> str:
+        """The link vLLM reads a speculative draft model from: one per service on a machine."""
+        return posixpath.join(self.model_dir, "draft", self.service_name)
 
     # -- venvs ----------------------------------------------------------------------------
     @property

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["RenderedFlag", "VALUED", "SWITCHES", "LOG_REQUESTS", "MODEL", "REPLICA", "LORA", "managed_flags"]
+__all__ = ["RenderedFlag", "VALUED", "SWITCHES", "LOG_REQUESTS", "MODEL", "REPLICA", "LORA", "SPECULATIVE", "managed_flags"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ REPLICA["--master-port"] = "replica_master_port"
 # what lora_adapters renders (vfleet/roles/service/lora_flags.py)
 LORA: dict[str, str] = {flag: "lora_adapters" for flag in (
     "--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--lora-modules")}
+# what speculative_decoding renders (vfleet/roles/service/speculative_flags.py), and 0.32's
+# shorthands that set the same keys
+SPECULATIVE: dict[str, str] = {flag: "speculative_decoding" for flag in (
+    "--speculative-config", "--spec-method", "--spec-model", "--spec-tokens")}
 
 
 @lru_cache(maxsize=1)
@@ -88,4 +92,5 @@ def managed_flags() -> Mapping[str, str]:
     out.update({f: LOG_REQUESTS.variable for f in LOG_REQUESTS_SPELLINGS})
     out.update(REPLICA)
     out.update(LORA)
+    out.update(SPECULATIVE)
     return MappingProxyType(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from vfleet.config.lora import LORA_ADAPTER_SCHEMA, MAX_ADAPTERS
+from vfleet.config.speculative import SPECULATIVE_SCHEMA
 from vfleet.config.unit_names import RESERVED_RULE
 from vfleet.config.unsafe_features import UNSAFE_FEATURES
 from vfleet.engine.pathrules import REVISION
@@ -189,6 +190,9 @@ VARIABLES: list[Variable] = [
              "LoRA adapters served beside the model: name (what clients send as 'model'), source "
              "(a controller folder or hf://ORG/NAME@REVISION) and optional revision; synced like the "
              "weights, rank and count read from their adapter_config.json (docs/models.md)."),
+    Variable("speculative_decoding", SPECULATIVE_SCHEMA, None,
+             "vLLM's speculative decoding: method (draft_model, eagle, eagle3 with a source synced like "
+             "the weights; ngram with prompt_lookup_max/min; mtp), num_speculative_tokens (docs/models.md)."),
     Variable("model_name", {"type": "string", "maxLength": 128, "path": "relative", "examples": ["qwen2.5-7b", "Qwen/Qwen2.5-7B"]}, None,
              "Served model name (what clients put in 'model'), and the model's folder under model_dir."),
     Variable("model_dir", {**_HOST_DIR, "examples": ["/srv/models"]}, "/srv/models", "Where weights are placed on the host."),

@@ -25,6 +25,9 @@ GAUGES: dict[str, tuple[str, ...]] = {
 }
 COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    # speculative decoding (vLLM 0.32.0 vllm/v1/spec_decode/metrics.py; absent without it)
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
 # our name -> histogram; read as <ours>_sum and <ours>_count (summed as the gauges are)
 HISTOGRAMS: dict[str, str] = {"ttft": "vllm:time_to_first_token_seconds"}
@@ -54,6 +57,15 @@ def read(text: str) -> tuple[dict[str, float], dict[str, str], list[str]]:
             if name + end in samples:
                 values[ours + end] = samples[name + end]
     return values, names, sorted(served)
+
+
+def acceptance(text: str) -> tuple[float, float] | None:
+    """(accepted, drafted) speculative tokens since the server started, from one /metrics
+    text; None when it exports no speculative decoding counters (it does not use it)."""
+    values, _, _ = read(text)
+    if "spec_draft_tokens" not in values:
+        return None
+    return values.get("spec_accepted_tokens", 0.0), values["spec_draft_tokens"]
 
 
 def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
@@ -121,5 +133,8 @@ class MetricsSampler:
         pre = [h["preemptions"] for h in hosts.values() if "preemptions" in h]
         if pre:
             total["preemptions"] = sum(pre)
+        drafted = sum(h.get("spec_draft_tokens", 0) for h in hosts.values())
+        if drafted > 0:     # the share of proposed tokens the target kept, over the level
+            total["spec_acceptance"] = round(sum(h.get("spec_accepted_tokens", 0) for h in hosts.values()) / drafted, 4)
         return {**total, "metric_names": dict(self.names), "hosts": hosts,
                 **({"errors": dict(self.errors)} if self.errors else {})}

@@ -1,8 +1,10 @@
-"""What preflight knows of a host's LoRA adapters before any is copied: each adapter's
-adapter_config.json and the shapes of its weights, read from the controller's copy (a folder,
-or a hub source's verified export, vfleet/roles/weights/payload.py).
+"""What preflight knows of a host's LoRA adapters and speculative draft model before any is
+copied: each adapter's adapter_config.json and the shapes of its weights, the draft's
+config.json and weight bytes, read from the controller's copy (a folder, or a hub source's
+verified export, vfleet/roles/weights/payload.py).
 
-    facts = with_adapters(facts, cfg)   # facts["lora_adapters"] = {name: AdapterFacts | error}
+    facts = with_adapters(facts, cfg)   # facts["lora_adapters"] = {name: {...} | {"error"}}
+                                        # facts["speculative_draft"] = {"config", "weights_bytes"} | {"error"}
 
 Kept apart from the checks (adapter_checks.py, pure) so the checks are tested from data, and
 read once per run like the model's own controller facts (model_facts.with_model_source)."""
@@ -13,11 +15,13 @@ from typing import Any
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import JsonFileError, MIB, mapping, read_json
-from vfleet.roles.weights.payload import ADAPTER_CONFIG, adapter_payload
+from vfleet.roles.weights.payload import ADAPTER_CONFIG, adapter_payload, draft_payload
 
+from .capacity import weights_bytes_from_dir
+from .model_files import read_config
 from .safetensors_header import read_shapes
 
-__all__ = ["ADAPTER_WEIGHTS", "adapter_facts", "with_adapters"]
+__all__ = ["ADAPTER_WEIGHTS", "adapter_facts", "draft_facts", "with_adapters"]
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -41,6 +45,20 @@ def adapter_facts(cfg: HostConfig) -> dict[str, dict[str, Any]]:
     return out
 
 
+def draft_facts(cfg: HostConfig) -> dict[str, Any]:
+    """{"config", "weights_bytes"} of the speculative draft model, or {"error": one line}."""
+    try:
+        folder = draft_payload(cfg).controller_folder()
+        if folder is None or not (folder / "config.json").is_file():
+            raise VfleetError(f"{cfg.speculative.source if cfg.speculative else None}: no config.json there")
+        return {"config": read_config(folder / "config.json"), "weights_bytes": weights_bytes_from_dir(folder)}
+    except (VfleetError, JsonFileError, OSError) as e:
+        return {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+
+
 def with_adapters(facts: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
-    """`facts` with the host's adapters read (no key without adapters)."""
-    return {**facts, "lora_adapters": adapter_facts(cfg)} if cfg.lora_adapters else facts
+    """`facts` with the host's adapters and speculative draft read (no key without them)."""
+    out = {**facts, "lora_adapters": adapter_facts(cfg)} if cfg.lora_adapters else dict(facts)
+    if cfg.speculative is not None and cfg.speculative.has_model:
+        out["speculative_draft"] = draft_facts(cfg)
+    return out

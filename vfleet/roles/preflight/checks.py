@@ -16,6 +16,7 @@ from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.strict_json import JsonFileError
 from vfleet.roles.preflight import capacity
+from vfleet.roles.preflight.capacity.draft import draft_of
 from vfleet.roles.preflight.model_files import config_view
 
 from . import nccl
@@ -294,7 +295,8 @@ def check_cpu_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     if not model or not space:
         return None
     try:
-        tokens = capacity.cpu_kv_capacity_tokens(model, float(space), cfg.kv_cache_dtype, cfg.dtype)
+        tokens = capacity.cpu_kv_capacity_tokens(model, float(space), cfg.kv_cache_dtype, cfg.dtype,
+                                                 draft=draft_of(cfg.speculative, facts))
     except JsonFileError as e:  # a key the planner needs is missing (present ones were checked)
         return Check("capacity.kv", WARN, f"capacity not planned: {e}")
     mml = cfg.max_model_len or model.get("max_position_embeddings")

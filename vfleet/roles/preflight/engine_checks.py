@@ -79,6 +79,10 @@ def _flag_values(args: tuple[str, ...], flag: str) -> list[str]:
 def _v0_exclusion(cfg: HostConfig, model: dict[str, Any]) -> str | None:
     """What keeps V0 from turning chunked prefill on for a long context, as far as preflight sees."""
     args = cfg.vllm_extra_args
+    if cfg.lora_adapters:       # lora_adapters renders --enable-lora (vfleet/roles/service/lora_flags.py)
+        return "--enable-lora"
+    if cfg.speculative:         # speculative_decoding renders --speculative-config
+        return "--speculative-config"
     for flag in V0_UNCHUNKED_FLAGS:
         if _flag_values(args, flag):
             return flag

@@ -16,6 +16,7 @@ from vfleet.config.hostconfig import HostConfig
 
 from .adapter_checks import check_adapters
 from .check_base import FAIL, PASS, WARN, Check
+from .speculative_checks import check_speculative
 from .model_facts import TEMPLATE_FILES, custom_code_files
 
 # Inventory quantisation values vLLM accepts for a checkpoint of each quant_method (the Marlin
@@ -132,5 +133,6 @@ def check_max_model_len(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
 def model_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """Every model-folder check that has something to say."""
     out = [check_chat_template(cfg, facts), check_remote_code(cfg, facts),
-           check_checkpoint_quantization(cfg, facts), check_max_model_len(cfg, facts)]
+           check_checkpoint_quantization(cfg, facts), check_max_model_len(cfg, facts),
+           check_speculative(cfg, facts)]
     return [c for c in out if c is not None] + check_adapters(cfg, facts)

@@ -22,6 +22,7 @@ from vfleet.config.managed_flags import LOG_REQUESTS, SWITCHES, VALUED
 from vfleet.config.vllm_flags import flag_list
 from vfleet.engine.errors import VfleetError
 from vfleet.roles.service.lora_flags import lora_words
+from vfleet.roles.service.speculative_flags import speculative_words
 
 __all__ = ["FlagCheck", "VllmArgv", "vllm_argv", "ArgvError"]
 
@@ -126,7 +127,7 @@ def vllm_argv(cfg: HostConfig, flag_available: FlagCheck) -> VllmArgv:
             dropped.append(flag)
     argv += _log_requests_off(cfg, ok, version)
     try:
-        argv += lora_words(cfg, ok)
+        argv += lora_words(cfg, ok) + speculative_words(cfg, ok)
     except VfleetError as e:
         raise ArgvError(str(e)) from None
     _check_extra(cfg, ok)

@@ -1,7 +1,9 @@
-"""What the weights step copies, as one typed value: the model, or one LoRA adapter of it.
+"""What the weights step copies, as one typed value: the model, one LoRA adapter of it, or its
+speculative draft model.
 
     model_payload(cfg)                 # <model_dir>/<model_name> <- model_source
     adapter_payload(cfg, adapter)      # <model_dir>/lora/<name>  <- the adapter's source
+    draft_payload(cfg)                 # <model_dir>/draft/<service_name> <- speculative_decoding.source
 
 Why one type: an adapter is synced exactly like the weights (manifest, staging, verified
 copies kept under .versions, an atomic link switch that restarts the service); only where its
@@ -21,7 +23,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import MIB, JsonFileError, mapping, read_json
 from vfleet.roles.weights import hub
 
-__all__ = ["Payload", "model_payload", "adapter_payload", "adapter_payload_of", "hub_export", "adapter_rank", "ADAPTER_CONFIG"]
+__all__ = ["Payload", "model_payload", "adapter_payload", "adapter_payload_of", "draft_payload", "hub_export", "adapter_rank", "ADAPTER_CONFIG"]
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -70,6 +72,14 @@ def adapter_payload(cfg: HostConfig, adapter: LoraAdapter) -> Payload:
                    f"lora-{adapter.name}", adapter.source,
                    adapter.revision, cfg.adapter_path(adapter.name), cfg.model_dir, ADAPTER_CONFIG,
                    f"lora {adapter.name}")
+
+
+def draft_payload(cfg: HostConfig) -> Payload:
+    """The speculative draft model (speculative_decoding.source), beside the model."""
+    spec = cfg.speculative
+    return Payload("speculative_decoding.source", "speculative_decoding", f"draft-{cfg.service_name}",
+                   spec.source if spec else None, spec.revision if spec else None, cfg.draft_path,
+                   cfg.model_dir, "config.json", "draft")
 
 
 def adapter_payload_of(name: str) -> Callable[[HostConfig], Payload]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["WeightsTotals", "WeightsBySource", "AdapterTotals"]
+__all__ = ["WeightsTotals", "WeightsBySource", "AdapterTotals", "DraftTotals"]
 
 
 @dataclass
@@ -41,6 +41,18 @@ class WeightsBySource:
 
     def to_dict(self) -> dict[str, Any]:
         return {"per_model_source": {src: t.to_dict() if t else {} for src, t in self.totals.items()}}
+
+
+@dataclass(frozen=True)
+class DraftTotals:
+    """The speculative draft models' copies, per source (synced like weights, payload.py)."""
+
+    REPORT_KEY: ClassVar[str] = "speculative_draft"
+
+    totals: dict[str, WeightsTotals | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {src: t.to_dict() if t else {} for src, t in self.totals.items()}
 
 
 @dataclass(frozen=True)

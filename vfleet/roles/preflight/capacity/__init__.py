@@ -35,6 +35,7 @@ from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner'
     kv_bytes_per_token_per_layer, kv_heads_per_gpu)
 from vfleet.roles.preflight.fact_paths import model_dir
 from vfleet.roles.preflight.capacity.figures import check_cpu_space, check_inputs
+from vfleet.roles.preflight.capacity.draft import Draft, draft_kv_bytes_per_token, draft_of
 from vfleet.roles.preflight.capacity.lora import lora_bytes_per_gpu
 from vfleet.roles.preflight.capacity.quant import weight_bytes, weight_format
 from vfleet.roles.preflight.model_files import INDEX_LIMIT, index_total_size, read_config
@@ -125,6 +126,8 @@ class Plan:
     status: str = "pass"
     warnings: list[str] = field(default_factory=list)
     lora_bytes_per_gpu: int = 0     # the LoRA adapters' slots (capacity/lora.py)
+    draft_weights_bytes_per_gpu: int = 0     # a speculative draft model's weights
+    draft_kv_bytes_per_token_per_gpu: int = 0   # its KV layers (in kv_bytes_per_token_per_gpu too)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +140,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
          block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
          max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
          kv_cache_memory_bytes: int | None = None, config_label: str = "config.json",
-         quantization: str | None = None, lora: tuple[int, int] | None = None) -> Plan:
+         quantization: str | None = None, lora: tuple[int, int] | None = None,
+         draft: Draft | None = None) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints; scaled
@@ -148,7 +152,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     per-GPU bytes per token, down to whole blocks. `config_label` names the config's file in
     errors; an impossible figure (capacity/figures.py) is refused, never planned with.
     `lora`: (max LoRA rank, slots) of a host serving adapters; their stacks (capacity/lora.py)
-    come out of the KV cache like the weights."""
+    come out of the KV cache like the weights. `draft`: a speculative draft's weights and KV
+    layers (capacity/draft.py), in the same memory and the same KV pool as the target's."""
     check_inputs(gpu_memory_mib=gpu_memory_mib, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
                  weights_bytes=weights_bytes or None, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
                  max_num_batched_tokens=max_num_batched_tokens, kv_cache_memory_bytes=kv_cache_memory_bytes or None,
@@ -162,13 +167,16 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     budget = int(mem * float(gpu_memory_utilization))
     batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     res = reserve if reserve is not None else reserve_bytes(shape, tp, batched, max_num_seqs, wb, enforce_eager)
-    per_tok_gpu = kv_bytes_per_token(shape, kvb, tp)
+    draft_kv = draft_kv_bytes_per_token(draft, shape, kvb, tp) if draft else 0
+    draft_w = math.ceil(draft.weights_bytes / tp) if draft else 0
+    per_tok_gpu = kv_bytes_per_token(shape, kvb, tp) + draft_kv
     lora_gpu = lora_bytes_per_gpu(shape, lora[0], lora[1], wb, tp) if lora else 0
-    free_gpu = budget - math.ceil(weights / tp) - lora_gpu - res
+    free_gpu = budget - math.ceil(weights / tp) - lora_gpu - draft_w - res
     kv_gpu = int(kv_cache_memory_bytes) if kv_cache_memory_bytes else free_gpu
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
     mml = max_model_len or shape.max_position_embeddings
-    per_request = kv_bytes_per_request(shape, mml, batched, kvb, tp, block_size) if mml else None
+    per_request = (kv_bytes_per_request(shape, mml, batched, kvb, tp, block_size)
+                   + draft_kv * -(-mml // block_size) * block_size) if mml else None
     p = Plan(
         kv_bytes_per_token=kv_bytes_per_token(shape, kvb), kv_bytes_per_token_per_gpu=per_tok_gpu,
         weights_bytes=weights, weights_source=source, weights_bytes_per_gpu=math.ceil(weights / tp),
@@ -177,7 +185,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
         kv_cache_bytes_per_gpu=max(0, kv_gpu), kv_capacity_tokens=tokens, max_model_len=mml,
         max_num_seqs=max_num_seqs,
         max_concurrency=(tokens * per_tok_gpu / per_request) if per_request else None,
-        suggested_max_model_len=None, suggested_max_num_seqs=None, lora_bytes_per_gpu=lora_gpu)
+        suggested_max_model_len=None, suggested_max_num_seqs=None, lora_bytes_per_gpu=lora_gpu,
+        draft_weights_bytes_per_gpu=draft_w, draft_kv_bytes_per_token_per_gpu=draft_kv)
     if note:
         p.warnings.append(note)
     if kv_cache_memory_bytes and kv_gpu > mem - math.ceil(weights / tp) - res:
@@ -231,14 +240,16 @@ def _check_fit(p: Plan, mml: int, max_num_seqs: int | None) -> None:
 
 def cpu_kv_capacity_tokens(config: dict[str, Any], cpu_kvcache_space_gib: float,
                            kv_cache_dtype: str | None = "auto", dtype: str | None = "auto",
-                           config_label: str = "config.json") -> int:
+                           config_label: str = "config.json", draft: Draft | None = None) -> int:
     """vLLM CPU build: the KV cache is exactly VLLM_CPU_KVCACHE_SPACE GiB, so
-    tokens = GiB x 2^30 / KV bytes per token (what it logs as 'CPU KV cache size: N tokens')."""
+    tokens = GiB x 2^30 / KV bytes per token (what it logs as 'CPU KV cache size: N tokens'),
+    a speculative draft's layers included (capacity/draft.py)."""
     check_cpu_space(cpu_kvcache_space_gib)
     shape = ModelShape.from_config(config, config_label)
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     kvb = dtype_bytes(model_dtype if (not kv_cache_dtype or kv_cache_dtype == "auto") else kv_cache_dtype)
-    return int(float(cpu_kvcache_space_gib) * GIB) // kv_bytes_per_token(shape, kvb)
+    per_token = kv_bytes_per_token(shape, kvb) + (draft_kv_bytes_per_token(draft, shape, kvb, 1) if draft else 0)
+    return int(float(cpu_kvcache_space_gib) * GIB) // per_token
 
 
 # --- what vLLM itself says at start-up --------------------------------------------------------
@@ -298,7 +309,7 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
                 enforce_eager=cfg.enforce_eager,
                 kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
                 config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization,
-                lora=_lora(cfg, facts))
+                lora=_lora(cfg, facts), draft=draft_of(cfg.speculative, facts))
 
 
 def _lora(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int, int] | None:
