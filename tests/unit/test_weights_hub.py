@@ -184,3 +184,22 @@ def test_hosts_ask_for_the_same_weights_when_their_revisions_agree():
     assert sync.source_key(by_variable) == sync.source_key(in_uri) == f"hf://{REPO}@v1"
     assert sync.source_key(default) == f"hf://{REPO}@main" != sync.source_key(in_uri)
     assert sync.source_key(host_config({"model_source": "/srv/src/tiny"})) == "/srv/src/tiny"
+
+
+def test_status_compares_a_hub_source_through_an_existing_export_and_never_hashes_or_downloads(cache, monkeypatch):
+    from vfleet.roles.status.drift import Wanted, controller_manifest_id, drift
+    monkeypatch.setattr(hub, "_cache_only", True)      # what `vfleet status` sets (hub.never_download)
+    cfg = host_config({"model_source": f"hf://{REPO}@main"})
+    venv = cfg.venv_path
+    seen = drift(cfg, Wanted("u", "e"), None, "enabled", venv, "/srv/models/.versions/tiny-aaaaaaaaaaaa")
+    assert seen.changed == () and any("is not exported on this controller yet" in u for u in seen.unknown)
+    assert not hub.export_root().exists()                 # nothing hashed, nothing written
+    src = sync.resolve_source(cfg)                         # what deploy does: verify and export
+    controller_manifest_id.cache_clear()
+    live = f"/srv/models/.versions/{sync.copy_name(cfg, src.manifest_id)}"
+    assert drift(cfg, Wanted("u", "e"), None, "enabled", venv, live).changed == ()
+    assert drift(cfg, Wanted("u", "e"), None, "enabled", venv, "/srv/models/.versions/tiny-0").changed == ("weights",)
+    other = host_config({"model_source": f"hf://{REPO}@v9"})
+    seen = drift(other, Wanted("u", "e"), None, "enabled", venv, live)
+    assert any("revision 'v9' is not in the Hugging Face cache" in u and "vfleet status never downloads" in u
+               for u in seen.unknown), seen.unknown

@@ -25,6 +25,7 @@ from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.errors import VfleetError
 from vfleet.roles.service.render import RenderError, render_env, render_unit
 from vfleet.roles.status.parsers import FileHashes
+from vfleet.roles.weights import hub
 from vfleet.roles.weights.manifest import MANIFEST_NAME
 from vfleet.roles.weights.sync import copy_name
 
@@ -51,6 +52,24 @@ def controller_manifest_id(source: str) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     except OSError:
         return None
+
+
+def _wanted_manifest(cfg: HostConfig) -> tuple[str | None, str]:
+    """(the manifest id the host's copy should have, or None and why not). A hub source is
+    read from the cache only (`vfleet status` never downloads, hub.never_download) and only
+    through an export deploy already made: status hashes nothing."""
+    source = cfg.model_source
+    if hub.is_hub(source):
+        try:
+            export = hub.find_export(hub.parse(str(source), cfg.model_revision))
+        except VfleetError as e:
+            return None, str(e)
+        if export is None:
+            return None, (f"{source} is not exported on this controller yet; "
+                          f"`vfleet weights --check` resolves and verifies it")
+        return controller_manifest_id(str(export.folder)), ""
+    manifest = controller_manifest_id(source) if _on_controller(source) else None
+    return manifest, "no manifest on the controller to compare with"
 
 
 def _on_controller(source: str | None) -> bool:
@@ -123,9 +142,9 @@ def drift(cfg: HostConfig, want: Wanted, hashes: FileHashes | None, enabled: str
         changed.append("enabled")
     if cfg.vllm_version and posixpath.basename((venv or "").rstrip("/")) != posixpath.basename(cfg.venv_path):
         changed.append("venv")
-    manifest = controller_manifest_id(cfg.model_source) if _on_controller(cfg.model_source) else None
+    manifest, why = _wanted_manifest(cfg)
     if manifest is None:
-        unknown.append("weights: no manifest on the controller to compare with")
+        unknown.append(f"weights: {why}")
     elif posixpath.basename((weights or "").rstrip("/")) != copy_name(cfg, manifest):
         changed.append("weights")
     return Drift(tuple(changed), tuple(unknown))

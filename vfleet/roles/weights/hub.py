@@ -33,7 +33,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import HUB_SCHEME, hub_problem
 from vfleet.roles.weights.manifest import MANIFEST_NAME, sha256_file
 
-__all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root", "never_download"]
+__all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root", "never_download", "find_export"]
 
 GIT_BLOB_LIMIT = 64 * 1024 * 1024   # a regular (non-LFS) git file; the hub sends larger ones through LFS
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -200,13 +200,29 @@ def _write_export(folder: Path, files: dict[str, tuple[Path, str]]) -> None:
         raise
 
 
+def _export_folder(ref: HubRef, commit: str) -> Path:
+    return export_root() / ("models--" + ref.repo_id.replace("/", "--")) / commit
+
+
+def _whole(folder: Path) -> bool:
+    """An export with its manifest whose every link still reaches its blob."""
+    return (folder / MANIFEST_NAME).is_file() and all(p.exists() for p in folder.rglob("*"))
+
+
+def find_export(ref: HubRef) -> Export | None:
+    """The export of `ref` if this controller made it already, else None: nothing is hashed
+    or written (a read-only view must not hash a 140 GB snapshot)."""
+    commit = _snapshot(ref).name
+    folder = _export_folder(ref, commit)
+    return Export(ref, commit, folder) if _whole(folder) else None
+
+
 def resolve(ref: HubRef) -> Export:
     """The verified export of `ref` (made once per commit; a re-run finds it in place)."""
     snapshot = _snapshot(ref)
     commit = snapshot.name
-    folder = export_root() / ("models--" + ref.repo_id.replace("/", "--")) / commit
-    whole = (folder / MANIFEST_NAME).is_file() and all(p.exists() for p in folder.rglob("*"))
-    if not whole:   # never made, interrupted, or its blobs were deleted from the cache since
+    folder = _export_folder(ref, commit)
+    if not _whole(folder):   # never made, interrupted, or its blobs were deleted from the cache since
         try:
             if folder.exists():
                 shutil.rmtree(folder)
