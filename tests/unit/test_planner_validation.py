@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from vfleet.roles.preflight import capacity as cap
+from vfleet.roles.preflight.capacity.draft import Draft
 
 DATA = Path(__file__).parent / "data" / "planner"
 TABLE = json.loads((DATA / "validation.json").read_text())
@@ -26,6 +27,9 @@ def planned_vs_logged(row: dict[str, Any]) -> list[tuple[str, float, float]]:
     """(figure, planned, logged) for each figure the row's log gives."""
     config, flags, logged = _config(row), dict(row["flags"]), row["logged"]
     if row["kind"] == "plan":
+        if "draft" in flags:
+            draft = flags.pop("draft")
+            flags["draft"] = Draft(json.loads((DATA / "configs" / draft["config"]).read_text()), draft["weights_bytes"])
         p = cap.plan(config, row["gpu_memory_mib"], **flags)
         out = [("tokens", p.kv_capacity_tokens, logged["tokens"]),
                ("available_gib", p.kv_cache_bytes_per_gpu / cap.GIB, logged["available_gib"])]

@@ -122,3 +122,11 @@ def test_acceptance_is_read_from_vllms_own_counters():
     text = (DATA / "metrics-ngram.txt").read_text()
     assert server_metrics.acceptance(text) == (92.0, 138.0)
     assert server_metrics.acceptance("vllm:num_requests_running{engine=\"0\"} 0.0\n") is None
+
+
+def test_the_capacity_check_counts_the_drafts_bytes_per_token():
+    from vfleet.roles.preflight.checks import check_capacity
+    cfg = host_config(spec(method="draft_model", source="/d", num_speculative_tokens=3))
+    facts = {"model_config": TINY, "gpus": [{"memory_total_mib": 8192}],
+             "speculative_draft": {"config": TINY, "weights_bytes": 3 * 2 ** 20}}
+    assert "2048 B/token, the draft's 1024 included" in check_capacity(cfg, facts).message

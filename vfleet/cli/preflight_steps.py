@@ -145,7 +145,9 @@ def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
 
 
 def _fleet_layout(cfg: HostConfig, f: dict, facts: dict[str, dict]) -> ParallelPlan | None:
-    """Smallest TP x PP for this host's model over the audited hosts with its GPU model."""
+    """Smallest TP x PP for this host's model over the audited hosts with its GPU model, with
+    everything the host's own plan counts (LoRA stacks, a speculative draft, quantization,
+    the batch budget, a fixed KV size)."""
     gpus = f.get("gpus") or []
     if not gpus or not f.get("model_config") or not gpus[0].get("memory_total_mib"):
         return None
@@ -154,7 +156,10 @@ def _fleet_layout(cfg: HostConfig, f: dict, facts: dict[str, dict]) -> ParallelP
                          hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or cfg.model_size_bytes,
                          dtype=cfg.dtype, gpu_memory_utilization=cfg.gpu_memory_utilization,
                          max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
-                         kv_cache_dtype=cfg.kv_cache_dtype, enforce_eager=cfg.enforce_eager)
+                         kv_cache_dtype=cfg.kv_cache_dtype, enforce_eager=cfg.enforce_eager,
+                         quantization=cfg.quantization, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                         kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
+                         lora=capacity.lora_of(cfg, f), draft=draft_of(cfg.speculative, f))
 
 
 def print_plan(console: Console, title: str, d: dict) -> None:

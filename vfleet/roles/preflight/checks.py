@@ -272,8 +272,10 @@ def check_capacity(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
         return Check("capacity.kv", WARN, f"capacity not planned: {e}")
     if p is None:
         return None
+    draft = p.draft_kv_bytes_per_token_per_gpu * p.tensor_parallel_size   # a draft's layers share the pool
+    per_token = f"{p.kv_bytes_per_token + draft} B/token" + (f", the draft's {draft} included" if draft else "")
     base = (f"KV cache ~{p.kv_capacity_tokens} tokens ({_gib(p.kv_cache_bytes_per_gpu)}/GPU, "
-            f"{p.kv_bytes_per_token} B/token); max_model_len {p.max_model_len}, "
+            f"{per_token}); max_model_len {p.max_model_len}, "
             f"concurrency at full length {p.max_concurrency or 0:.2f}")
     if p.status == PASS:
         return Check("capacity.kv", PASS, base)

@@ -36,7 +36,7 @@ from vfleet.roles.preflight.capacity.model import (  # noqa: F401  (the planner'
 from vfleet.roles.preflight.fact_paths import model_dir
 from vfleet.roles.preflight.capacity.figures import check_cpu_space, check_inputs
 from vfleet.roles.preflight.capacity.draft import Draft, draft_kv_bytes_per_token, draft_of
-from vfleet.roles.preflight.capacity.lora import lora_bytes_per_gpu
+from vfleet.roles.preflight.capacity.lora import lora_bytes_per_gpu, lora_reserve_bytes
 from vfleet.roles.preflight.capacity.quant import weight_bytes, weight_format
 from vfleet.roles.preflight.model_files import INDEX_LIMIT, index_total_size, read_config
 from vfleet.roles.preflight.safetensors_header import file_weight_bytes
@@ -171,6 +171,8 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     draft_w = math.ceil(draft.weights_bytes / tp) if draft else 0
     per_tok_gpu = kv_bytes_per_token(shape, kvb, tp) + draft_kv
     lora_gpu = lora_bytes_per_gpu(shape, lora[0], lora[1], wb, tp) if lora else 0
+    if lora and reserve is None:
+        res += lora_reserve_bytes(lora[0], lora[1], enforce_eager)
     free_gpu = budget - math.ceil(weights / tp) - lora_gpu - draft_w - res
     kv_gpu = int(kv_cache_memory_bytes) if kv_cache_memory_bytes else free_gpu
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
@@ -309,10 +311,10 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
                 enforce_eager=cfg.enforce_eager,
                 kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
                 config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization,
-                lora=_lora(cfg, facts), draft=draft_of(cfg.speculative, facts))
+                lora=lora_of(cfg, facts), draft=draft_of(cfg.speculative, facts))
 
 
-def _lora(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int, int] | None:
+def lora_of(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int, int] | None:
     """(max rank, slots) of the host's adapters from their facts (adapter_facts.py), or None
     without adapters or while a rank is unknown (the adapter checks say why)."""
     ranks = [f.get("rank") for f in (facts.get("lora_adapters") or {}).values()]

@@ -15,12 +15,25 @@ create_lora_weights), in the model's dtype:
   B = vocab / TP x rank.
 
 A mixture-of-experts model's expert stacks are not counted (the figure is then low).
+
+Measured on the H200 (docs/evidence/h200-lora-spec/README.md, vLLM 0.20.0, Llama-3.1-8B shape):
+the stacks are exact (vLLM's "Model loading took" grew by 0.17 and 5.50 GiB, planned 0.172 and
+5.505). Besides them, with LoRA on vLLM captures every CUDA graph twice (a graph's key carries
+`has_lora`: PIECEWISE 51 -> 102, FULL 35 -> 70) and its graph estimate grew 0.36 -> 0.86 GiB at
+both ranks, and at 4 slots of rank 256 a further ~0.28 GiB went (the profiling pass's LoRA
+buffers, presumably): lora_reserve_bytes keeps 0.5 GiB for the graphs (none with
+enforce_eager) and 0.28 MiB per slot x rank, so the planner stays on its safe side (below
+vLLM) with adapters too.
 """
 from __future__ import annotations
 
 from vfleet.roles.preflight.capacity.model import ModelShape
 
-__all__ = ["lora_bytes_per_gpu"]
+__all__ = ["lora_bytes_per_gpu", "lora_reserve_bytes"]
+
+MIB = 2 ** 20
+LORA_GRAPH_RESERVE_BYTES = 512 * MIB     # the second set of CUDA graphs (0.86 - 0.36 GiB measured)
+LORA_BUFFER_BYTES_PER_SLOT_RANK = 287 * 1024   # 0.28 GiB / (4 slots x rank 256), measured once
 
 
 def lora_bytes_per_gpu(shape: ModelShape, rank: int, slots: int, dtype_bytes: int, tp: int = 1) -> int:
@@ -34,3 +47,8 @@ def lora_bytes_per_gpu(shape: ModelShape, rank: int, slots: int, dtype_bytes: in
     vocab = shape.vocab or 0
     embeddings = vocab * rank + h * rank + rank * h + vocab // tp * rank
     return slots * dtype_bytes * (shape.layers * per_layer + embeddings)
+
+
+def lora_reserve_bytes(rank: int, slots: int, enforce_eager: bool) -> int:
+    """What LoRA adds to the non-KV reserve besides its stacks (module doc)."""
+    return (0 if enforce_eager else LORA_GRAPH_RESERVE_BYTES) + slots * rank * LORA_BUFFER_BYTES_PER_SLOT_RANK
