@@ -243,3 +243,34 @@ def test_watch_redraws_until_ctrl_c_and_exits_0(tmp_path, vllm_port):
             proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in out + err and "here" in out
+
+
+def test_watch_ends_after_the_round_in_which_a_ctrl_c_was_swallowed(tmp_path, vllm_port, monkeypatch):
+    """The fresh-clone hang above, made on purpose: code inside a round catches the
+    KeyboardInterrupt of a Ctrl-C; --watch still ends after that round (its own stop flag)."""
+    import signal
+
+    from invoke import Context
+
+    from vfleet.cli.status import status
+    from vfleet.roles.status import collect
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"all": {"vars": {"vllm_version": "0.11.0", "model_name": "tiny"}, "children": {
+        "vllm": {"hosts": {"here": {"ansible_connection": "local", "ansible_host": "127.0.0.1",
+                                    "vllm_host": "127.0.0.1", "vllm_port": vllm_port}}}}}}))
+    real, rounds = collect.run_round, []
+
+    def swallowing(*args, **kwargs):
+        rounds.append(1)
+        assert len(rounds) < 3, "--watch went on after a Ctrl-C"
+        try:
+            signal.raise_signal(signal.SIGINT)    # Ctrl-C, caught by code inside the round
+        except KeyboardInterrupt:
+            pass
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(collect, "run_round", swallowing)
+    previous = signal.getsignal(signal.SIGINT)
+    status(Context(), inventory=str(inv), watch="1", report=str(tmp_path / "status.json"))
+    assert rounds == [1] and signal.getsignal(signal.SIGINT) is previous   # one round, handler put back

@@ -6,7 +6,9 @@ N seconds until Ctrl-C."""
 from __future__ import annotations
 
 import io
+import signal
 import sys
+import threading
 import time
 
 from invoke import task
@@ -77,11 +79,25 @@ def status(c, inventory=None, limit=None, set_=None, report=None, forks=STATUS_F
         return
     from rich.live import Live
 
+    # Ctrl-C is how --watch ends (exit 0). It sets `stop` as well as raising KeyboardInterrupt:
+    # twice, in fresh-clone `make test` runs (never in 37 tries by hand), --watch went on with
+    # round after round for 30 s after one Ctrl-C: the interrupt was swallowed inside a round
+    # (where, not found; tests/unit/test_status.py dumped only the main thread, in the sleep).
+    # The loop's own flag ends it after that round whatever code caught the exception.
+    stop = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         with Live(console=console, auto_refresh=False) as live:
-            while True:
+            while not stop.is_set():
                 started = time.monotonic()
                 live.update(screen(one_round()), refresh=True)
-                time.sleep(max(0.0, every - (time.monotonic() - started)))
+                stop.wait(max(0.0, every - (time.monotonic() - started)))
     except KeyboardInterrupt:
-        return   # Ctrl-C is how --watch ends: exit 0
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
