@@ -254,6 +254,7 @@ def test_watch_ends_after_the_round_in_which_a_ctrl_c_was_swallowed(tmp_path, vl
 
     from vfleet.cli.status import status
     from vfleet.roles.status import collect
+    from vfleet.roles.weights import hub
 
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"all": {"vars": {"vllm_version": "0.11.0", "model_name": "tiny"}, "children": {
@@ -271,6 +272,7 @@ def test_watch_ends_after_the_round_in_which_a_ctrl_c_was_swallowed(tmp_path, vl
         return real(*args, **kwargs)
 
     monkeypatch.setattr(collect, "run_round", swallowing)
+    monkeypatch.setattr(hub, "_cache_only", False)   # status sets it for its process: put back after
     previous = signal.getsignal(signal.SIGINT)
     status(Context(), inventory=str(inv), watch="1", report=str(tmp_path / "status.json"))
     assert rounds == [1] and signal.getsignal(signal.SIGINT) is previous   # one round, handler put back
