@@ -95,3 +95,19 @@ def test_sampler_summary_over_hosts_and_counter_delta():
     assert out["running_max"] == 7 and out["waiting_max"] == 3
     assert out["kv_cache_usage_max"] == 0.9 and out["preemptions"] == 3
     assert out["hosts"]["a"]["running_mean"] == 2.5
+
+
+def test_a_levels_speculative_acceptance_is_the_accepted_share_of_its_draft_tokens():
+    """Counters read at the level's first and last tick (vLLM's spec_decode counters only exist
+    with speculative decoding on; without them the level has no spec_acceptance)."""
+    s = MetricsSampler({"a": "", "b": ""})
+    s.samples = {"a": [{"spec_draft_tokens": 100, "spec_accepted_tokens": 60},
+                       {"spec_draft_tokens": 160, "spec_accepted_tokens": 96}],
+                 "b": [{"spec_draft_tokens": 0, "spec_accepted_tokens": 0},
+                       {"spec_draft_tokens": 40, "spec_accepted_tokens": 14}]}
+    assert s.summary()["spec_acceptance"] == round((36 + 14) / (60 + 40), 4)
+    s.samples = {"a": [{"running": 1}, {"running": 2}]}
+    assert "spec_acceptance" not in s.summary()
+    values, names = parse((Path(__file__).parent / "data" / "speculative" / "metrics-ngram.txt").read_text())
+    assert (values["spec_draft_tokens"], values["spec_accepted_tokens"]) == (138.0, 92.0)
+    assert names["spec_draft_tokens"] == "vllm:spec_decode_num_draft_tokens_total"
