@@ -93,5 +93,13 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
         assert "inactive" in row and "lab3:down" in row
     finally:
         on_host(inv, "lab2", f"systemctl start {UNIT}")
-        status_until(inv, report, lambda d: d["hosts"]["lab2"]["gateways"] == {"lab3": "in"},
-                     "lab2 serving again", tries=120)
+        # serving again means vLLM answers (its numbers are read), not only nginx's "in": a fresh-clone
+        # run (stop 37) saw lab2 still down minutes later, in the tests after this one
+        try:
+            status_until(inv, report, lambda d: d["hosts"]["lab2"]["gateways"] == {"lab3": "in"}
+                         and d["hosts"]["lab2"]["unit"]["sub"] == "running" and bool(d["hosts"]["lab2"]["server"]),
+                         "lab2 serving again", tries=60)
+        except pytest.fail.Exception:
+            journal = vfleet("run", "--inventory", str(inv), "--limit", "lab2", "--command",
+                             f"systemctl status --no-pager {UNIT} | head -5; journalctl -u {UNIT} -n 40 --no-pager -o cat")
+            pytest.fail(f"lab2 did not serve again after `systemctl start`:\n{journal.stdout[-6000:]}")
