@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from vfleet.clients.loadgen import LoadGenerator
@@ -99,7 +100,16 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
             status_until(inv, report, lambda d: d["hosts"]["lab2"]["gateways"] == {"lab3": "in"}
                          and d["hosts"]["lab2"]["unit"]["sub"] == "running" and bool(d["hosts"]["lab2"]["server"]),
                          "lab2 serving again", tries=60)
-        except pytest.fail.Exception:
+            # and it answers: the restarted worker's first inference, here, not in the next test's
+            # (stop 37: lab2's restarted worker died with SIGILL, exit -4, on its first request, made
+            # while test_monitor deployed monitoring beside it; not understood yet)
+            hostvars = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)["_meta"]["hostvars"]
+            for _ in range(2):
+                r = httpx.post(f"http://{hostvars['lab2']['ansible_host']}:8000/v1/chat/completions",
+                               json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+                               headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120)
+                assert r.status_code == 200, r.text[:300]
+        except (pytest.fail.Exception, AssertionError):
             journal = vfleet("run", "--inventory", str(inv), "--limit", "lab2", "--command",
                              f"systemctl status --no-pager {UNIT} | head -5; journalctl -u {UNIT} -n 40 --no-pager -o cat")
             pytest.fail(f"lab2 did not serve again after `systemctl start`:\n{journal.stdout[-6000:]}")
