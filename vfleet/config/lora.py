@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from vfleet.engine.pathrules import HUB_SCHEME, REVISION
+from vfleet.engine.pathrules import HUB_SCHEME, REVISION, is_host_source
 from vfleet.engine.varschema import MAX_TEXT
 
 __all__ = ["LoraAdapter", "LORA_NAME_PATTERN", "LORA_ADAPTER_SCHEMA", "adapters_from_vars",
@@ -63,13 +63,6 @@ def adapters_from_vars(rows: Iterable[Mapping[str, Any]] | None) -> tuple[LoraAd
     return tuple(LoraAdapter(str(r["name"]), str(r["source"]), r.get("revision")) for r in rows or ())
 
 
-def _host_source(source: str) -> bool:
-    """HOST:/path: a source the weights role can pull from a host, which adapters do not take
-    (their rank is read from adapter_config.json on the controller before the unit is written)."""
-    return (not source.startswith(HUB_SCHEME) and ":" in source
-            and not source.startswith(("/", "./", "../", "~")))
-
-
 def lora_problems(configs: Iterable[Any]) -> list[str]:
     """Rules across hosts, one line each: an adapter named like a served model or twice, a
     HOST:/path source, and hosts of one model that disagree on its adapters (the gateway
@@ -87,7 +80,8 @@ def lora_problems(configs: Iterable[Any]) -> list[str]:
             if a.name in seen:
                 out.append(f"{where}: name {a.name!r} is listed twice; give each adapter its own name")
             seen.add(a.name)
-            if _host_source(a.source):
+            # HOST:/path: the rank is read from adapter_config.json on the controller
+            if is_host_source(a.source):
                 out.append(f"{where}.source: {a.source!r} names a host; adapters come from a controller "
                            f"folder or hf://ORG/NAME@REVISION")
         first = by_model.setdefault(str(c.served_model_name), (c.name, c.lora_adapters))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from vfleet.engine.pathrules import HUB_SCHEME, REVISION
+from vfleet.engine.pathrules import REVISION, is_host_source
 from vfleet.engine.varschema import MAX_TEXT
 
 __all__ = ["Speculative", "SPECULATIVE_SCHEMA", "MODEL_METHODS", "speculative_from_vars", "speculative_problems"]
@@ -72,8 +72,7 @@ def _problems(s: Speculative) -> list[str]:
                    f"or hf://ORG/NAME@REVISION)")
     if not s.has_model and (s.source or s.revision):
         out.append(f"method {s.method} uses no model of its own: remove source and revision")
-    if s.source and not s.source.startswith(HUB_SCHEME) and ":" in s.source \
-            and not s.source.startswith(("/", "./", "../", "~")):
+    if is_host_source(s.source):
         out.append(f"source {s.source!r} names a host; the draft comes from a controller folder or "
                    f"hf://ORG/NAME@REVISION (its config is read on the controller)")
     if s.method != "ngram" and (s.prompt_lookup_max or s.prompt_lookup_min):

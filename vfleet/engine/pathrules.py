@@ -29,7 +29,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-__all__ = ["PATH_KINDS", "SYSTEM_DIRS", "REVISION", "HUB_SCHEME", "path_problem", "hub_problem",
+__all__ = ["PATH_KINDS", "SYSTEM_DIRS", "REVISION", "HUB_SCHEME", "path_problem", "hub_problem", "is_host_source",
            "revision_problem", "is_system_dir", "kind_words"]
 
 # Folders a distribution owns, where vfleet must never create, replace or remove anything: the
@@ -145,6 +145,13 @@ def hub_problem(uri: str) -> str | None:
     return revision_problem(parsed.revision) if parsed.revision is not None else None
 
 
+def is_host_source(spec: str | None) -> bool:
+    """HOST:/path (weights already on a host): a ':' before any '/', in a spec that is not
+    hf://. The one reading of a source's form, for the schema and the roles alike."""
+    return (bool(spec) and not str(spec).startswith(HUB_SCHEME) and ":" in str(spec)
+            and not str(spec).startswith(("/", "./", "../", "~")))
+
+
 def _source(path: str) -> str | None:
     if path.startswith(HUB_SCHEME):
         return hub_problem(path)
@@ -153,7 +160,7 @@ def _source(path: str) -> str | None:
     if ".." in path.split("/"):
         return "has a '..' part; write the path without it"
     # The same split as the weights role: a ':' before any '/' names HOST:/path.
-    if ":" in path and not path.startswith(("/", "./", "~")):
+    if is_host_source(path):
         host, _, where = path.partition(":")
         if not _HOST.fullmatch(host):
             return f"names the host {host!r}, which is not a plain host name"

@@ -14,8 +14,8 @@ from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
-from vfleet.engine.strict_json import JsonFileError, MIB, mapping, read_json
-from vfleet.roles.weights.payload import ADAPTER_CONFIG, adapter_payload, draft_payload
+from vfleet.engine.strict_json import JsonFileError
+from vfleet.roles.weights.payload import adapter_config, draft_payload
 
 from .capacity import weights_bytes_from_dir
 from .model_files import read_config
@@ -33,10 +33,7 @@ def adapter_facts(cfg: HostConfig) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for adapter in cfg.lora_adapters:
         try:
-            folder = adapter_payload(cfg, adapter).controller_folder()
-            if folder is None or not (folder / ADAPTER_CONFIG).is_file():
-                raise VfleetError(f"{adapter.source}: no {ADAPTER_CONFIG} there")
-            config = mapping(read_json(folder / ADAPTER_CONFIG, MIB), ADAPTER_CONFIG)
+            folder, config = adapter_config(cfg, adapter)
             weights = folder / ADAPTER_WEIGHTS
             out[adapter.name] = {"rank": config.get("r"), "base": config.get("base_model_name_or_path"),
                                  "shapes": read_shapes(weights) if weights.is_file() else None}

@@ -23,6 +23,7 @@ from typing import Any
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.errors import VfleetError
+from vfleet.engine.pathrules import is_host_source
 from vfleet.roles.service.render import RenderError, render_env, render_unit
 from vfleet.roles.status.parsers import FileHashes
 from vfleet.roles.weights import hub
@@ -74,7 +75,7 @@ def _wanted_manifest(cfg: HostConfig) -> tuple[str | None, str]:
 
 def _on_controller(source: str | None) -> bool:
     """A model_source that names a folder here, not HOST:/path (the weights role's reading)."""
-    return bool(source) and (":" not in str(source) or str(source).startswith(("/", "./", "../", "~")))
+    return bool(source) and not is_host_source(source)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.lora import LoraAdapter
@@ -23,7 +23,7 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import MIB, JsonFileError, mapping, read_json
 from vfleet.roles.weights import hub
 
-__all__ = ["Payload", "model_payload", "adapter_payload", "adapter_payload_of", "draft_payload", "hub_export", "adapter_rank", "ADAPTER_CONFIG"]
+__all__ = ["Payload", "model_payload", "adapter_payload", "adapter_payload_of", "draft_payload", "adapter_config", "hub_export", "adapter_rank", "ADAPTER_CONFIG"]
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -99,19 +99,27 @@ def hub_export(spec: str, revision: str | None, what: str = "model_source") -> h
     return hub.resolve(hub.parse(spec, revision, what))
 
 
+def adapter_config(cfg: HostConfig, adapter: LoraAdapter) -> tuple[Path, Mapping[str, Any]]:
+    """The controller's copy of an adapter and its adapter_config.json, read bounded: what the
+    unit (its rank) and preflight (rank, base model, shapes) read. VfleetError without the file,
+    JsonFileError for a damaged one."""
+    folder = adapter_payload(cfg, adapter).controller_folder()
+    if folder is None or not (folder / ADAPTER_CONFIG).is_file():
+        raise VfleetError(f"{adapter.source}: no {ADAPTER_CONFIG} there; point source at a LoRA adapter folder "
+                          f"(the one peft's save_pretrained wrote)")
+    return folder, mapping(read_json(folder / ADAPTER_CONFIG, MIB), ADAPTER_CONFIG)
+
+
 def adapter_rank(cfg: HostConfig, adapter: LoraAdapter) -> int:
     """The adapter's LoRA rank, `r` of its adapter_config.json (peft's name for it), read from
     the controller's copy: what --max-lora-rank must cover."""
-    payload = adapter_payload(cfg, adapter)
-    folder = payload.controller_folder()
     where = f"lora_adapters[{adapter.name}]: {adapter.source}"
-    if folder is None or not (folder / ADAPTER_CONFIG).is_file():
-        raise VfleetError(f"{where}: no {ADAPTER_CONFIG} there; point source at a LoRA adapter folder "
-                          f"(the one peft's save_pretrained wrote)")
     try:
-        rank = mapping(read_json(folder / ADAPTER_CONFIG, MIB), ADAPTER_CONFIG).get("r")
+        rank = adapter_config(cfg, adapter)[1].get("r")
     except JsonFileError as e:
         raise VfleetError(f"{where}: {e}; re-save the adapter with peft") from None
+    except VfleetError as e:
+        raise VfleetError(f"lora_adapters[{adapter.name}]: {e}") from None
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 4096:
         raise VfleetError(f"{where}: {ADAPTER_CONFIG} has no rank 'r' between 1 and 4096 (found {rank!r}); "
                           f"re-save the adapter with peft")

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from vfleet.engine.changes import apply, directory_change
 from vfleet.engine.errors import VfleetError
+from vfleet.engine.pathrules import is_host_source
 from vfleet.engine.facts import FileFact, LinkFact, gather
 from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, plain_operand
 from vfleet.engine.results import Status
@@ -123,7 +124,7 @@ def resolve_payload(payload: Payload) -> ModelSource:
     if hub.is_hub(spec):
         export = hub_export(spec, payload.revision, payload.variable)
         return ModelSource(spec, export.folder, None, None, _manifest_id(export.folder), hub_commit=export.commit)
-    if ":" in spec and not spec.startswith(("/", "./", "../", "~")):
+    if is_host_source(spec):
         host, path = spec.split(":", 1)
         if not path.startswith("/"):
             raise VfleetError(f"{payload.variable} {spec}: the path after '{host}:' must be absolute "

@@ -44,24 +44,23 @@ class WeightsBySource:
 
 
 @dataclass(frozen=True)
-class DraftTotals:
-    """The speculative draft models' copies, per source (synced like weights, payload.py)."""
-
-    REPORT_KEY: ClassVar[str] = "speculative_draft"
-
-    totals: dict[str, WeightsTotals | None]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {src: t.to_dict() if t else {} for src, t in self.totals.items()}
-
-
-@dataclass(frozen=True)
-class AdapterTotals:
-    """The LoRA adapters' copies, per adapter name (synced like weights, payload.py)."""
-
-    REPORT_KEY: ClassVar[str] = "lora_adapters"
+class _TotalsByName:
+    """Several weights runs of one kind of payload (payload.py), each under its name; a class
+    per kind, because a run keeps one note per type (Play.note)."""
 
     totals: dict[str, WeightsTotals | None]
 
     def to_dict(self) -> dict[str, Any]:
         return {name: t.to_dict() if t else {} for name, t in self.totals.items()}
+
+
+class DraftTotals(_TotalsByName):
+    """The speculative draft models' copies, per source."""
+
+    REPORT_KEY: ClassVar[str] = "speculative_draft"
+
+
+class AdapterTotals(_TotalsByName):
+    """The LoRA adapters' copies, per adapter name."""
+
+    REPORT_KEY: ClassVar[str] = "lora_adapters"
