@@ -108,3 +108,26 @@ def test_served_quantization_says_none_for_a_plain_checkpoint_and_the_method_of_
     assert m.served_quantization(host_config({"model_source": str(awq)})) == "awq"
     assert m.served_quantization(host_config({"model_source": str(plain), "quantization": "fp8"})) == "fp8"
     assert m.served_quantization(host_config({"model_source": str(tmp_path / "absent")})) is None
+
+
+def test_planned_weights_count_lora_slots_and_the_speculative_draft(tmp_path):
+    """vLLM's model memory grows by its LoRA stacks and a draft's weights (both measured on the
+    H200, docs/evidence/h200-lora-spec): the record's plan must too, or a LoRA variant looks heavier
+    than planned."""
+    source = str(MODELS / "llama_chat")
+    plain = m.planned_weights_gib(host_config({"model_source": source}), 143771)
+    adapter = tmp_path / "alpha"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 256, "base_model_name_or_path": "llama"}))
+    lora = m.planned_weights_gib(host_config({"model_source": source,
+                                              "lora_adapters": [{"name": "alpha", "source": str(adapter)}]}), 143771)
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text((MODELS / "llama_chat" / "config.json").read_text())
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 2 * 2**30},
+                                                                    "weight_map": {}}))
+    spec = m.planned_weights_gib(host_config({"model_source": source, "speculative_decoding": {
+        "method": "draft_model", "num_speculative_tokens": 3, "source": str(draft)}}), 143771)
+    assert plain is not None and lora is not None and spec is not None
+    assert lora > plain + 0.5  # an 8B Llama's stacks at rank 256 are GiBs
+    assert spec == pytest.approx(plain + 2, abs=0.02)  # the draft's 2 GiB of weights

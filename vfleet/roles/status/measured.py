@@ -24,6 +24,7 @@ from vfleet.config.quoting import shell_quote as q
 from vfleet.engine import redact
 from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.preflight import capacity
+from vfleet.roles.preflight.adapter_facts import with_adapters
 from vfleet.roles.preflight.parsers.query_gpu_csv import parse_rows
 from vfleet.roles.status.collect import ask
 from vfleet.roles.status.drift import controller_manifest_id
@@ -83,17 +84,20 @@ def _number(value: str | None) -> float | None:
 def planned_weights_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float | None:
     """The weights the capacity plan counts for this host over its tensor-parallel GPUs, in GiB
     (what a dtype or quantization changes; the KV cache takes whatever the budget leaves, so
-    weights + KV is the same for every variant); None when the model's config.json is not on
-    the controller or the GPU size is unknown."""
+    weights + KV is the same for every variant), LoRA slots and a speculative draft's weights
+    included, as vLLM's own "model weights" figure includes them; None when the model's
+    config.json is not on the controller or the GPU size is unknown."""
     folder = Path(str(cfg.model_source or "")).expanduser()
     if not cfg.model_source or not gpu_memory_mib or not (folder / "config.json").is_file():
         return None
-    facts = {"model_config": capacity.load_config(folder), "weights_bytes": capacity.weights_bytes_from_dir(folder),
-             "gpus": [{"memory_total_mib": int(gpu_memory_mib)}]}
+    facts = with_adapters({"model_config": capacity.load_config(folder),
+                           "weights_bytes": capacity.weights_bytes_from_dir(folder),
+                           "gpus": [{"memory_total_mib": int(gpu_memory_mib)}]}, cfg)
     plan = capacity.plan_for_host(cfg, facts)
     if plan is None:
         return None
-    return round(plan.weights_bytes_per_gpu * plan.tensor_parallel_size / 2**30, 2)
+    per_gpu = plan.weights_bytes_per_gpu + plan.lora_bytes_per_gpu + plan.draft_weights_bytes_per_gpu
+    return round(per_gpu * plan.tensor_parallel_size / 2**30, 2)
 
 
 def served_quantization(cfg: HostConfig) -> str | None:
