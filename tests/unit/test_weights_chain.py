@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.weights import chain, pieces, relay
+from vfleet.roles.weights import chain, pieces, relay_wire as relay
+from vfleet.roles.weights.relay import BOOT
 
 PIECE = 16 << 10
 
@@ -143,7 +144,10 @@ def test_killed_relay_is_failed_and_the_rest_rechained_writing_only_missing(tmp_
         r = out.results[h.name]
         assert r.status == "whole" and r.written == pm.piece_count  # over both rounds: none twice
         assert _logged(h) == pm.piece_count  # one log line per write
-    assert out.results["h3"].skipped > 0 and out.results["h4"].skipped > 0  # they kept what they had
+    # they kept what they had, and the re-chain sent only the pieces one of them lacked
+    again = [e for e in seen if e["event"] == "done" and e["host"] in ("h3", "h4")][-2:]
+    assert all(e["written"] + e["skipped"] < pm.piece_count for e in again)
+    assert {e["host"] for e in again} == {"h3", "h4"}
     for h in hops[:2] + hops[3:]:
         assert _same_tree(model, Path(h.dest))
     assert not _whole_mark(hops[2])
@@ -152,7 +156,7 @@ def test_killed_relay_is_failed_and_the_rest_rechained_writing_only_missing(tmp_
     # the killed host kept what it verified: a later run writes only the rest
     back = chain.distribute(model, pm, [plain[2]])
     assert back.failed == {} and back.results["h2"].written == pm.piece_count - held
-    assert back.results["h2"].skipped == held and _same_tree(model, Path(plain[2].dest))
+    assert back.results["h2"].skipped == 0 and _same_tree(model, Path(plain[2].dest))  # held: not sent again
 
 
 def test_resumed_run_skips_pieces_already_verified(tmp_path):
@@ -163,7 +167,7 @@ def test_resumed_run_skips_pieces_already_verified(tmp_path):
     frames = b"".join(relay.FRAME.pack(fi, pi, len(d)) + d
                       for k, (fi, pi, d) in enumerate(pieces.read_pieces(model, pm)) if k < 10)
     p = subprocess.run(list(hop.from_controller), input=chain.RELAY_SOURCE + relay.encode_header(
-        chain.header(pm, [hop], 0)) + frames, capture_output=True)
+        dict(chain.header(pm, [hop], 0), input="stdin")) + frames, capture_output=True)
     assert p.returncode == 1 and b'"whole":false' in p.stderr and b'"ended":"cut"' in p.stderr
     assert _logged(hop) == 10 and not _whole_mark(hop)
     # a torn last line (a relay killed while appending) is ignored: that piece is rewritten
@@ -171,7 +175,7 @@ def test_resumed_run_skips_pieces_already_verified(tmp_path):
         f.write("10 abc")
     out = chain.distribute(model, pm, [hop])
     r = out.results["h0"]
-    assert r.status == "whole" and r.skipped == 10 and r.written == pm.piece_count - 10
+    assert r.status == "whole" and r.skipped == 0 and r.written == pm.piece_count - 10  # the 10 are not sent
     assert _same_tree(model, Path(hop.dest))
 
 
@@ -213,7 +217,7 @@ def test_ssh_hop_quotes_the_boot_and_refuses_option_like_hosts():
     h = chain.ssh_hop("a", "/srv/models/.staging/x y", address="10.0.0.1", user="ops", port=2222,
                       controller_ssh=["ssh", "-o", "BatchMode=yes"], peer_ssh=chain.peer_ssh("/k"))
     assert h.from_controller[:3] == ("ssh", "-o", "BatchMode=yes") and h.from_controller[-2] == "ops@10.0.0.1"
-    assert shlex.split(h.from_controller[-1]) == ["python3", "-c", relay.BOOT, str(len(chain.RELAY_SOURCE))]
+    assert shlex.split(h.from_controller[-1]) == ["python3", "-c", BOOT, str(len(chain.RELAY_SOURCE))]
     sink = h.sink()
     assert sink[:len(chain.PEER_SSH)] == tuple(chain.PEER_SSH) and sink[-4:-1] == ("-p", "2222", "ops@10.0.0.1")
     assert ("-i", "/k") == sink[len(chain.PEER_SSH):len(chain.PEER_SSH) + 2]
@@ -246,4 +250,94 @@ def test_a_feeder_whose_copy_rotted_on_disk_passes_nothing_bad_on(tmp_path):
     assert not _whole_mark(hops[1]) and not _whole_mark(hops[2])
     # the controller then feeds them, and they keep the pieces they had
     out = chain.distribute(model, pm, hops[1:])
-    assert out.failed == {} and out.results["h1"].skipped > 0 and _same_tree(model, Path(hops[2].dest))
+    assert out.failed == {} and out.results["h1"].written < pm.piece_count and _same_tree(model, Path(hops[2].dest))
+
+
+def _keep_log_lines(hop: chain.Hop, keep) -> int:
+    """Leave in hop's pieces log only the lines `keep(k)` (k: the line's number) accepts, and
+    take its whole mark away: a host that verified only those pieces."""
+    log = Path(hop.dest + ".vfleet-pieces")
+    lines = [ln for k, ln in enumerate(log.read_text().splitlines(keepends=True)) if keep(k)]
+    log.write_text("".join(lines))
+    Path(hop.dest + ".vfleet-whole").unlink(missing_ok=True)
+    return len(lines)
+
+
+def test_resumed_chain_sends_only_pieces_some_hop_lacks(tmp_path):
+    model = _model(tmp_path)
+    pm = pieces.make_piece_manifest(model, PIECE)
+    hops = _hops(tmp_path, 3)
+    assert chain.distribute(model, pm, hops).failed == {}
+    # h1 verified the first 10 pieces only, h2 all but lines 30-34; h0 holds everything but
+    # has no whole mark (killed after its last log line)
+    _keep_log_lines(hops[1], lambda k: k < 10)
+    _keep_log_lines(hops[2], lambda k: not 30 <= k < 35)
+    _keep_log_lines(hops[0], lambda k: True)
+    seen: list[dict] = []
+    out = chain.distribute(model, pm, hops, on_event=seen.append)
+    assert out.failed == {} and out.rounds == 1
+    done = {e["host"]: e for e in seen if e["event"] == "done"}
+    sent = pm.piece_count - 10  # what h1 lacks covers what h2 lacks: nothing else travels
+    assert (done["h0"]["written"], done["h0"]["skipped"]) == (0, sent)
+    assert (done["h1"]["written"], done["h1"]["skipped"]) == (sent, 0)
+    assert (done["h2"]["written"], done["h2"]["skipped"]) == (5, sent - 5)
+    assert all(_same_tree(model, Path(h.dest)) and _whole_mark(h) for h in hops)
+    # every hop holds every piece: nothing is sent, and each is made whole from its log
+    seen.clear()
+    _keep_log_lines(hops[1], lambda k: True)
+    again = chain.distribute(model, pm, hops[1:], on_event=seen.append)
+    assert again.failed == {} and all(e["written"] + e["skipped"] == 0 for e in seen if e["event"] == "done")
+
+
+def _throttled(hop: chain.Hop, tmp_path: Path, bytes_per_s: int) -> chain.Hop:
+    """The hop, with the link into it slowed to `bytes_per_s` (what tc does to a host's NIC)."""
+    slow = tmp_path / "slow.py"
+    slow.write_text("import sys,time\nr=int(sys.argv[1]);i=sys.stdin.buffer;o=sys.stdout.buffer\n"
+                    "while c:=i.read1(4096):\n o.write(c);o.flush();time.sleep(len(c)/r)\n")
+    sink = shlex.join(hop.sink())
+    return dataclasses.replace(hop, peer=("sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(slow))} "
+                                                      f"{bytes_per_s} | exec {sink}"))
+
+
+def _routed_run(tmp_path: Path, model: Path, hops: list[chain.Hop], pm: pieces.PieceManifest) -> chain.Outcome:
+    seen: list[dict] = []
+    out = chain.distribute(model, pm, hops, bwlimit=2 << 20, on_event=seen.append,
+                           slow=chain.SlowRule(window_s=1.5, share=0.5))
+    assert [e["host"] for e in seen if e["event"] == "routed"] == ["h1"]
+    return out
+
+
+def test_slowed_link_host_is_routed_into_its_own_chain(tmp_path):
+    model = _model(tmp_path, mib=3)
+    pm = pieces.make_piece_manifest(model, PIECE)
+    hops = _hops(tmp_path, 4)
+    hops[1] = _throttled(hops[1], tmp_path, 400 << 10)  # a fifth of the feed's 2 MiB/s
+    out = _routed_run(tmp_path, model, hops, pm)
+    assert len(out.notes) == 1 and out.notes[0].startswith("h1 is slow:") and "\n" not in out.notes[0]
+    # h0 went on alone at full speed; h2, h3 resumed fed by h0, h1 beside them on its own
+    assert out.chains == [["h0", "h1", "h2", "h3"], ["from h0", "h2", "h3"], ["from h0", "h1"]]
+    assert out.results["h0"].rounds == 1 and out.failed == {}
+    assert all(_same_tree(model, Path(h.dest)) for h in hops)
+
+
+def test_stopped_relay_is_routed_around(tmp_path):
+    model = _model(tmp_path, mib=3)
+    pm = pieces.make_piece_manifest(model, PIECE)
+    pidfile = tmp_path / "h1.pid"
+    hops = _hops(tmp_path, 4)
+    hops[1] = dataclasses.replace(hops[1], from_controller=(
+        "sh", "-c", f"echo $$ > {shlex.quote(str(pidfile))}; exec {shlex.join(hops[1].from_controller)}"))
+
+    def stopper() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _logged(hops[1]) < pm.piece_count // 4:
+            time.sleep(0.01)
+        os.kill(int(pidfile.read_text()), signal.SIGSTOP)  # alive, connected, taking nothing
+
+    t = threading.Thread(target=stopper)
+    t.start()
+    out = _routed_run(tmp_path, model, hops, pm)
+    t.join()
+    assert out.notes[0].startswith("h1 is slow: it received 0.00 MiB/s")
+    assert out.chains[1:] == [["from h0", "h2", "h3"], ["from h0", "h1"]]
+    assert out.failed == {} and all(_same_tree(model, Path(h.dest)) for h in hops)

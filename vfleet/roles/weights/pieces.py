@@ -7,9 +7,10 @@ piece the moment it lands, resume from the pieces it already verified, and refus
 damaged piece on. The files are those of manifest.py (same selection rules) plus the
 MANIFEST.sha256 itself, so a staged copy can still be checked by sync.py's verify_command.
 
-Piece size: 4 MiB by default. Each hop holds a piece before it forwards it, so a chain of N
-hosts finishes N piece-times after one copy would have: at 25 Gb/s and 64 hosts that is
-0.1 s for 4 MiB pieces, while each piece costs a frame header (16 bytes) and one hash line.
+Piece size: 4 MiB by default. A hop passes a piece's bytes on as they arrive and holds back
+only its last read until the piece's hash is checked (relay.py), so the piece size sets what a
+resume or a bad piece costs, not each hop's delay; each piece costs a frame header (16 bytes),
+one hash and one log line, and a hop holds one piece in memory.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from vfleet.roles.weights.manifest import MANIFEST_NAME, model_files, write_manifest
+from vfleet.roles.weights.relay_wire import in_bitmap
 
 DEFAULT_PIECE_SIZE = 4 << 20
 MIN_PIECE_SIZE = 4 << 10
@@ -93,10 +95,18 @@ def make_piece_manifest(model_dir: Path | str, piece_size: int = DEFAULT_PIECE_S
     return PieceManifest(piece_size, files, canonical_id(piece_size, files))
 
 
-def read_pieces(model_dir: Path | str, manifest: PieceManifest) -> Iterator[tuple[int, int, bytes]]:
-    """(file index, piece index, bytes) for every piece, in order: what the controller feeds."""
-    root = Path(model_dir)
+def read_pieces(model_dir: Path | str, manifest: PieceManifest,
+                want: bytes | None = None) -> Iterator[tuple[int, int, bytes]]:
+    """(file index, piece index, bytes) for every piece, in order: what the controller feeds.
+    `want`: only the pieces its bitmap names (relay_wire.bitmap: a resumed chain sends only
+    what some host of it lacks); the others are skipped, never read."""
+    root, k = Path(model_dir), 0
     for fi, f in enumerate(manifest.files):
+        first, k = k, k + len(f.sha256)
+        if want is not None and not any(in_bitmap(want, first + pi) for pi in range(len(f.sha256))):
+            continue
         with open(root / f.path, "rb") as fh:
             for pi in range(len(f.sha256)):
-                yield fi, pi, fh.read(manifest.piece_size)
+                if want is None or in_bitmap(want, first + pi):
+                    fh.seek(pi * manifest.piece_size)
+                    yield fi, pi, fh.read(manifest.piece_size)
