@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from vfleet.engine.inventory import Host, Inventory
+from vfleet.engine.pathrules import is_host_source
 from vfleet.config.addresses import address_problem, ip_problem, machine_key
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replicas import Replica
@@ -151,6 +152,14 @@ def _port_problems(where: str, ports: list[Listener], ranges: dict[str, tuple[in
     return out
 
 
+def _weights_problems(host: Host, cfg: HostConfig) -> list[str]:
+    """The chain cuts the model into pieces on the controller: a HOST:/path source has none there."""
+    if cfg.weights_distribution == "chain" and cfg.model_source and is_host_source(cfg.model_source):
+        return [f"host '{host.name}': weights_distribution chain needs model_source on the controller (a folder "
+                f"or hf://), not {cfg.model_source}; set weights_distribution: waves for a HOST:/path source"]
+    return []
+
+
 def check_fleet(inventory: Inventory, configs: Mapping[str, HostConfig],
                 replicas: Mapping[str, Replica]) -> list[str]:
     """Every cross-variable problem of the fleet, one line each, prefixed with the inventory's path."""
@@ -160,7 +169,7 @@ def check_fleet(inventory: Inventory, configs: Mapping[str, HostConfig],
     by_address: dict[str, list[Host]] = {}
     for h in hosts:
         cfg, replica = configs[h.name], replica_of.get(h.name)
-        out += _address_problems(h, cfg) + _ray_port_problems(cfg, replica)
+        out += _address_problems(h, cfg) + _ray_port_problems(cfg, replica) + _weights_problems(h, cfg)
         by_address.setdefault(machine_key(h.address), []).append(h)
     for where, group in by_address.items():
         ports = [p for h in group for p in listeners(h, configs[h.name], replica_of.get(h.name))]

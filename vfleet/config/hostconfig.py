@@ -132,6 +132,7 @@ class HostConfig:
     cpu_kvcache_space_gib: int | None
     # weights
     weights_fanout: bool
+    weights_distribution: str
     weights_bwlimit: int | None
     weights_peer_ssh_key: str | None
     # gateway
@@ -225,7 +226,8 @@ class HostConfig:
             nccl_env=None if v.get("nccl_env") is None else dict(v["nccl_env"]),
             cuda_visible_devices=tuple(cvd) if isinstance(cvd, list) else cvd,
             cpu_kvcache_space_gib=v.get("cpu_kvcache_space_gib"),
-            weights_fanout=bool(v["weights_fanout"]), weights_bwlimit=v.get("weights_bwlimit"),
+            weights_fanout=bool(v["weights_fanout"]), weights_distribution=str(v["weights_distribution"]),
+            weights_bwlimit=v.get("weights_bwlimit"),
             weights_peer_ssh_key=v.get("weights_peer_ssh_key"),
             gateway_port=int(v["gateway_port"]),
             gateway_listen_address=v.get("gateway_listen_address"),

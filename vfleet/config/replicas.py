@@ -44,7 +44,7 @@ PER_MEMBER = frozenset({
     "connection", "known_hosts_file", "host_key_checking", "become", "connect_timeout", "command_timeout",
     "max_fail_percentage", "install_timeout", "ready_timeout",
     "cuda_visible_devices", "nccl_env", "vllm_env", "replica_nic", "replica_head", "vllm_host", "gpu_profile",
-    "model_size_bytes", "weights_fanout", "weights_bwlimit", "weights_peer_ssh_key",
+    "model_size_bytes", "weights_fanout", "weights_distribution", "weights_bwlimit", "weights_peer_ssh_key",
     "preflight_smi_xml", "replica_max_clock_skew_ms",
 })
 _PER_MEMBER_PREFIXES = ("gateway_", "monitoring_")

@@ -273,6 +273,12 @@ VARIABLES: list[Variable] = [
     Variable("weights_fanout", {"type": "boolean"}, False,
              "Hosts that hold a verified copy feed the next ones (host-to-host rsync over SSH), "
              "so the controller sends the weights once however many hosts there are."),
+    Variable("weights_distribution", {"enum": ["waves", "chain"]}, "waves",
+             "How the weights reach hosts: waves (rsync; with weights_fanout each holder feeds one "
+             "new host a wave) or chain (pieces checked by sha256 as they land, flowing controller -> "
+             "host 1 -> host 2 ...: N hosts in about one copy time; needs python3 on the hosts, "
+             "host-to-host SSH as weights_fanout does, and model_source on the controller). Default "
+             "waves: it needs SSH from the controller only (docs/measurements.md has both's times)."),
     Variable("weights_bwlimit", _opt(_int(1, 2 ** 30)), None,
              "Cap weight transfers at this many KiB/s (rsync --bwlimit), for shared links."),
     Variable("weights_peer_ssh_key", _opt(_HOST_FILE, examples=["/home/deploy/.ssh/id_ed25519"]), None,

@@ -56,16 +56,19 @@ def plan(line: list[Hop], results: dict[str, HopResult]) -> list[Chain]:
     piece, by the controller, with the hosts that received one first (no link of the last
     chain is trusted to feed them again). Hosts routed around as slow get their own chain,
     fed by another whole host where there is one."""
-    todo = [h for h in line if results[h.name].status not in ("whole", "failed")]
-    slow = [h for h in todo if results[h.name].status == "slow"]
+    def status(h: Hop) -> str:
+        return results[h.name].status if h.name in results else "whole"  # a host that held it before
+
+    todo = [h for h in line if status(h) not in ("whole", "failed")]
+    slow = [h for h in todo if status(h) == "slow"]
     main = [h for h in todo if h not in slow]
-    whole = [h for h in line if results[h.name].status == "whole"]
+    whole = [h for h in line if status(h) == "whole"]
     chains: list[Chain] = []
-    if any(results[h.name].status == "bad_piece" for h in main):
-        chains.append((None, [h for h in main if results[h.name].status == "bad_piece"] +
-                       [h for h in main if results[h.name].status != "bad_piece"]))
+    if any(status(h) == "bad_piece" for h in main):
+        chains.append((None, [h for h in main if status(h) == "bad_piece"] +
+                       [h for h in main if status(h) != "bad_piece"]))
     elif main:
-        before = [h for h in line[:line.index(main[0])] if results[h.name].status == "whole"]
+        before = [h for h in line[:line.index(main[0])] if status(h) == "whole"]
         chains.append((before[-1] if before else None, main))
     if slow:
         used = chains[0][0] if chains else None
@@ -76,13 +79,14 @@ def plan(line: list[Hop], results: dict[str, HopResult]) -> list[Chain]:
 
 def distribute(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *, attempts: int = 3,
                bwlimit: float | None = None, on_event: Callable[[Event], None] | None = None,
-               slow: SlowRule | None = SlowRule()) -> Outcome:
+               slow: SlowRule | None = SlowRule(), feeder: Hop | None = None) -> Outcome:
     """Rounds until every host is whole or failed, at most `attempts`; a host still lacking
-    pieces after them is failed with the last reason it gave. A round's chains run at once."""
+    pieces after them is failed with the last reason it gave. A round's chains run at once.
+    `feeder`: a host that already holds the copy feeds the first round, not the controller."""
     t0 = time.monotonic()
     results = {h.name: HopResult(h.name) for h in hops}
     out = Outcome(results, 0, 0.0)
-    chains: list[Chain] = [(None, list(hops))]
+    chains: list[Chain] = [(feeder, list(hops))]
     for _ in range(attempts):
         if not chains:
             break
@@ -94,9 +98,9 @@ def distribute(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], 
                                  slow=slow))
 
         threads = []
-        for feeder, todo in chains:
-            out.chains.append(([f"from {feeder.name}"] if feeder else []) + [h.name for h in todo])
-            threads.append(threading.Thread(target=one, args=(feeder, todo)))
+        for fed, todo in chains:
+            out.chains.append(([f"from {fed.name}"] if fed else []) + [h.name for h in todo])
+            threads.append(threading.Thread(target=one, args=(fed, todo)))
             threads[-1].start()
         for t in threads:
             t.join()
@@ -106,7 +110,7 @@ def distribute(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], 
             if r.status == "slow":
                 out.notes.append(r.reason)
             results[name] = r
-        line = [h for feeder, todo in chains for h in ([feeder] if feeder else []) + todo]
+        line = [h for fed, todo in chains for h in ([fed] if fed else []) + todo]
         chains = plan(list(dict.fromkeys(line)), results)
     for _, todo in chains:
         for h in todo:

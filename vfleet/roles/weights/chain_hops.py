@@ -45,6 +45,7 @@ class Hop:
     on_whole: str | None = None
     serve_from: str | None = None  # where its copy lives once whole (on_whole moves it); dest if None
     controller_peer: tuple[str, ...] = ()
+    become: bool = False  # its relay runs under sudo: so must the sink that writes its FIFO
 
     @property
     def fifo(self) -> str:
@@ -52,8 +53,9 @@ class Hop:
 
     def _sink_command(self) -> str:
         f = shlex.quote(self.fifo)
-        return (f"n=0; while [ ! -p {f} ]; do n=$((n+1)); if [ $n -gt {int(SINK_WAIT_S / 0.02)} ]; then "
-                f"echo 'no relay reading {self.name}' >&2; exit 1; fi; sleep 0.02; done; exec cat > {f}")
+        cmd = (f"n=0; while [ ! -p {f} ]; do n=$((n+1)); if [ $n -gt {int(SINK_WAIT_S / 0.02)} ]; then "
+               f"echo 'no relay reading {shlex.quote(self.name)}' >&2; exit 1; fi; sleep 0.02; done; exec cat > {f}")
+        return f"sudo -n sh -c {shlex.quote(cmd)}" if self.become else cmd
 
     def sink(self) -> tuple[str, ...]:
         """What the host before runs to pipe its stream into this hop's FIFO: it waits for
@@ -103,7 +105,7 @@ def ssh_hop(name: str, dest: str, *, address: str, user: str | None, port: int, 
     at = ["-p", str(int(port)), target]
     sudo = "sudo -n " if become else ""
     return Hop(name, dest, tuple(controller_ssh + at + [sudo + remote_relay_command()]),
-               tuple(peer_ssh + at), on_whole, serve_from, tuple(controller_ssh + at))
+               tuple(peer_ssh + at), on_whole, serve_from, tuple(controller_ssh + at), become)
 
 
 def peer_ssh(key: str | None) -> list[str]:
@@ -113,8 +115,10 @@ def peer_ssh(key: str | None) -> list[str]:
 def whole_command(staging: str, version: str, user: str | None) -> str:
     """What a hop runs once every piece is verified: sync.py's verify (sha256sum -c and the
     shard index) and, only if it passes, its move into .versions. Subshells keep the move
-    from running after a failed verify (finish_command starts with `set -e`)."""
-    return f"( {verify_command(staging)} ) && ( {finish_command(staging, version, user)} )"
+    from running after a failed verify (finish_command starts with `set -e`); the relay's log,
+    mark, FIFO and lock beside the staging folder go once the copy is in place."""
+    marks = " ".join(shlex.quote(staging + m) for m in (".vfleet-pieces", ".vfleet-whole", ".vfleet-in", ".vfleet-lock"))
+    return f"( {verify_command(staging)} ) && ( {finish_command(staging, version, user)} ) && rm -f -- {marks}"
 
 
 def header(manifest: PieceManifest, hops: list[Hop], i: int, fed: bool = False) -> dict[str, Any]:

@@ -159,6 +159,17 @@ def _feed_pieces(feed: _Feed, pieces: Iterator[tuple[int, int, bytes]], bwlimit:
     return True
 
 
+def _bytes_of(manifest: PieceManifest, want: bytes) -> int:
+    """The bytes of the pieces a bitmap names."""
+    total, k, ps = 0, 0, manifest.piece_size
+    for f in manifest.files:
+        for pi in range(len(f.sha256)):
+            if wire.in_bitmap(want, k):
+                total += min(ps, f.size - pi * ps)
+            k += 1
+    return total
+
+
 def needed(manifest: PieceManifest, have: dict[str, bytes], hops: list[Hop]) -> bytes:
     """The bitmap of pieces some hop lacks (a hop that never said what it holds lacks all)."""
     count = manifest.piece_count
@@ -259,7 +270,7 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
         threading.Thread(target=monitor, daemon=True).start()
     if on_event:
         on_event({"event": "feeding", "host": feeder.name if feeder else "controller",
-                  "pieces": bin(int.from_bytes(want, "little")).count("1")})
+                  "pieces": bin(int.from_bytes(want, "little")).count("1"), "bytes": _bytes_of(manifest, want)})
     if feed:
         if _feed_pieces(feed, read_pieces(model_dir, manifest, want), bwlimit):
             feed.send(wire.FRAME.pack(wire.END, 0, 0))

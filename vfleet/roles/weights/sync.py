@@ -184,8 +184,18 @@ def _finish_copy(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
         raise HostFailed(f"weights in {staging} failed verification: {r.tail()}; re-run to resume the copy")
     ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
     ctx.must(finish_command(staging, version, user), what="move verified weights into place")
-    current = gather(ctx, {"link": LinkFact(live)})["link"]
-    apply(ctx, _switch_link(payload, live, version, current))
+    switch_live_link(ctx, payload, manifest_id)
+
+
+def copy_paths(payload: Payload, manifest_id: str) -> tuple[str, str, str]:
+    """(live link, verified copy, staging folder) of one copy: what the chain (chain_step.py) uses."""
+    return _paths(payload, manifest_id)
+
+
+def switch_live_link(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
+    """Point the live link at the verified copy now in .versions (atomic rename)."""
+    live, version, _ = _paths(payload, manifest_id)
+    apply(ctx, _switch_link(payload, live, version, gather(ctx, {"link": LinkFact(live)})["link"]))
 
 
 def finish_command(staging: str, version: str, user: str | None) -> str:
@@ -351,10 +361,15 @@ def run(play: Play, hosts: list[str] | None = None,
         play.run_step(f"{step}: copy", would, hosts=missing)
         return totals
 
+    have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
+    if first_config.weights_distribution == "chain":
+        # imported here: the chain's modules import this one (PEER_SSH, finish_command)
+        from vfleet.roles.weights.chain_step import copy_by_chain
+        copy_by_chain(play, missing, payload_of, src, totals, holders=have)
+        return totals
     fanout = first_config.weights_fanout
     total_bytes = (sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
                    if src.controller_dir else None)  # a host:path source: its size is not known here
-    have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
     # host:path source: that host feeds others from its own path (it holds no verified copy here)
     raw_source = src.host if src.host and src.host not in have else None
     while missing:

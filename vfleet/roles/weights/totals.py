@@ -21,12 +21,15 @@ class WeightsTotals:
     waves: int = 0
     copies: int = 0
     hub_commit: str | None = None   # an hf:// source: the commit its revision resolved to
+    chain_rounds: int = 0           # weights_distribution chain: its rounds (chain.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"controller_bytes_sent": self.controller_bytes_sent, "waves": self.waves,
                                "copies": self.copies}
         if self.hub_commit:
             out["hub_commit"] = self.hub_commit
+        if self.chain_rounds:
+            out["chain_rounds"] = self.chain_rounds
         return out
 
 
