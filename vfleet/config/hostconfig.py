@@ -135,6 +135,7 @@ class HostConfig:
     weights_distribution: str
     weights_bwlimit: int | None
     weights_peer_ssh_key: str | None
+    compile_cache_share: bool
     # gateway
     gateway_port: int
     gateway_listen_address: str | None
@@ -229,6 +230,7 @@ class HostConfig:
             weights_fanout=bool(v["weights_fanout"]), weights_distribution=str(v["weights_distribution"]),
             weights_bwlimit=v.get("weights_bwlimit"),
             weights_peer_ssh_key=v.get("weights_peer_ssh_key"),
+            compile_cache_share=bool(v["compile_cache_share"]),
             gateway_port=int(v["gateway_port"]),
             gateway_listen_address=v.get("gateway_listen_address"),
             gateway_rate_limit=v["gateway_rate_limit"], gateway_rate_burst=int(v["gateway_rate_burst"]),
@@ -283,6 +285,17 @@ class HostConfig:
     def state_dir(self) -> str:
         """StateDirectory= (and the service user's home): /var/lib/<service_name>."""
         return f"/var/lib/{self.service_name}"
+
+    @property
+    def cache_dir(self) -> str:
+        """CacheDirectory= (XDG_CACHE_HOME of the service): /var/cache/<service_name>."""
+        return f"/var/cache/{self.service_name}"
+
+    @property
+    def vllm_cache_root(self) -> str:
+        """VLLM_CACHE_ROOT: where vLLM keeps its torch.compile cache (torch_compile_cache/).
+        The compile-cache role copies that cache between hosts at this identical path."""
+        return f"{self.cache_dir}/vllm"
 
     # -- LoRA adapters and the speculative draft -------------------------------------------
     def adapter_path(self, name: str) -> str:

@@ -283,6 +283,10 @@ VARIABLES: list[Variable] = [
              "Cap weight transfers at this many KiB/s (rsync --bwlimit), for shared links."),
     Variable("weights_peer_ssh_key", _opt(_HOST_FILE, examples=["/home/deploy/.ssh/id_ed25519"]), None,
              "Key (path on the hosts) a host uses to pull weights from a peer (default: its own ssh identity)."),
+    Variable("compile_cache_share", {"type": "boolean"}, False,
+             "In a rollout (--batch), copy the torch.compile cache the first batch built (after it "
+             "serves and passes --gate) to the later hosts of the same cache key before they restart "
+             "(docs/compile-cache.md)."),
     Variable("preflight_smi_xml", {"type": "boolean"}, False,
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---

@@ -21,7 +21,7 @@ from vfleet.templates.environment import environment
 from vfleet.roles.service.argv import ArgvError, FlagCheck, VllmArgv, vllm_argv
 
 __all__ = ["RenderError", "RenderedService", "render_service", "render_unit", "render_env",
-           "env_items", "exec_lines", "stop_timeout", "ENV_FILE_MODE", "UNIT_FILE_MODE"]
+           "env_items", "unit_environment", "exec_lines", "stop_timeout", "ENV_FILE_MODE", "UNIT_FILE_MODE"]
 
 ENV_FILE_MODE = 0o600
 UNIT_FILE_MODE = 0o644
@@ -86,6 +86,15 @@ def stop_timeout(cfg: HostConfig, flag_available: FlagCheck) -> int:
     return _stop_timeout(cfg, _command(cfg, flag_available))
 
 
+def unit_environment(cfg: HostConfig) -> list[tuple[str, str]]:
+    """The unit's own Environment= pairs. One function for the unit and for the compile-cache
+    key (vfleet/roles/compile_cache/key.py): vLLM 0.20 hashes VLLM_CONFIG_ROOT (from HOME) and
+    VLLM_XLA_CACHE_PATH (from XDG_CACHE_HOME) into its torch.compile cache key, so these paths
+    must be the same on every host that shares a cache, and must be what the unit says."""
+    return [("HOME", cfg.state_dir), ("XDG_CACHE_HOME", cfg.cache_dir), ("VLLM_CACHE_ROOT", cfg.vllm_cache_root),
+            ("HF_HOME", f"{cfg.cache_dir}/huggingface")]
+
+
 def _unit_text(cfg: HostConfig, command: VllmArgv, systemd_version: int | None) -> str:
     _check_account("vllm_user", cfg.vllm_user)
     _check_account("vllm_group", cfg.vllm_group)
@@ -96,7 +105,7 @@ def _unit_text(cfg: HostConfig, command: VllmArgv, systemd_version: int | None) 
     ctx = {
         "served_model_name": cfg.served_model_name, "vllm_version": cfg.vllm_version,
         "vllm_user": cfg.vllm_user, "vllm_group": cfg.vllm_group, "env_file": cfg.env_file,
-        "service_name": cfg.service_name, "state_dir": cfg.state_dir,
+        "service_name": cfg.service_name, "state_dir": cfg.state_dir, "unit_env": unit_environment(cfg),
         "exec_lines": exec_lines(command.argv), "timeout_stop_sec": _stop_timeout(cfg, command),
         "restart_sec": RESTART_SEC, "restart_steps": RESTART_STEPS if steps else None,
         "restart_max_delay_sec": RESTART_MAX_DELAY_SEC,
