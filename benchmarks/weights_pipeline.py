@@ -2,7 +2,7 @@
 chain (vfleet/roles/weights/chain.py), and the physical limit (bytes over the link rate), in
 one run; prints JSON with the ratios. Needs root (network namespaces, tc, sshd); no lab.
 
-    python benchmarks/weights_pipeline.py --hosts 8,32,64 --mib 16 [--out F]
+    python benchmarks/weights_pipeline.py --hosts 8,32,64 [--copy-s 30] [--out F]
 
 Light hosts: one network namespace per host (vfb-h<i>, 10.214.0.<i+1>/24) and one for the
 controller (vfb-c, 10.214.0.1), all on a bridge vfb-br0 made here; every link is limited both
@@ -10,9 +10,28 @@ ways with a tbf qdisc to the same rate, and each host runs its own sshd, so ever
 real ssh sessions and a rate-limited link, as on a fleet. Hosts share this machine's disk and
 its 2 cores: every host's files go to its own folder under a temp dir.
 
-The 2 cores carry every host's ssh, sshd and relay at once (about 700 Mbit/s of links in all,
-measured), so a fleet of N gets links of min(--rate-mbit, --aggregate-mbit / N): 40, 10 and
-5 Mbit/s for 8, 32 and 64 hosts; each fleet's one-host time and limit are taken at its rate.
+What each setting models (a 70B model in 16 bits, 140 GB, over 25-40 Gb/s links: 28-45 s a
+copy, 4 MiB pieces, ssh sessions that start in well under a second):
+- --rate-mbit / --aggregate-mbit: the link rate. The 2 cores carry every host's ssh, sshd and
+  relay at once (about 700 Mbit/s of links in all, measured), so a fleet of N gets links of
+  min(--rate-mbit, --aggregate-mbit / N): 40, 10 and 5 Mbit/s for 8, 32 and 64 hosts. A
+  fleet's one-host time, waves, chain and limit are all taken at its rate, one after another.
+- --copy-s (30): the model's size is chosen per fleet so that one copy over one link takes
+  this long, as a 140 GB copy does on a fleet: 143, 36 and 18 MiB at 40, 10 and 5 Mbit/s.
+  What does not shrink with the rate (ssh start-up, a hop's scheduling delay) then weighs
+  on the chain as it would on a fleet, not more (a smaller model makes it weigh more).
+- --piece-kib (4096): the product's default piece (pieces.DEFAULT_PIECE_SIZE). A hop passes
+  bytes on as they arrive (cut-through), so the piece sets the resume and re-send unit, not
+  each hop's delay.
+- --pace (0.92): the chain's feed as a share of the link rate (chain.run_chain's bwlimit, as
+  weights_bwlimit). TCP/IP framing takes 4.4% of a tbf-limited link, so 0.92 is ~96% of what
+  the link carries in payload: links of equal rate in a row otherwise turn every scheduling
+  hiccup of 64 hosts on 2 cores into a backlog that never drains. The one-host chain is not
+  paced. Measured at 64 hosts: 0.92 1.24x, 0.95 1.26x.
+What does not scale like a fleet, and is counted as measured: each hop's ssh passes a packet
+on only once it is whole (up to 32 KiB: 52 ms at 5 Mbit/s, 10 us at 25 Gb/s), so the last host
+finishes ~3 s after the first at 64 hosts; and the 2N ssh sessions of a chain all start on
+these 2 cores (3.5-4 s at 64 hosts, a fleet's hosts each start their own).
 Settings that make the namespaces behave like fleet hosts rather than this machine: ssh with
 curve25519 key exchange and AES-GCM (the default post-quantum exchange costs 0.15 s of CPU a
 connection, which a fleet spends on separate hosts and this machine serialises), SHLVL=1
@@ -26,9 +45,9 @@ What is timed, in every case until every host holds every byte, each sha256-chec
 - waves: sync.py's fan-out, every holder (the controller too, the brief's generous reading;
   sync.py itself feeds from the controller only in the first wave) feeds one new host per
   wave, rsync pulls over ssh then `sha256sum -c`, ceil(log2(N+1)) waves;
-- chain: chain.distribute over the N hosts (relays check each piece as it lands), its feed
-  paced at --pace of the link rate (chain.run_chain's bwlimit, as weights_bwlimit): links of
-  equal rate in a row otherwise turn every scheduling hiccup into a backlog that never drains.
+- chain: chain.distribute over the N hosts (relays check each piece as it lands). Also
+  reported: its start-up (every session up and every hop's `have` in, before the first
+  byte) and the spread (first host whole to last).
 Everything made here (namespaces, veths, the bridge, sshd processes, the temp dir) is removed
 in a finally, also on Ctrl-C or SIGTERM; only processes started here are ended, by their pid.
 """
@@ -165,6 +184,7 @@ class Lab:
 
 def make_model(root: Path, mib: int) -> Path:
     model = root / "model"
+    shutil.rmtree(model, ignore_errors=True)
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}\n')
     with open(model / "model.safetensors", "wb") as f:
@@ -210,26 +230,40 @@ def waves(lab: Lab, model: Path, root: Path, n: int, case: str) -> tuple[float, 
 
 
 def chain_run(lab: Lab, model: Path, pm: pieces.PieceManifest, root: Path, n: int, case: str,
-              bwlimit: float | None) -> float:
+              bwlimit: float | None) -> tuple[float, float, float]:
+    """(seconds in all, start-up before the first byte, first host whole to last), with the
+    product's defaults (three rounds, slow hosts routed around)."""
     hops = [chain.ssh_hop(f"h{i}", dest(root, case, i), address=address(i), user="root", port=22,
                           controller_ssh=["ip", "netns", "exec", CONTROLLER, *lab.ssh], peer_ssh=lab.ssh)
             for i in range(1, n + 1)]
     t0 = time.monotonic()
-    out = chain.distribute(model, pm, hops, attempts=1, bwlimit=bwlimit)
+    marks: dict[str, float] = {}
+    whole: list[float] = []
+
+    def seen(e: dict) -> None:
+        if e["event"] == "feeding":
+            marks["feeding"] = time.monotonic() - t0
+        elif e["event"] == "done" and e.get("whole"):
+            whole.append(time.monotonic() - t0)
+
+    out = chain.distribute(model, pm, hops, bwlimit=bwlimit, on_event=seen)
     if out.failed:
         raise SystemExit(f"chain over {n} hosts failed: {out.failed}")
-    return time.monotonic() - t0
+    for note in out.notes:  # a host routed around (the product's rule, as in a deploy) is timed too
+        print(f"chain over {n} hosts: {note}", file=sys.stderr, flush=True)
+    return time.monotonic() - t0, marks.get("feeding", 0.0), (max(whole) - min(whole)) if whole else 0.0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="8,32,64", help="comma-separated fleet sizes")
-    ap.add_argument("--mib", type=int, default=16, help="model size (random bytes)")
+    ap.add_argument("--copy-s", type=float, default=30.0,
+                    help="one copy's time over one link: sets each fleet's model size (see above)")
     ap.add_argument("--rate-mbit", type=float, default=40.0, help="every link's rate, both ways, at most")
     ap.add_argument("--aggregate-mbit", type=float, default=320.0,
                     help="links x rate this machine is asked to carry at once (2 cores: ~700 measured)")
-    ap.add_argument("--pace", type=float, default=0.9, help="the chain's feed, as a share of the link rate")
-    ap.add_argument("--piece-kib", type=int, default=64)
+    ap.add_argument("--pace", type=float, default=0.92, help="the chain's feed, as a share of the link rate")
+    ap.add_argument("--piece-kib", type=int, default=pieces.DEFAULT_PIECE_SIZE >> 10)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below cleans up
@@ -242,25 +276,27 @@ def main() -> int:
 
     try:
         lab.up()
-        model = make_model(root, args.mib)
-        pm = pieces.make_piece_manifest(model, args.piece_kib << 10)
-        out: dict = {"model_bytes": pm.total_bytes, "piece_bytes": pm.piece_size, "pace": args.pace, "fleets": []}
+        out: dict = {"copy_s": args.copy_s, "piece_bytes": args.piece_kib << 10, "pace": args.pace, "fleets": []}
         for n in sizes:
             rate = min(args.rate_mbit, args.aggregate_mbit / n)
             lab.set_rate(rate)
+            model = make_model(root, max(1, round(rate * 1e6 / 8 * args.copy_s / 2**20)))
+            pm = pieces.make_piece_manifest(model, args.piece_kib << 10)
             limit = pm.total_bytes * 8 / (rate * 1e6)
             one_rsync, _ = waves(lab, model, root, 1, f"one{n}")
             clean()
-            one_chain = chain_run(lab, model, pm, root, 1, f"one-chain{n}", None)
+            one_chain, one_start, _ = chain_run(lab, model, pm, root, 1, f"one-chain{n}", None)
             clean()
             t_waves, count = waves(lab, model, root, n, f"waves{n}")
             clean()
-            t_chain = chain_run(lab, model, pm, root, n, f"chain{n}", args.pace * rate * 1e6 / 8)
+            t_chain, start, spread = chain_run(lab, model, pm, root, n, f"chain{n}", args.pace * rate * 1e6 / 8)
             clean()
             out["fleets"].append({
-                "hosts": n, "rate_mbit": rate, "physical_limit_s": round(limit, 2),
+                "hosts": n, "rate_mbit": rate, "model_bytes": pm.total_bytes, "physical_limit_s": round(limit, 2),
                 "one_host_rsync_s": round(one_rsync, 2), "one_host_chain_s": round(one_chain, 2),
                 "waves": count, "waves_s": round(t_waves, 2), "chain_s": round(t_chain, 2),
+                "chain_start_s": round(start, 2), "one_host_chain_start_s": round(one_start, 2),
+                "chain_spread_s": round(spread, 2),
                 "chain_over_one_host": round(t_chain / one_chain, 2),
                 "waves_over_one_host": round(t_waves / one_rsync, 2),
                 "chain_over_limit": round(t_chain / limit, 2), "waves_over_limit": round(t_waves / limit, 2)})
