@@ -17,6 +17,7 @@ from vfleet.roles.preflight import audit
 from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.rollout import rollback_point
+from vfleet.roles.compile_cache.share import sharing
 from vfleet.roles.rollout.gate import EvalGate, gate_lines, open_gate as open_eval_gate
 from vfleet.roles.service import unit as service
 from vfleet.roles.service import unit_files
@@ -204,7 +205,8 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None, gate: Eval
     deferred = [n for n in vllm_names(play.hosts)
                 if batch and n in active and _outcome(play, n).restart_deferred]
     gws = [g for g in gateway_names(play.hosts) if g in active]
-    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore, gate=gate)
+    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore, gate=gate,
+                      cache=None if fleet.replicas else sharing(play, deferred))
     if not deferred:
         healed = rollout.converge() if gws else []
         if healed:

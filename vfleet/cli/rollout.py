@@ -52,8 +52,9 @@ def _rollout(fleet: Fleet, play: Play, vllm: list[str], gws: list[str], **kw) ->
     from vfleet.roles.replica.rollout import ReplicaRollout, unit_keys
     from vfleet.roles.rollout.rolling import Rollout
 
-    if not fleet.replicas:
-        return Rollout(play, backends(fleet), vllm, gws, **kw)
+    if not fleet.replicas:   # a replica restarts as a unit of hosts: its cache is not shared (docs/compile-cache.md)
+        from vfleet.roles.compile_cache.share import sharing
+        return Rollout(play, backends(fleet), vllm, gws, cache=sharing(play, vllm), **kw)
     return ReplicaRollout(play, backends(fleet), unit_keys(vllm, fleet.replicas), gws, fleet=fleet, **kw)
 
 

@@ -74,6 +74,13 @@ class BatchGate(Protocol):
     def after(self, rollout: Rollout, batch: list[str]) -> str | None: ...
 
 
+class BatchCache(Protocol):
+    """What copies the first batch's torch.compile cache to the later hosts before they restart
+    (vfleet/roles/compile_cache/share.py); returns the lines of the hosts left to compile their own."""
+
+    def share(self, sources: list[str], targets: list[str]) -> list[str]: ...
+
+
 @dataclass
 class Rollout:
     """`backends` are every vLLM host behind the gateways, selected by --limit or not: "the
@@ -89,6 +96,7 @@ class Rollout:
     # deploy --batch: puts a host's saved unit, env, venv and weights back (vfleet.roles.rollout.rollback_point)
     restore: Callable[[HostContext], str] | None = None
     gate: BatchGate | None = None
+    cache: BatchCache | None = None
 
     def __post_init__(self) -> None:
         self._gw_lock = threading.Lock()
@@ -313,11 +321,26 @@ class Rollout:
             if stopped:
                 self.play.print(f"[bold red]STOP[/]: {stopped}")
                 break
+            if n == 1 and len(batches) > 1:
+                self.share_cache(batch, [h for later in batches[1:] for h in later])
         took_s = round(time.monotonic() - started, 1)
         serving = {h: self._serving(h) for h in self.vllm_hosts if h in self.play.contexts}
         spent = spent_s([self.play.results[h].get(RolloutInfo) for batch in batches for h in batch])
         return RolloutSummary(batches, stopped, healed, serving, sorted(self.drained), self.last_lines(stopped),
                               expected_s, took_s, total_line(took_s, expected_s, spent, stopped=stopped is not None))
+
+    def share_cache(self, first: list[str], later: list[str]) -> None:
+        """After the first batch serves (and its gate passed: a regressed canary stopped the run
+        before this), its compile cache goes to the later hosts before they restart. A cache that
+        cannot be shared costs a slower start, never the rollout: its problems are lines."""
+        if self.cache is None or self.play.aborted:
+            return
+        active = set(self.play.active)
+        served = [h for h in first if h in active and not self.play.results[h].failed]
+        try:
+            self.cache.share(served, [h for h in later if h in active])
+        except VfleetError as exc:
+            self.play.print(f"compile cache not shared: {exc}; the later hosts compile their own", markup=False)
 
     def expect(self, batches: list[list[str]]) -> float | None:
         """Before the first batch: read each host's last measured restart (one round trip per
