@@ -133,8 +133,9 @@ def test_warm_source_shares_what_its_key_recorded(tmp_path: Path) -> None:
     stored = parse_stored(bash(read_key_command(src)).stdout)
     again, why = choose_entries(entries, started_at=10 ** 10, stored=stored, key=key())
     assert sorted(again) == sorted(chosen) and "recorded" in why
-    none, why = choose_entries(entries, started_at=10 ** 10, stored=None, key=key())
-    assert none == [] and "no recorded cache" in why
+    every, why = choose_entries(entries, started_at=10 ** 10, stored=None, key=key())
+    assert sorted(every) == sorted([BACKBONE, AOT, OLD]) and "started warm" in why
+    assert choose_entries([], started_at=10 ** 10, stored=None, key=key())[0] == []
 
 
 def test_names_not_like_vllm_entries_are_refused(tmp_path: Path) -> None:

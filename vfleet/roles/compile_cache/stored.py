@@ -53,9 +53,10 @@ def parse_stored(text: str) -> StoredCache | None:
 def choose_entries(entries: list[Entry], started_at: int | None, stored: StoredCache | None,
                    key: CacheKey) -> tuple[list[str], str]:
     """The entries of the running process's key, and how they were told apart: those written
-    since its start (it compiled them), else, when it started warm, those the stored key of the
-    same digest names (a shared cache it was given or packed before). Nothing when neither holds:
-    a host that loaded a cache vfleet cannot vouch for shares nothing."""
+    since its start (it compiled them); else, when it started warm, those the stored key of the
+    same digest names (a shared cache it was given or packed before); else every entry it has
+    (a cache of its own from an earlier start: an equal host's vLLM computes the same hash and
+    loads only that entry, the one this host serves with and that passed the gate)."""
     if started_at is not None:
         fresh = [e.name for e in entries if e.mtime >= started_at]
         if fresh:
@@ -65,4 +66,6 @@ def choose_entries(entries: list[Entry], started_at: int | None, stored: StoredC
         kept = [e for e in stored.entries if e in have]
         if kept:
             return kept, "recorded with this key by an earlier run"
-    return [], "the service wrote no cache entry since it started and no recorded cache has its key"
+    if entries:   # warm from a cache of its own: vLLM loads only the entry of its hash on an equal host
+        return [e.name for e in entries], "the service started warm: every entry it has"
+    return [], "the service has no cache entry"
