@@ -58,7 +58,6 @@ def ssh_command(ctx: HostContext) -> list[str]:
 def rsync_args(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
                extra: list[str] | None = None) -> list[str]:
     """The rsync command line of a push (module doc: why no value can read as an option)."""
-    s = ctx.settings()
     if not dest_dir.startswith("/"):
         raise HostFailed(f"rsync destination {dest_dir!r} is not an absolute path")
     args = ["rsync", "-a", "--partial", "--stats", "--info=progress2", "--no-inc-recursive"]
@@ -66,17 +65,25 @@ def rsync_args(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = 
         args.append("--delete")
     args += extra or []
     src = os.path.abspath(os.path.expanduser(src_dir)).rstrip("/") + "/"
+    reach, dest = remote_operand(ctx, dest_dir)
+    return args + reach + ["--", src, dest]
+
+
+def remote_operand(ctx: HostContext, path: str) -> tuple[list[str], str]:
+    """rsync's options to reach the host over its own ssh (sudo rsync there when it becomes
+    root), and `path` on it as an operand, `user@address:path/` ([address] for IPv6); on a
+    local connection no option and the path itself. The user and address are proven not to
+    read as options (module doc)."""
     if ctx.host.connection == "local":
-        dest = dest_dir.rstrip("/") + "/"
-    else:
-        args += ["-e", shlex.join(ssh_command(ctx))]
-        if s.become:
-            args += ["--rsync-path", "sudo -n rsync"]
-        user = f"{plain_operand(s.user, 'ansible_user')}@" if s.user else ""
-        plain_operand(s.address, "ansible_host")
-        address = f"[{s.address}]" if ":" in s.address else s.address
-        dest = f"{user}{address}:{dest_dir.rstrip('/')}/"
-    return args + ["--", src, dest]
+        return [], path.rstrip("/") + "/"
+    s = ctx.settings()
+    reach = ["-e", shlex.join(ssh_command(ctx))]
+    if s.become:
+        reach += ["--rsync-path", "sudo -n rsync"]
+    user = f"{plain_operand(s.user, 'ansible_user')}@" if s.user else ""
+    plain_operand(s.address, "ansible_host")
+    address = f"[{s.address}]" if ":" in s.address else s.address
+    return reach, f"{user}{address}:{path.rstrip('/')}/"
 
 
 def rsync_push(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,

@@ -9,9 +9,8 @@ import shlex
 import subprocess
 import tempfile
 
-from vfleet.engine.owned_paths import plain_operand
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.engine.transfer import TransferStats, rsync_push, ssh_command
+from vfleet.engine.transfer import TransferStats, remote_operand, rsync_push
 from vfleet.roles.weights.sync import pull_command
 
 __all__ = ["fetch_args", "Relay"]
@@ -20,20 +19,11 @@ __all__ = ["fetch_args", "Relay"]
 def fetch_args(ctx: HostContext, remote_dir: str, local_dir: str) -> list[str]:
     """rsync pulling a host's folder to the controller, with the ssh of the host's connection;
     operands after `--`, the user and address proven not to read as options (transfer.py)."""
-    s = ctx.settings()
     if not remote_dir.startswith("/"):
         raise HostFailed(f"compile cache: {remote_dir!r} is not an absolute path")
-    args = ["rsync", "-a", "--partial", "--delete", "--stats"]
-    if ctx.host.connection == "local":
-        src = remote_dir.rstrip("/") + "/"
-    else:
-        args += ["-e", shlex.join(ssh_command(ctx))]
-        if s.become:
-            args += ["--rsync-path", "sudo -n rsync"]
-        user = f"{plain_operand(s.user, 'ansible_user')}@" if s.user else ""
-        plain_operand(s.address, "ansible_host")
-        src = f"{user}{f'[{s.address}]' if ':' in s.address else s.address}:{remote_dir.rstrip('/')}/"
-    return args + ["--", src, os.path.abspath(local_dir).rstrip("/") + "/"]
+    reach, src = remote_operand(ctx, remote_dir)
+    dest = os.path.abspath(local_dir).rstrip("/") + "/"
+    return ["rsync", "-a", "--partial", "--delete", "--stats"] + reach + ["--", src, dest]
 
 
 class Relay:
