@@ -22,7 +22,7 @@ from vfleet.engine import systemd
 from vfleet.engine.transfer import rsync_args, rsync_push
 from vfleet.roles.install import venv
 from vfleet.roles.service import unit
-from vfleet.roles.weights import sync
+from vfleet.roles.weights import copies, sync
 from tests.unit.configs import host_config
 
 EVIL = "--rsh=touch /tmp/vfleet-pwned"
@@ -102,13 +102,13 @@ def test_pull_command_refuses_option_like_peers_and_relative_sources(user, addre
 
 
 def test_finish_and_space_commands_put_every_path_after_dashdash():
-    text = sync.finish_command("/srv/models/.staging/-t", "/srv/models/.versions/-t", "-u")
+    text = copies.finish_command("/srv/models/.staging/-t", "/srv/models/.versions/-t", "-u")
     for part in text.removeprefix("set -e; ").split("; "):
         words = shlex.split(part.removesuffix(" 2>/dev/null || true"))
         assert "--" in words, part
         assert all(not w.startswith("-") or w in ("-R", "-p", "-rf", "-T", "--", "u=rwX,go=rX")
                    for w in words[:words.index("--")]), part
-    for part in sync.space_command("/srv/models/.staging/-t").split(" && "):
+    for part in copies.space_command("/srv/models/.staging/-t").split(" && "):
         assert " -- " in part, part
 
 

@@ -14,7 +14,7 @@ from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, r
 from vfleet.engine.runner import HostFailed
 from vfleet.roles.install import venv
 from vfleet.config.lora import LoraAdapter
-from vfleet.roles.weights import sync
+from vfleet.roles.weights import copies
 from vfleet.roles.weights.payload import adapter_payload, model_payload
 from tests.unit.configs import host_config
 
@@ -87,41 +87,41 @@ def test_a_model_path_naming_a_system_symlink_fails_the_host():
         host_config({"model_path": "/bin"})
     cfg = dataclasses.replace(host_config(), model_path="/bin")
     with pytest.raises(HostFailed, match="model_path '/bin' is a top-level path"):
-        sync._paths(model_payload(cfg), "a" * 64)
+        copies.copy_paths(model_payload(cfg), "a" * 64)
     cfg = dataclasses.replace(host_config(), model_path="/usr/lib64")
-    live, version, _ = sync._paths(model_payload(cfg), "a" * 64)
+    live, version, _ = copies.copy_paths(model_payload(cfg), "a" * 64)
     with pytest.raises(HostFailed, match="symlink to lib, outside /srv/models"):
-        sync._switch_link(model_payload(cfg), live, version, "lib")
+        copies.switch_change(model_payload(cfg), live, version, "lib")
     # A system symlink deep enough for the schema (Debian's alternatives) only the host can see.
     cfg = host_config({"model_path": "/etc/alternatives/java"})
-    live, version, _ = sync._paths(model_payload(cfg), "a" * 64)
+    live, version, _ = copies.copy_paths(model_payload(cfg), "a" * 64)
     with pytest.raises(HostFailed, match="symlink to /usr/lib/jvm/java-17/bin/java, outside /srv/models"):
-        sync._switch_link(model_payload(cfg), live, version, "/usr/lib/jvm/java-17/bin/java")
+        copies.switch_change(model_payload(cfg), live, version, "/usr/lib/jvm/java-17/bin/java")
 
 
 def test_a_model_name_that_climbs_out_of_model_dir_fails_the_host():
     cfg = dataclasses.replace(host_config(), model_name="../../../etc")
     with pytest.raises(HostFailed, match="is not inside /srv/models/.versions"):
-        sync._paths(model_payload(cfg), "a" * 64)
+        copies.copy_paths(model_payload(cfg), "a" * 64)
 
 
 def test_the_weights_switch_their_own_link():
     cfg = host_config()
-    live, version, staging = sync._paths(model_payload(cfg), "a" * 64)
+    live, version, staging = copies.copy_paths(model_payload(cfg), "a" * 64)
     assert (live, version, staging) == ("/srv/models/tiny", "/srv/models/.versions/tiny-aaaaaaaaaaaa",
                                         "/srv/models/.staging/tiny-aaaaaaaaaaaa")
-    [change] = sync._switch_link(model_payload(cfg), live, version, "/srv/models/.versions/tiny-bbbbbbbbbbbb")
+    [change] = copies.switch_change(model_payload(cfg), live, version, "/srv/models/.versions/tiny-bbbbbbbbbbbb")
     assert change.target == live
 
 
 def test_an_adapter_lives_in_lora_beside_the_model_and_cannot_climb_out():
     cfg = host_config()
-    live, version, staging = sync._paths(adapter_payload(cfg, LoraAdapter("alpha", "/src/alpha")), "a" * 64)
+    live, version, staging = copies.copy_paths(adapter_payload(cfg, LoraAdapter("alpha", "/src/alpha")), "a" * 64)
     assert (live, version, staging) == ("/srv/models/lora/alpha", "/srv/models/.versions/lora-alpha-aaaaaaaaaaaa",
                                         "/srv/models/.staging/lora-alpha-aaaaaaaaaaaa")
     # the schema's name pattern refuses '/', the host-side proof holds for a name built in code
     with pytest.raises(HostFailed, match=r"lora_adapters\[../../../etc\] .* is a top-level path"):
-        sync._paths(adapter_payload(cfg, LoraAdapter("../../../etc", "/src/x")), "a" * 64)
+        copies.copy_paths(adapter_payload(cfg, LoraAdapter("../../../etc", "/src/x")), "a" * 64)
 
 
 # --- venvs ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from vfleet.roles.preflight.check_base import FAIL, PASS, WARN
 from vfleet.roles.preflight.speculative_checks import check_speculative
 from vfleet.roles.service.argv import ArgvError, vllm_argv
 from vfleet.roles.service.render import render_unit
-from vfleet.roles.weights import sync
+from vfleet.roles.weights import copies
 from vfleet.roles.weights.payload import draft_payload
 from tests.unit.configs import host_config
 
@@ -42,7 +42,7 @@ def test_a_draft_model_is_rendered_as_json_from_its_synced_copy():
     # one word in the unit: systemd's quoting keeps the JSON whole
     unit = render_unit(cfg, ALL_FLAGS)
     assert '"{\\"method\\":\\"draft_model\\",\\"num_speculative_tokens\\":3,\\"model\\":\\"/srv/models/draft/vllm\\"}"' in unit
-    live, version, _ = sync._paths(draft_payload(cfg), "b" * 64)
+    live, version, _ = copies.copy_paths(draft_payload(cfg), "b" * 64)
     assert (live, version) == ("/srv/models/draft/vllm", "/srv/models/.versions/draft-vllm-bbbbbbbbbbbb")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.weights import chain, pieces, relay_wire as relay
+from vfleet.roles.weights import chain, copies, pieces, relay_wire as relay
 from vfleet.roles.weights.relay import BOOT
 
 PIECE = 16 << 10
@@ -219,8 +219,8 @@ def test_ssh_hop_quotes_the_boot_and_refuses_option_like_hosts():
     assert h.from_controller[:3] == ("ssh", "-o", "BatchMode=yes") and h.from_controller[-2] == "ops@10.0.0.1"
     assert shlex.split(h.from_controller[-1]) == ["python3", "-c", BOOT, str(len(chain.RELAY_SOURCE))]
     sink = h.sink()
-    assert sink[:len(chain.PEER_SSH)] == tuple(chain.PEER_SSH) and sink[-4:-1] == ("-p", "2222", "ops@10.0.0.1")
-    assert ("-i", "/k") == sink[len(chain.PEER_SSH):len(chain.PEER_SSH) + 2]
+    assert sink[:len(copies.PEER_SSH)] == tuple(copies.PEER_SSH) and sink[-4:-1] == ("-p", "2222", "ops@10.0.0.1")
+    assert ("-i", "/k") == sink[len(copies.PEER_SSH):len(copies.PEER_SSH) + 2]
     assert shlex.split(sink[-1])[-2:] == [">", "/srv/models/.staging/x y.vfleet-in"]
     with pytest.raises(Exception, match="starts with '-'"):
         chain.ssh_hop("b", "/x/y", address="-oProxyCommand=x", user=None, port=22, controller_ssh=["ssh"])

@@ -26,7 +26,6 @@ from vfleet.roles.weights.chain_hops import (  # noqa: F401  (the chain's one im
     RELAY_SOURCE, Hop, HopResult, header, local_hop, peer_ssh, remote_relay_command, ssh_hop, whole_command)
 from vfleet.roles.weights.chain_round import Event, SlowRule, run_chain  # noqa: F401
 from vfleet.roles.weights.pieces import PieceManifest
-from vfleet.roles.weights.sync import PEER_SSH  # noqa: F401
 
 
 @dataclass

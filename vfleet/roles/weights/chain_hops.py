@@ -23,7 +23,7 @@ from vfleet.engine.owned_paths import plain_operand
 from vfleet.roles.weights import relay, relay_store, relay_wire
 from vfleet.roles.weights.manifest import verify_command
 from vfleet.roles.weights.pieces import PieceManifest
-from vfleet.roles.weights.sync import PEER_SSH, finish_command
+from vfleet.roles.weights.copies import PEER_SSH, finish_command
 
 # what a host runs: the wire format, the store, the relay, as one source (their package
 # imports are skipped there: they run as __main__)

@@ -21,7 +21,7 @@ from vfleet.engine.transfer import ssh_command
 from vfleet.roles.weights import chain
 from vfleet.roles.weights.payload import Payload
 from vfleet.roles.weights.pieces import make_piece_manifest
-from vfleet.roles.weights.sync import ModelSource, check_space, copy_paths, switch_live_link
+from vfleet.roles.weights.copies import ModelSource, check_space, copy_paths, switch_live_link
 from vfleet.roles.weights.totals import WeightsTotals
 
 

@@ -20,7 +20,6 @@ import hashlib
 import posixpath
 import shlex
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,70 +27,26 @@ from vfleet.engine.changes import apply, directory_change
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import is_host_source
 from vfleet.engine.facts import FileFact, LinkFact, gather
-from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, plain_operand
+from vfleet.engine.owned_paths import deep_path, inside, plain_operand
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.transfer import TransferStats, rsync_push
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.service.unit import RESTART
 from vfleet.roles.weights import hub
+from vfleet.roles.weights.chain_step import copy_by_chain
+from vfleet.roles.weights.copies import (PEER_SSH, VERIFIED_MARK, ModelSource, check_space, copy_dir_name, copy_paths,
+                                         finish_command, switch_change, switch_live_link)
 from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
 from vfleet.roles.weights.payload import Payload, hub_export, model_payload
 from vfleet.roles.weights.totals import WeightsTotals
 
 q = shlex.quote
-VERIFIED_MARK = ".vfleet-verified"
-# ssh between hosts (peer pulls here, the chain's links in chain.py): no prompt, host keys
-# checked, a vanished host ends its link within ~15 s
-PEER_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
-
-
-@dataclass
-class ModelSource:
-    """Where the weights come from: a folder on the controller, host:path on a host, or a hub
-    repository (`hub_commit`: the commit its revision resolved to; its folder is vfleet's
-    export of links into the cache, hub.py, so the controller's push follows links)."""
-
-    spec: str
-    controller_dir: Path | None
-    host: str | None
-    host_path: str | None
-    manifest_id: str
-    hub_commit: str | None = None
-
-    @property
-    def pinned(self) -> str:
-        """What a report names: the spec, and the commit a hub revision resolved to."""
-        return f"{self.spec} (commit {self.hub_commit})" if self.hub_commit else self.spec
 
 
 def copy_name(cfg: HostConfig, manifest_id: str) -> str:
     """The folder name of the model's verified copy under .versions (status reads it back
     from the model link to tell which copy a host serves)."""
-    return _copy_name(model_payload(cfg), manifest_id)
-
-
-def _copy_name(payload: Payload, manifest_id: str) -> str:
-    return f"{payload.stem}-{manifest_id[:12]}"
-
-
-def _paths(payload: Payload, manifest_id: str) -> tuple[str, str, str]:
-    """(live link the service reads, verified copy, staging folder) of one copy. The copy and
-    its staging folder are proven to stay inside model_dir's own .versions and .staging (they
-    are removed and renamed), the link to be at least two levels deep (it is replaced)."""
-    name = _copy_name(payload, manifest_id)
-    versions, staging = posixpath.join(payload.root, ".versions"), posixpath.join(payload.root, ".staging")
-    return (deep_path(payload.live, payload.live_variable),
-            inside(versions, posixpath.join(versions, name), payload.live_variable),
-            inside(staging, posixpath.join(staging, name), payload.live_variable))
-
-
-def _switch_link(payload: Payload, live: str, version: str, current: str | None) -> list:
-    """Point the live link at a verified copy; only a link vfleet made (into model_dir) is
-    ever replaced: a model_path naming a system symlink such as /bin fails the host."""
-    return owned_symlink_change(live, version, current, root=payload.root, what=payload.live_variable,
-                                notify=RESTART)
+    return copy_dir_name(model_payload(cfg), manifest_id)
 
 
 def source_key(cfg: HostConfig) -> str:
@@ -168,7 +123,7 @@ def copy_state(version: str, marker: Any, link: str | None) -> str:
 
 
 def host_facts(ctx: HostContext, payload: Payload, manifest_id: str) -> dict[str, Any]:
-    live, version, _ = _paths(payload, manifest_id)
+    live, version, _ = copy_paths(payload, manifest_id)
     return gather(ctx, {"model_dir": FileFact(payload.root), "parent": FileFact(posixpath.dirname(live)),
                         "marker": FileFact(posixpath.join(version, VERIFIED_MARK)),
                         "link": LinkFact(live)})
@@ -176,7 +131,7 @@ def host_facts(ctx: HostContext, payload: Payload, manifest_id: str) -> dict[str
 
 def _finish_copy(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
     """Verify the staged copy, hand it to the service user, move it into place, switch link."""
-    live, version, staging = _paths(payload, manifest_id)
+    live, version, staging = copy_paths(payload, manifest_id)
     user = ctx.config.vllm_user
     t0 = time.monotonic()
     r = ctx.run(verify_command(staging), timeout=3600)
@@ -185,57 +140,6 @@ def _finish_copy(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
     ctx.record("verify", staging, Status.OK, "sha256 manifest and shard index match", elapsed_s=time.monotonic() - t0)
     ctx.must(finish_command(staging, version, user), what="move verified weights into place")
     switch_live_link(ctx, payload, manifest_id)
-
-
-def copy_paths(payload: Payload, manifest_id: str) -> tuple[str, str, str]:
-    """(live link, verified copy, staging folder) of one copy: what the chain (chain_step.py) uses."""
-    return _paths(payload, manifest_id)
-
-
-def switch_live_link(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
-    """Point the live link at the verified copy now in .versions (atomic rename)."""
-    live, version, _ = _paths(payload, manifest_id)
-    apply(ctx, _switch_link(payload, live, version, gather(ctx, {"link": LinkFact(live)})["link"]))
-
-
-def finish_command(staging: str, version: str, user: str | None) -> str:
-    """Hand the verified staging folder to the service user and rename it into .versions.
-    Every path after `--`: none is read as an option."""
-    owner = f"chown -R -- {q(user + ':')} {q(staging)} 2>/dev/null || true; " if user else ""
-    return (f"set -e; {owner}chmod -R u=rwX,go=rX -- {q(staging)}; touch -- {q(staging + '/' + VERIFIED_MARK)}; "
-            f"mkdir -p -- {q(posixpath.dirname(version))}; rm -rf -- {q(version)}; mv -T -- {q(staging)} {q(version)}")
-
-
-def space_command(staging: str) -> str:
-    """Bytes free on the filesystem that holds staging, then bytes already staged (a resume)."""
-    return (f"mkdir -p -- {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
-            f"du -sb -- {q(staging)} | cut -f1")
-
-
-def space_shortfall(total: int, output: str) -> tuple[int, int, int] | None:
-    """(bytes still to copy, bytes free, bytes staged) when they do not fit, else None."""
-    nums = [int(x) for x in output.split() if x.isdigit()]
-    if len(nums) < 2:
-        return None
-    free, staged = nums[0], nums[1]
-    need = max(0, total - staged)
-    return (need, free, staged) if need > free else None
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
-
-
-def check_space(ctx: HostContext, staging: str, total: int) -> None:
-    """Before any byte is sent: fail the host (its live copy untouched) when the copy cannot
-    fit, saying how much it needs, rather than an rsync dying on ENOSPC half way."""
-    short = space_shortfall(total, ctx.must(space_command(staging), what="free space for the weights").stdout)
-    if short:
-        need, free, staged = short
-        raise HostFailed(f"not enough disk for the weights in {staging}: needs {_mib(need)} more "
-                         f"({_mib(total)} in all, {_mib(staged)} already staged), {_mib(free)} free; "
-                         f"free space there or set model_dir to a larger disk (the live copy is untouched)",
-                         {"needed_bytes": need, "free_bytes": free, "total_bytes": total})
 
 
 def pull_command(cfg: HostConfig, staging: str, user: str | None, address: str, port: int, src_path: str) -> str:
@@ -260,8 +164,8 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, payload_of: Callable[[H
                     manifest_id: str, peer_path: str | None = None) -> None:
     """Run rsync on the new host, pulling from a host that holds a verified copy."""
     cfg: HostConfig = ctx.config
-    _, version, staging = _paths(payload_of(cfg), manifest_id)
-    src_path = peer_path or _paths(payload_of(peer.config), manifest_id)[1]
+    _, version, staging = copy_paths(payload_of(cfg), manifest_id)
+    src_path = peer_path or copy_paths(payload_of(peer.config), manifest_id)[1]
     t0 = time.monotonic()
     r = ctx.run(pull_command(cfg, staging, peer.host.user, peer.host.address, peer.host.port, src_path),
                 timeout=24 * 3600)
@@ -274,7 +178,7 @@ def _pull_from_peer(ctx: HostContext, peer: HostContext, payload_of: Callable[[H
 
 def _push_from_controller(ctx: HostContext, payload: Payload, src: ModelSource, totals: WeightsTotals) -> None:
     cfg: HostConfig = ctx.config
-    _, _, staging = _paths(payload, src.manifest_id)
+    _, _, staging = copy_paths(payload, src.manifest_id)
     assert src.controller_dir is not None
     total = sum(f.stat().st_size for f in src.controller_dir.rglob("*") if f.is_file())
     ctx.run(f"mkdir -p -- {q(staging)}")
@@ -337,7 +241,7 @@ def run(play: Play, hosts: list[str] | None = None,
             raise HostFailed(f"{payload.variable} differs between hosts ({wanted} vs {payload.key}); "
                              f"deploy one model at a time")
         facts = host_facts(ctx, payload, src.manifest_id)
-        live, version, _ = _paths(payload, src.manifest_id)
+        live, version, _ = copy_paths(payload, src.manifest_id)
         # a top-level model_dir (/tmp, /root, /etc) would get its mode changed: never
         apply(ctx, directory_change(deep_path(payload.root, "model_dir"), facts["model_dir"], mode="0755"))
         if posixpath.dirname(live) != payload.root:   # an adapter's lora/ folder
@@ -347,7 +251,7 @@ def run(play: Play, hosts: list[str] | None = None,
         if state[ctx.name] == "live":
             ctx.record(step, live, Status.OK, f"verified copy {src.manifest_id[:12]} in place")
         elif state[ctx.name] == "verified":
-            apply(ctx, _switch_link(payload, live, version, facts["link"]))
+            apply(ctx, switch_change(payload, live, version, facts["link"]))
 
     play.run_step(f"{step}: check", probe, hosts=names)
 
@@ -363,8 +267,6 @@ def run(play: Play, hosts: list[str] | None = None,
 
     have = [n for n in names if state.get(n) in ("live", "verified") and n in play.active]
     if first_config.weights_distribution == "chain":
-        # imported here: the chain's modules import this one (PEER_SSH, finish_command)
-        from vfleet.roles.weights.chain_step import copy_by_chain
         copy_by_chain(play, missing, payload_of, src, totals, holders=have)
         return totals
     fanout = first_config.weights_fanout
@@ -385,7 +287,7 @@ def run(play: Play, hosts: list[str] | None = None,
             source = assignments[ctx.name]
             payload = payload_of(ctx.config)
             if total_bytes is not None:
-                check_space(ctx, _paths(payload, src.manifest_id)[2], total_bytes)
+                check_space(ctx, copy_paths(payload, src.manifest_id)[2], total_bytes)
             if source is None:
                 _push_from_controller(ctx, payload, src, totals)
             elif source == src.host and source not in have:
