@@ -178,3 +178,44 @@ def test_a_tampered_record_is_no_estimate_and_is_replaced(roll, tmp_path: Path) 
     summary, printed = roll()
     assert NO_ESTIMATE in printed and "Traceback" not in printed and summary.stopped is None
     assert MeasuredRestart.parse((state / "vllm.service.json").read_text()) is not None
+
+
+class _Shares:
+    """The compile-cache hook, recording what the rollout asked it to share."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[list[str], list[str]]] = []
+
+    def share(self, sources: list[str], targets: list[str]) -> list[str]:
+        self.asked.append((sources, targets))
+        return []
+
+
+class _Passes:
+    """An eval gate whose canary always passes."""
+
+    def before(self, rollout, batch):
+        return None
+
+    def after(self, rollout, batch):
+        return None
+
+
+@pytest.mark.parametrize("gate", [None, _Passes()])
+def test_the_compile_cache_is_shared_only_after_the_eval_gate_passed(tmp_path: Path, monkeypatch, gate) -> None:
+    """A cache is reused only when the quality check found the first batch's answers unchanged:
+    without --gate nothing vouched for them, so nothing is shared, and one line says so."""
+    monkeypatch.setattr(rolling, "_current_venv", lambda ctx: "/opt/vllm/vllm-0.32.0")
+    monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.32.0")
+    monkeypatch.setattr(measured_restart, "ROOT", str(tmp_path / "restarts"))
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump({"all": {"vars": {**LAB_VARS, "ansible_connection": "local"}, "children": {
+        "vllm": {"hosts": {"gpu1": {"model_name": "tiny"}, "gpu2": {"model_name": "tiny"}}}}}}))
+    fleet = Fleet.of(load_inventory(path, schema=SCHEMA))
+    out, cache = io.StringIO(), _Shares()
+    play = make_play("restart", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=out, width=400))
+    Timed(play, backends(fleet), ["gpu1", "gpu2"], [], gate=gate, cache=cache).run("1", 0.0)
+    if gate is None:
+        assert cache.asked == [] and "compile cache not shared: no --gate judged" in out.getvalue(), out.getvalue()
+    else:
+        assert cache.asked == [(["gpu1"], ["gpu2"])] and "compile cache not shared" not in out.getvalue()

@@ -285,8 +285,8 @@ VARIABLES: list[Variable] = [
              "Key (path on the hosts) a host uses to pull weights from a peer (default: its own ssh identity)."),
     Variable("compile_cache_share", {"type": "boolean"}, False,
              "In a rollout (--batch), copy the torch.compile cache the first batch built (after it "
-             "serves and passes --gate) to the later hosts of the same cache key before they restart "
-             "(docs/compile-cache.md)."),
+             "serves and passes --gate) to the later hosts of the same cache key before they restart; "
+             "without --gate nothing is shared (docs/compile-cache.md)."),
     Variable("preflight_smi_xml", {"type": "boolean"}, False,
              "Also capture `nvidia-smi -q -x` in preflight snapshots."),
     # --- gateway (nginx) ---

@@ -330,10 +330,16 @@ class Rollout:
                               expected_s, took_s, total_line(took_s, expected_s, spent, stopped=stopped is not None))
 
     def share_cache(self, first: list[str], later: list[str]) -> None:
-        """After the first batch serves (and its gate passed: a regressed canary stopped the run
-        before this), its compile cache goes to the later hosts before they restart. A cache that
-        cannot be shared costs a slower start, never the rollout: its problems are lines."""
+        """After the first batch serves and its eval gate passed (a regressed canary stopped the
+        run before this), its compile cache goes to the later hosts before they restart. Without
+        --gate nothing vouched for the answers of the graphs it compiled, so nothing is shared.
+        A cache that cannot be shared costs a slower start, never the rollout: its problems are lines."""
         if self.cache is None or self.play.aborted:
+            return
+        if self.gate is None:
+            self.play.print("compile cache not shared: no --gate judged the first batch's answers (a cache is "
+                            "reused only after the eval gate passed, docs/compile-cache.md); the later hosts "
+                            "compile their own", markup=False)
             return
         active = set(self.play.active)
         served = [h for h in first if h in active and not self.play.results[h].failed]
