@@ -14,7 +14,7 @@ from vfleet.config.variables import SCHEMA
 from vfleet.engine import redact
 from vfleet.engine.inventory.masking import masked_vars, remember_secrets
 from vfleet.engine.redact import MASK, Redactor, RedactingStream, redacting_output
-from vfleet.engine.varschema import short_value
+from vfleet.engine.schema_words import short_value
 
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
 SHAPED = [

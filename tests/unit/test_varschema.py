@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vfleet.engine.varschema import ENV_NAME_PATTERN, VariableSpec, VarSchema, describe, looks_secret
+from vfleet.engine.schema_words import describe
+from vfleet.engine.varschema import ENV_NAME_PATTERN, VariableSpec, VarSchema, looks_secret
 from vfleet.config.variables import SCHEMA, VARIABLES, markdown_table
 
 

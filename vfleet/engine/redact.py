@@ -147,7 +147,7 @@ class Redactor:
             return self._known
 
     def _uncut(self, text: str) -> str:
-        """Secrets that an echo cut short and marked with '...' (varschema.short_value):
+        """Secrets that an echo cut short and marked with '...' (schema_words.short_value):
         the cut part goes too, from _MIN_PREFIX characters on. '...' is rare in output, so
         only its places are looked at."""
         if "..." not in text and "\u2026" not in text:

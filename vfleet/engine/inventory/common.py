@@ -10,7 +10,7 @@ import unicodedata
 from typing import Any
 
 from vfleet.engine.inventory.model import Source
-from vfleet.engine.varschema import value_kind
+from vfleet.engine.schema_words import value_kind
 
 __all__ = ["Entry", "kind", "line_of", "loc", "in_file_order", "unsafe_name", "MAX_HOST_NAME"]
 

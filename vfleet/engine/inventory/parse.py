@@ -18,7 +18,8 @@ from vfleet.engine.hostpatterns import expand_host_range, host_range_size, quote
 from vfleet.engine.inventory.common import Entry, kind, line_of, loc, unsafe_name
 from vfleet.engine.inventory.model import Source
 from vfleet.engine.inventory.yamlfile import plain
-from vfleet.engine.varschema import MAX_NAME, short_value, text_problem
+from vfleet.engine.schema_words import short_value
+from vfleet.engine.varschema import MAX_NAME, text_problem
 
 __all__ = ["RawInventory", "parse_yaml_inventory", "add_hosts", "vars_block", "MAX_HOSTS"]
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from vfleet.engine.inventory.common import Entry, unsafe_name
 from vfleet.engine.inventory.merge import ADDRESS, PORT, USER
-from vfleet.engine.varschema import MAX_NAME, VarSchema, VariableSpec, short_value, text_problem
+from vfleet.engine.schema_words import short_value
+from vfleet.engine.varschema import MAX_NAME, VarSchema, VariableSpec, text_problem
 
 __all__ = ["Checker"]
 
