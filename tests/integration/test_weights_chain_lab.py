@@ -2,7 +2,8 @@
 lab's model by the pipelined chain (controller -> lab1 -> lab2 over the hosts' own SSH) into a
 model_dir of its own (the served copy is not touched); each host's copy passes the host's own
 `sha256sum -c` and its link points into .versions. A second run copies nothing; a host whose
-copy is removed is fed by the host that still holds it, not by the controller."""
+copy is removed is fed by the host that still holds it, not by the controller, and the
+controller reads the pieces' hashes it kept instead of hashing the model again."""
 from __future__ import annotations
 
 import json
@@ -56,6 +57,7 @@ def test_weights_by_chain_land_verified_and_a_holder_feeds_a_new_copy(deployed, 
         code, report, out = weights(inv, tmp_path / "refill.json")
         assert code == 0, out
         assert report["weights"]["copies"] == 1 and report["weights"]["controller_bytes_sent"] == 0, report["weights"]
+        assert "their hashes kept from an earlier deploy" in out, out   # the controller did not re-read the model
         assert on_hosts(inv, f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && echo ok",
                         limit="lab2") == {"lab2": "ok"}
     finally:

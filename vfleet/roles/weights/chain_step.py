@@ -20,7 +20,7 @@ from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.transfer import ssh_command
 from vfleet.roles.weights import chain
 from vfleet.roles.weights.payload import Payload
-from vfleet.roles.weights.pieces import make_piece_manifest
+from vfleet.roles.weights.piece_cache import piece_manifest_for
 from vfleet.roles.weights.copies import ModelSource, check_space, copy_paths, switch_live_link
 from vfleet.roles.weights.totals import WeightsTotals
 
@@ -48,7 +48,10 @@ def copy_by_chain(play: Play, names: list[str], payload_of: Callable[[HostConfig
         raise HostFailed(f"weights_distribution chain needs model_source on the controller, not {src.spec}")
     step = payload_of(play.contexts[names[0]].config).step
     t0 = time.monotonic()
-    manifest = make_piece_manifest(src.controller_dir)
+    manifest, kept = piece_manifest_for(src.controller_dir, src.manifest_id)
+    play.print(f"{step}: {manifest.piece_count} pieces of {manifest.total_bytes} B, "
+               + ("their hashes kept from an earlier deploy" if kept else
+                  f"hashed in {time.monotonic() - t0:.1f}s (kept for the next deploy)"), markup=False)
 
     def prepare(ctx: HostContext) -> chain.Hop:
         payload = payload_of(ctx.config)

@@ -29,6 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vfleet.engine.controller_cache import controller_cache
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import HUB_SCHEME, hub_problem
 from vfleet.roles.weights.manifest import MANIFEST_NAME, sha256_file
@@ -95,8 +96,7 @@ def never_download() -> None:
 
 def export_root() -> Path:
     """Where vfleet keeps its exports: $XDG_CACHE_HOME/vfleet/hf (default ~/.cache)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vfleet" / "hf"
+    return controller_cache("hf")
 
 
 def _one_line(e: BaseException) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -82,16 +84,27 @@ def canonical_id(piece_size: int, files: tuple[PieceFile, ...]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def piece_file_names(model_dir: Path | str) -> list[str]:
+    """The files the chain carries: the manifest's (manifest.model_files) and MANIFEST.sha256."""
+    return sorted(set(model_files(Path(model_dir))) | {MANIFEST_NAME})
+
+
 def make_piece_manifest(model_dir: Path | str, piece_size: int = DEFAULT_PIECE_SIZE) -> PieceManifest:
-    """Hash every file of the model folder piece by piece (writing MANIFEST.sha256 first when
-    it is missing or stale, as sync.py's resolve_source does, so it travels as a file too)."""
+    """Hash every file of the model folder piece by piece, one thread per file up to the
+    controller's cores (hashlib lets go of the GIL, so a model of many shards hashes at the
+    disk's speed, not one core's). MANIFEST.sha256 is written first when it is missing, as
+    sync.py's resolve_source does; one that is there is kept (the copy's id is its hash), and
+    each host's `sha256sum -c` of it is what finds it stale."""
     if piece_size < MIN_PIECE_SIZE:
         raise ValueError(f"piece size {piece_size} is below {MIN_PIECE_SIZE} bytes: the frame and hash "
                          f"overhead would dominate")
     root = Path(model_dir)
-    write_manifest(root)
-    names = sorted(set(model_files(root)) | {MANIFEST_NAME})
-    files = tuple(PieceFile(n, (root / n).stat().st_size, _hash_pieces(root / n, piece_size)) for n in names)
+    if not (root / MANIFEST_NAME).is_file():
+        write_manifest(root)
+    names = piece_file_names(root)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
+        hashes = list(pool.map(lambda n: _hash_pieces(root / n, piece_size), names))
+    files = tuple(PieceFile(n, (root / n).stat().st_size, h) for n, h in zip(names, hashes))
     return PieceManifest(piece_size, files, canonical_id(piece_size, files))
 
 
