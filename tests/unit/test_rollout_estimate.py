@@ -192,12 +192,16 @@ class _Shares:
 
 
 class _Passes:
-    """An eval gate whose canary always passes."""
+    """An eval gate whose canary always passes: as gate.py's _judge does for a pass, the
+    restarted canary, held drained until judged, goes back into the gateways."""
 
     def before(self, rollout, batch):
         return None
 
     def after(self, rollout, batch):
+        for h in batch:
+            if h in rollout.held:
+                rollout.undrain(rollout.play.contexts[h])
         return None
 
 
@@ -214,7 +218,8 @@ def test_the_compile_cache_is_shared_only_after_the_eval_gate_passed(tmp_path: P
     fleet = Fleet.of(load_inventory(path, schema=SCHEMA))
     out, cache = io.StringIO(), _Shares()
     play = make_play("restart", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=out, width=400))
-    Timed(play, backends(fleet), ["gpu1", "gpu2"], [], gate=gate, cache=cache).run("1", 0.0)
+    summary = Timed(play, backends(fleet), ["gpu1", "gpu2"], [], gate=gate, cache=cache).run("1", 0.0)
+    assert summary.stopped is None and not play.results["gpu2"].failed, out.getvalue()   # both restarted
     if gate is None:
         assert cache.asked == [] and "compile cache not shared: no --gate judged" in out.getvalue(), out.getvalue()
     else:
