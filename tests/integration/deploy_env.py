@@ -21,8 +21,17 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, extra: dict | No
 
 
 def vfleet(*args: str, timeout: float = 1800, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    """Run the CLI; one that runs past `timeout` is killed and returns exit 124 with what it
+    printed until then (a TimeoutExpired would show pytest a cut repr: where it waited is
+    in that output)."""
+    argv = [sys.executable, "-m", "vfleet.cli", *args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        def text(b: bytes | str | None) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        return subprocess.CompletedProcess(argv, 124, text(exc.stdout) + f"\n[test] killed after {timeout:g}s\n",
+                                           text(exc.stderr))
 
 
 def run_report(task: str, inventory: Path, report: Path, *extra: str, timeout: float = 1800) -> tuple[int, dict, str]:
