@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vfleet.roles.weights import pieces  # noqa: E402
-from vfleet.roles.weights.manifest import make_manifest, write_manifest  # noqa: E402
+from vfleet.roles.weights.manifest import make_manifest, manifest_id, write_manifest  # noqa: E402
 from vfleet.roles.weights.piece_cache import piece_manifest_for  # noqa: E402
 
 
@@ -64,11 +64,11 @@ def main() -> int:
                     f.write(hashlib.sha256(block + k.to_bytes(4, "big")).digest() + block[32:])
         write_manifest(root)
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "xdg")
-        manifest_id = hashlib.sha256((root / "MANIFEST.sha256").read_bytes()).hexdigest()
+        copy_id = manifest_id(root)
         before(root)                                        # page cache warm for every case
         serial, serial_s = timed(lambda: before(root))
-        (threaded, kept), threaded_s = timed(lambda: piece_manifest_for(root, manifest_id))
-        (again, kept_again), kept_s = timed(lambda: piece_manifest_for(root, manifest_id))
+        (threaded, kept), threaded_s = timed(lambda: piece_manifest_for(root, copy_id))
+        (again, kept_again), kept_s = timed(lambda: piece_manifest_for(root, copy_id))
         same = serial == tuple(h for f in threaded.files for h in f.sha256) and again == threaded
         result = {"model_mib": args.shards * args.shard_mib, "shards": args.shards, "cores": os.cpu_count(),
                   "pieces": threaded.piece_count, "same_hashes": same and not kept and kept_again,

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from vfleet.roles.weights import pieces
-from vfleet.roles.weights.manifest import write_manifest
+from vfleet.roles.weights.manifest import manifest_id, write_manifest
 from vfleet.roles.weights.piece_cache import piece_manifest_for
-from vfleet.roles.weights.sync import _manifest_id
 
 PIECE = 16 << 10
 
@@ -50,19 +49,19 @@ def test_threaded_hashing_matches_each_piece_hashed_by_hand(tmp_path):
 
 def test_second_deploy_reads_the_kept_manifest_instead_of_hashing(tmp_path, cache_home):
     model = _model(tmp_path)
-    first, kept = piece_manifest_for(model, _manifest_id(model), PIECE)
+    first, kept = piece_manifest_for(model, manifest_id(model), PIECE)
     assert not kept and list((cache_home / "vfleet" / "pieces").glob("*.json"))
-    again, kept = piece_manifest_for(model, _manifest_id(model), PIECE)
+    again, kept = piece_manifest_for(model, manifest_id(model), PIECE)
     assert kept and again == first and again.id == first.id == pieces.make_piece_manifest(model, PIECE).id
 
 
 def test_a_changed_file_is_hashed_again(tmp_path):
     model = _model(tmp_path)
-    first, _ = piece_manifest_for(model, _manifest_id(model), PIECE)
+    first, _ = piece_manifest_for(model, manifest_id(model), PIECE)
     shard = model / "sub" / "model-00002-of-00002.safetensors"
     shard.write_bytes(os.urandom(3 * PIECE))   # same size, new bytes, new mtime; manifest left stale
     os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
-    now, kept = piece_manifest_for(model, _manifest_id(model), PIECE)
+    now, kept = piece_manifest_for(model, manifest_id(model), PIECE)
     assert not kept and now != first
     assert {f.path: f.sha256 for f in now.files}[shard.relative_to(model).as_posix()] == _by_hand(shard)
 
@@ -70,7 +69,7 @@ def test_a_changed_file_is_hashed_again(tmp_path):
 @pytest.mark.parametrize("damage", ["hash", "garbage", "id"])
 def test_a_tampered_entry_is_never_trusted(tmp_path, cache_home, damage):
     model = _model(tmp_path)
-    first, _ = piece_manifest_for(model, _manifest_id(model), PIECE)
+    first, _ = piece_manifest_for(model, manifest_id(model), PIECE)
     entry = next((cache_home / "vfleet" / "pieces").glob("*.json"))
     body = json.loads(entry.read_text())
     if damage == "hash":
@@ -81,14 +80,14 @@ def test_a_tampered_entry_is_never_trusted(tmp_path, cache_home, damage):
         entry.write_text(json.dumps(body))
     else:
         entry.write_text("{not json")
-    again, kept = piece_manifest_for(model, _manifest_id(model), PIECE)
+    again, kept = piece_manifest_for(model, manifest_id(model), PIECE)
     assert not kept and again == first
 
 
 def test_a_cache_that_cannot_be_written_only_costs_a_rehash(tmp_path, cache_home):
     model = _model(tmp_path)
     cache_home.write_text("a file where the cache folder would be")
-    a, kept_a = piece_manifest_for(model, _manifest_id(model), PIECE)
-    b, kept_b = piece_manifest_for(model, _manifest_id(model), PIECE)
+    a, kept_a = piece_manifest_for(model, manifest_id(model), PIECE)
+    b, kept_b = piece_manifest_for(model, manifest_id(model), PIECE)
     assert (kept_a, kept_b) == (False, False) and a == b
     assert not list(tmp_path.rglob(".piece-*"))

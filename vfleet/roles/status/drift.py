@@ -27,7 +27,7 @@ from vfleet.engine.pathrules import is_host_source
 from vfleet.roles.service.render import RenderError, render_env, render_unit
 from vfleet.roles.status.parsers import FileHashes
 from vfleet.roles.weights import hub
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.weights.manifest import MANIFEST_NAME, manifest_id
 from vfleet.roles.weights.sync import copy_name
 
 __all__ = ["Drift", "Wanted", "wanted", "drift", "without_nccl", "controller_manifest_id"]
@@ -50,7 +50,7 @@ def controller_manifest_id(source: str) -> str | None:
     status (hosts share a source); build_round clears it so --watch sees a new copy."""
     path = Path(source).expanduser() / MANIFEST_NAME
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return manifest_id(path.parent) if path.is_file() else None
     except OSError:
         return None
 

@@ -121,6 +121,12 @@ def write_manifest(model_dir: Path | str) -> dict:
     return m
 
 
+def manifest_id(model_dir: Path | str) -> str:
+    """The id of a copy: the sha256 of its MANIFEST.sha256 (copies are named by it, the piece
+    cache is keyed by it, `vfleet status` compares it)."""
+    return hashlib.sha256((Path(model_dir) / MANIFEST_NAME).read_bytes()).hexdigest()
+
+
 def parse_manifest(text: str) -> dict[str, str]:
     """MANIFEST.sha256 text -> {relpath: sha256}. Accepts sha256sum's binary marker '*'."""
     out = {}

@@ -16,7 +16,6 @@ LoRA adapters take the same path (payload.py): <model_dir>/lora/<name> is their 
 .versions/lora-<name>-<id> their verified copies."""
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import shlex
 import time
@@ -36,7 +35,7 @@ from vfleet.roles.weights import hub
 from vfleet.roles.weights.chain_step import copy_by_chain
 from vfleet.roles.weights.copies import (PEER_SSH, VERIFIED_MARK, ModelSource, check_space, copy_dir_name, copy_paths,
                                          finish_command, switch_change, switch_live_link)
-from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command, write_manifest
+from vfleet.roles.weights.manifest import MANIFEST_NAME, manifest_id, verify_command, write_manifest
 from vfleet.roles.weights.payload import Payload, hub_export, model_payload
 from vfleet.roles.weights.totals import WeightsTotals
 
@@ -78,7 +77,7 @@ def resolve_payload(payload: Payload) -> ModelSource:
                           "to HOST:/path on a host that has it, or to hf://ORG/NAME@REVISION")
     if hub.is_hub(spec):
         export = hub_export(spec, payload.revision, payload.variable)
-        return ModelSource(spec, export.folder, None, None, _manifest_id(export.folder), hub_commit=export.commit)
+        return ModelSource(spec, export.folder, None, None, manifest_id(export.folder), hub_commit=export.commit)
     if is_host_source(spec):
         host, path = spec.split(":", 1)
         if not path.startswith("/"):
@@ -92,12 +91,7 @@ def resolve_payload(payload: Payload) -> ModelSource:
                           f"that holds {payload.required} and its *.safetensors")
     if not (folder / MANIFEST_NAME).is_file():
         write_manifest(folder)  # made once on the source, kept beside the weights
-    return ModelSource(spec, folder, None, None, _manifest_id(folder))
-
-
-def _manifest_id(folder: Path) -> str:
-    """The id of a copy: the sha256 of its manifest."""
-    return hashlib.sha256((folder / MANIFEST_NAME).read_bytes()).hexdigest()
+    return ModelSource(spec, folder, None, None, manifest_id(folder))
 
 
 def _resolve_host_source(play: Play, src: ModelSource) -> ModelSource:
