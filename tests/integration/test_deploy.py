@@ -56,6 +56,23 @@ def test_first_deploy_serves_through_the_gateway(fleet):
     assert API_KEY not in seen.stdout + seen.stderr
 
 
+def test_every_process_of_a_serving_host_stays_on_its_core(fleet):
+    """The lab holds each vLLM host to one core (vfleet/lab/cpus.py): its API server, EngineCore
+    and worker threads too, so no host's vLLM takes the CPU another host needs."""
+    from vfleet.lab import hosts as lab_hosts
+    from vfleet.lab.state import LabState
+
+    state = LabState()
+    for name in ("lab1", "lab2"):
+        rec = state.load_host(name)
+        cmd = ("for p in $(pgrep -f 'vllm|VLLM'); do for t in /proc/$p/task/*; do "
+               "sed -n 's/^Cpus_allowed_list:\\s*//p' $t/status; done; done | sort | uniq -c")
+        out = subprocess.run(lab_hosts.ssh_cmd(state.key, state.known_hosts, rec.ip, cmd),
+                             capture_output=True, text=True, timeout=60).stdout
+        counts = {line.split()[1]: int(line.split()[0]) for line in out.splitlines()}
+        assert list(counts) == [rec.extra["cpus"]] and sum(counts.values()) > 10, (name, out)
+
+
 def test_second_deploy_changes_nothing_and_restarts_nothing(fleet):
     code, report, out = run_report("deploy", fleet["inv"], fleet["work"] / "second.json")
     assert code == 0, out[-3000:]

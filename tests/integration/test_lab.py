@@ -140,6 +140,26 @@ def test_a_host_beyond_n_that_died_is_forgotten_by_the_next_up(lab, lab_inventor
     assert "lab4" not in ssh("10.213.0.11", "cat /etc/hosts").stdout
 
 
+def allowed_cpus(host_ip: str) -> set[str]:
+    """Every distinct Cpus_allowed_list of the processes of a host (from inside it)."""
+    out = ssh(host_ip, "cat /proc/[0-9]*/status 2>/dev/null | sed -n 's/^Cpus_allowed_list:\\s*//p' | sort -u")
+    return set(out.stdout.split())
+
+
+def test_each_vllm_host_runs_on_a_core_of_its_own_and_cannot_leave_it(lab, lab_inventory):
+    """One core per vLLM host (lab1 core 0, lab2 core 1 of 2), the gateway on every core:
+    every process of the host (its systemd, journald, sshd, a new login) is held there, and a
+    process inside may not widen its affinity past it (the host's cpuset)."""
+    machine = sorted(os.sched_getaffinity(0))
+    want = {"10.213.0.11": str(machine[0]), "10.213.0.12": str(machine[1 % len(machine)])}
+    for ip, core in want.items():
+        assert allowed_cpus(ip) == {core}, ip
+        widened = ssh(ip, f"taskset -pc {','.join(map(str, machine))} $$ && taskset -pc $$")
+        assert widened.returncode != 0 or widened.stdout.split()[-1] == core, widened
+    assert len(machine) < 2 or allowed_cpus("10.213.0.13") == {f"{machine[0]}-{machine[-1]}"}
+    assert LabState().load_host("lab1").extra["cpus"] == want["10.213.0.11"]
+
+
 def test_status_task_lists_hosts(lab_inventory):
     code = ("from invoke import Collection, Program; from vfleet.cli.lab import lab; "
             "ns = Collection(); ns.add_collection(lab); "
@@ -148,7 +168,7 @@ def test_status_task_lists_hosts(lab_inventory):
                          cwd=REPO, timeout=60)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["HOST", "ADDRESS", "STATE", "PID", "PROFILE"]
+    assert lines[0].split() == ["HOST", "ADDRESS", "STATE", "PID", "PROFILE", "CPUS"]
     rows = {ln.split()[0]: ln.split() for ln in lines[1:]}
     for name, rec_pid in pids().items():
         assert rows[name][2] == "running" and int(rows[name][3]) == rec_pid

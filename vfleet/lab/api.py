@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from vfleet.engine.errors import VfleetError
-from vfleet.lab import cgroups, guest, hosts, inventory_writer, network, profiles, rootfs
+from vfleet.lab import cgroups, cpus, guest, hosts, inventory_writer, network, profiles, rootfs
 from vfleet.lab.state import BRIDGE, MAX_HOSTS, MAX_NAME, HostRecord, LabState, host_ip
 from vfleet.lab.system import is_mountpoint, raise_sysctl, require_root, restore_sysctl, run
 
@@ -39,6 +40,7 @@ class HostStatus:
     profile: str
     pid: int
     state: str  # running | degraded | starting | stopped | unreachable ...
+    cpus: str = ""  # the cpulist the host's cpuset holds it to
 
 
 @dataclass
@@ -140,6 +142,22 @@ def _kill_leftovers(name: str) -> None:
     cgroups.remove([d for d in cgroups.leftover_dirs() if name in d.parts])
 
 
+def _hold(rec: HostRecord, echo: Echo) -> None:
+    """Move a running host onto the CPUs its record names (the lab's shape changed, e.g. a
+    gateway became a vLLM host); where no cpuset exists, each of its processes' affinity."""
+    want = rec.extra["cpus"]
+    had = cgroups.bound_cpus(rec.name)
+    if had == want:
+        return
+    if not cgroups.bind(rec.name, want):
+        for pid in cgroups.pids_in(rec.name):
+            try:
+                os.sched_setaffinity(pid, cpus.from_list(want))
+            except OSError:
+                pass  # exited meanwhile
+    echo(f"{rec.name}: cpus {had or '?'} -> {want}")
+
+
 def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] | None = None,
        prefix: str = "lab", gateways: int | None = None, state_dir: str | None = None,
        timeout: float = 180, backing: str = "tmpfs", echo: Echo = print) -> UpResult:
@@ -168,6 +186,8 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     network.ensure_bridge()
     rootfs.ensure_nspawn_tmpfs()
 
+    cpu_plan = {name: cpus.to_list(c) for name, c in cpus.assign(
+        [f"{prefix}{i}" for i in range(1, n + 1)], gateways, cpus.available()).items()}
     wanted: list[HostRecord] = []
     for i in range(1, n + 1):
         name = f"{prefix}{i}"
@@ -177,6 +197,7 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         prof = profiles.resolve(spec)
         rec.profile, rec.profile_dir = prof.name, str(prof.path)
         state.host_dir(name).mkdir(parents=True, exist_ok=True)
+        rec.extra["cpus"] = cpu_plan[name]
         guest.host_keypair(state.host_dir(name), name)
         state.save_host(rec)
         wanted.append(rec)
@@ -196,6 +217,8 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
                      "applies when a host starts; `invoke lab.down` to change it)")
             guest.refresh_names(root, known, etc_hosts)
             profiles.install(prof, root)
+            if rec.name in cpu_plan:
+                _hold(rec, echo)
             state.save_host(rec)
             continue
         if rec.name not in {w.name for w in wanted}:
@@ -211,9 +234,11 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         guest.prepare(root, state.host_dir(rec.name), rec.name, rec.uuid, state.key, known,
                       etc_hosts)
         profiles.install(prof, root)
-        rec.pid = hosts.start(rec.name, root, rec.uuid, state.host_dir(rec.name) / "console.log")
+        rec.pid = hosts.start(rec.name, root, rec.uuid, state.host_dir(rec.name) / "console.log",
+                              rec.extra["cpus"])
         state.save_host(rec)
-        echo(f"{rec.name}: starting ({rec.ip}, profile {rec.profile}, pid {rec.pid})")
+        echo(f"{rec.name}: starting ({rec.ip}, profile {rec.profile}, cpus {rec.extra['cpus']}, "
+             f"pid {rec.pid})")
 
     wanted = [state.load_host(r.name) or r for r in wanted]  # pids as started above
 
@@ -223,7 +248,7 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     with ThreadPoolExecutor(max_workers=min(32, len(wanted))) as pool:
         results = list(pool.map(ready, wanted))
     for res in results:
-        line = f"{res.name}: {res.state} after {res.seconds:.1f}s"
+        line = f"{res.name}: {res.state} after {res.seconds:.1f}s on cpus {cpu_plan[res.name]}"
         if res.failed_units:
             line += " (failed: " + "; ".join(res.failed_units) + ")"
         if not res.ok:
@@ -295,7 +320,7 @@ def down(state_dir: str | None = None, echo: Echo = print) -> Residue:
 def _probe(state: LabState, rec: HostRecord) -> HostStatus:
     pid = hosts.running_pid(rec.name, rec.pid)
     if not pid:
-        return HostStatus(rec.name, rec.ip, rec.profile, 0, "stopped")
+        return HostStatus(rec.name, rec.ip, rec.profile, 0, "stopped", rec.extra.get("cpus", ""))
     try:
         proc = subprocess.run(hosts.ssh_cmd(state.key, state.known_hosts, rec.ip,
                                             "systemctl is-system-running", timeout=3),
@@ -303,7 +328,7 @@ def _probe(state: LabState, rec: HostRecord) -> HostStatus:
         st = proc.stdout.strip() or "unreachable"
     except subprocess.TimeoutExpired:
         st = "unreachable"
-    return HostStatus(rec.name, rec.ip, rec.profile, pid, st)
+    return HostStatus(rec.name, rec.ip, rec.profile, pid, st, cgroups.bound_cpus(rec.name) or rec.extra.get("cpus", ""))
 
 
 def status(state_dir: str | None = None) -> list[HostStatus]:
@@ -322,9 +347,10 @@ def format_status(rows: list[HostStatus], left: Residue | None = None) -> str:
         text = "no lab hosts"
     else:
         width = max(len(r.name) for r in rows)
-        text = "\n".join([f"{'HOST':<{width}}  {'ADDRESS':<13}  {'STATE':<11}  {'PID':>7}  PROFILE"]
+        prof = max(len("PROFILE"), *(len(r.profile) for r in rows))
+        text = "\n".join([f"{'HOST':<{width}}  {'ADDRESS':<13}  {'STATE':<11}  {'PID':>7}  {'PROFILE':<{prof}}  CPUS"]
                          + [f"{r.name:<{width}}  {r.ip:<13}  {r.state:<11}  {r.pid or '-':>7}  "
-                            f"{r.profile}" for r in rows])
+                            f"{r.profile:<{prof}}  {r.cpus or '-'}" for r in rows])
     if left is not None and not rows and left:
         text += f"\nleftovers (run `invoke lab.down`): {left}"
     return text

@@ -59,19 +59,23 @@ def ensure_wheelhouse() -> Path:
     return DEFAULT_DEST
 
 
-def _bind_workers(data: dict, all_vars: dict) -> None:
-    """Each vLLM host's worker on a core of its own (host k on core k mod the machine's cores).
+def _bind_workers(data: dict, all_vars: dict, lab_dir: Path) -> None:
+    """Each vLLM host's worker threads on the CPUs the lab holds that host to (its record).
 
-    WHY: lab hosts share this machine's cores, and the CPU build's "auto" binding pins every
-    host's worker to the same core (core 0 of 2). A host restarted while another serves load
-    then loads its worker on the core the serving worker keeps busy: measured 0 CPU ticks in
-    5 s, still loading after 10 minutes, a `vfleet restart` under two clients that ran past
-    ready_timeout. Real hosts have their own cores; this gives lab hosts one each."""
+    WHY: the CPU build's "auto" binding pinned every host's worker to core 0 of 2, and a
+    binding outside the host's cpuset fails at start (sched_setaffinity: EINVAL). The lab
+    gives host k of the `vllm` group core k mod the cores (vfleet/lab/cpus.py)."""
+    from vfleet.lab import cpus
+    from vfleet.lab.state import LabState
+
+    state = LabState(lab_dir if (lab_dir / "hosts").is_dir() else None)
     hosts = ((data["all"].get("children") or {}).get("vllm") or {}).get("hosts") or {}
-    cores = os.cpu_count() or 1
+    cores = cpus.available()
     for k, name in enumerate(hosts):
         hv = hosts[name] or {}
-        hosts[name] = {**hv, "vllm_env": {"VLLM_CPU_OMP_THREADS_BIND": str(k % cores),
+        rec = state.load_host(name)
+        bind = (rec.extra.get("cpus") if rec else None) or str(cores[k % len(cores)])
+        hosts[name] = {**hv, "vllm_env": {"VLLM_CPU_OMP_THREADS_BIND": bind,
                                            **(all_vars.get("vllm_env") or {}), **(hv.get("vllm_env") or {})}}
 
 
@@ -89,7 +93,7 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, ex
     v.update({"model_source": str(ensure_model()), "vllm_wheelhouse": str(ensure_wheelhouse()),
               "api_key_file": str(key_file)})
     v.update(extra or {})
-    _bind_workers(data, v)
+    _bind_workers(data, v, Path(lab_inventory).resolve().parent)
     for name, hv in (host_vars or {}).items():
         for group in data["all"]["children"].values():
             if name in (group.get("hosts") or {}):

@@ -21,20 +21,24 @@ from vfleet.lab.system import cmdline, pid_alive
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
-def nspawn_cmd(name: str, root: Path, machine_id: str) -> list[str]:
+def nspawn_cmd(name: str, root: Path, machine_id: str, affinity: str = "") -> list[str]:
+    """`affinity` (a cpulist) only where no cpuset holds the host: a cpuset group already
+    sets it, and a CPU affinity asked for at start would outlive a later change of the set."""
     return ["systemd-nspawn", "-D", str(root), "--register=no", "--keep-unit", "-M", name,
             f"--uuid={machine_id}", "-b", "--console=pipe",
-            f"--network-namespace-path=/run/netns/{netns_name(name)}"]
+            f"--network-namespace-path=/run/netns/{netns_name(name)}",
+            *([f"--cpu-affinity={affinity}"] if affinity else [])]
 
 
-def start(name: str, root: Path, machine_id: str, log: Path) -> int:
-    """Boot the host in the background; returns systemd-nspawn's PID."""
-    groups = cgroups.prepare(name)
+def start(name: str, root: Path, machine_id: str, log: Path, cpus: str) -> int:
+    """Boot the host in the background on `cpus` (a cpulist); returns systemd-nspawn's PID."""
+    groups = cgroups.prepare(name, cpus)
+    affinity = "" if cgroups.cpuset_root() else cpus
     # A shell joins the host's cgroups, then execs nspawn (same PID): no preexec_fn, which
     # is unsafe in a threaded caller such as pytest.
     join = 'for g in "$@"; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; ' \
            'shift; done; shift; exec "$@"'
-    cmd = ["sh", "-c", join, "sh", *map(str, groups), "--", *nspawn_cmd(name, root, machine_id)]
+    cmd = ["sh", "-c", join, "sh", *map(str, groups), "--", *nspawn_cmd(name, root, machine_id, affinity)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
