@@ -3,6 +3,8 @@
 #   make test   unit + integration tests against the lab (what .ci/run calls)
 #   make soak   the long runs under load (rolling restarts under back-to-back clients): before
 #               resolving anything that touches rollouts
+#   make ci     what .ci/run calls: make test's tests and the soak runs that guard rollouts
+#               (marked `ci`), in one pytest run on one deployed lab fleet
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -17,7 +19,7 @@ APT_PACKAGES = systemd-container openssh-server openssh-client nginx libnginx-mo
 APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter prometheus-node-exporter
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
-.PHONY: setup apt venv demo test soak unit integration lab-down clean
+.PHONY: setup apt venv demo test ci soak unit integration lab-down clean
 
 setup: apt venv
 
@@ -42,6 +44,9 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak" tests
+
+ci: setup
+	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak or ci" tests
 
 soak: setup
 	$(BIN)/python -m pytest -q -ra --durations=15 -m soak tests/integration

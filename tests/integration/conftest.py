@@ -103,10 +103,14 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)
 
 
+# The session's deployed fleet once `deployed` made it: what `fleet_put_back` checks after a module.
+_FLEET: dict = {}
+
+
 @pytest.fixture(scope="session")
 def deployed(lab, tmp_path_factory):
-    """A real deploy on the lab (2 vLLM hosts + 1 gateway), made once per session; tests that
-    change it put it back."""
+    """A real deploy on the lab (2 vLLM hosts + 1 gateway), made once per session; after each
+    module that used it, `fleet_put_back` makes sure it is as deployed again."""
     from tests.integration.deploy_env import run_report, write_deploy_inventory
 
     lab_inv = lab.ensure(DEFAULT_HOSTS)
@@ -114,4 +118,32 @@ def deployed(lab, tmp_path_factory):
     inv = write_deploy_inventory(lab_inv, work)
     code, report, out = run_report("deploy", inv, work / "first.json", timeout=2400)
     assert code == 0, out[-4000:]
-    return {"lab": lab_inv, "inv": inv, "work": work, "first": report}
+    _FLEET.update({"lab": lab_inv, "inv": inv, "work": work, "first": report})
+    return _FLEET
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fleet_put_back(request):
+    """After each module once the shared fleet exists (test_models and test_replica reshape the
+    lab under it, others change it on purpose), vfleet itself puts the fleet back: a `deploy`
+    of its inventory (~5 s when nothing differs), and where that changed anything, one more,
+    which must change nothing. So no module inherits what another left, and one that left the
+    fleet changed is named in the run's output."""
+    yield
+    if not _FLEET or request.session.shouldfail or request.session.shouldstop:
+        return
+    from tests.integration.deploy_env import run_report
+
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    work = _FLEET["work"] / f"after-{module}"
+    work.mkdir(exist_ok=True)
+    code, report, out = run_report("deploy", _FLEET["inv"], work / "deploy.json", timeout=2400)
+    assert code == 0, f"the fleet could not be put back after {module}: {out[-3000:]}"
+    if not report["summary"]["changed"]:
+        return
+    code, report, out = run_report("deploy", _FLEET["inv"], work / "again.json", timeout=600)
+    assert code == 0 and not report["summary"]["changed"], \
+        f"after {module}, a deploy put the fleet back but the next one changed it again: {out[-3000:]}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"[fleet] {module} left the fleet changed; a deploy put it back")

@@ -53,6 +53,7 @@ def test_rolling_restart_under_two_clients_drops_nothing(deployed, tmp_path):
 
 
 @pytest.mark.soak
+@pytest.mark.ci
 def test_rolling_restart_under_two_back_to_back_clients_completes(deployed, tmp_path):
     """What a new user tried on the demo fleet: two clients, no pause between requests, while
     `vfleet restart --batch 1` rolls lab1. Under this load a lab host takes 11-15 minutes to

@@ -32,6 +32,7 @@ def under_load(inv_path, task: str, report, *args: str) -> tuple[int, dict, str,
 
 # Soak (make soak): the two-client restart's short form (test_faults_restart.py) and the per-model restart (test_models.py) restart under load in every run.
 @pytest.mark.soak
+@pytest.mark.ci
 def test_rolling_restart_drops_no_request(deployed, tmp_path):
     code, report, out, load = under_load(deployed["inv"], "restart", tmp_path / "restart.json", "--batch", "1")
     assert code == 0, out[-3000:]

@@ -63,6 +63,7 @@ def test_a_no_op_upgrade_passes_the_gate_and_rolls_every_host(deployed, tmp_path
 
 # Soak (make soak): copying and perturbing the model, a canary restart, its rollback and two evals under load, ~6 min.
 @pytest.mark.soak
+@pytest.mark.ci
 def test_degraded_weights_are_stopped_at_the_canary_and_rolled_back(deployed, tmp_path):
     from vfleet.clients.eval.compare import Thresholds, compare
     from vfleet.clients.eval.evalset import load_evalset
