@@ -85,6 +85,7 @@ class HostConfig:
     vllm_remove_packages: tuple[str, ...]
     vllm_site_packages: tuple[str, ...]
     vllm_install_no_deps: bool
+    vllm_installer: str      # auto, uv or pip; not in InstallSpec: a venv it made is the same venv
     venv_name: str | None
     install_timeout: int
     # service account and unit
@@ -199,6 +200,7 @@ class HostConfig:
             vllm_remove_packages=tuple(v["vllm_remove_packages"]),
             vllm_site_packages=tuple(v["vllm_site_packages"]),
             vllm_install_no_deps=bool(v["vllm_install_no_deps"]),
+            vllm_installer=str(v["vllm_installer"]),
             venv_name=v.get("vllm_venv_name"), install_timeout=int(v["install_timeout"]),
             vllm_user=v["vllm_user"], vllm_group=v["vllm_group"], service_name=service_name,
             env_file=v.get("vllm_env_file") or f"/etc/vllm/{service_name}.env",

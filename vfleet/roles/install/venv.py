@@ -6,7 +6,8 @@
 A venv is trusted only once its marker file says it was installed from the same spec AND
 `import vllm` in it printed the pinned version; a half-finished install has no marker and is
 rebuilt. Offline (air-gapped hosts): the controller pushes the wheelhouse it downloaded once
-with rsync, and pip installs with --no-index from it, ignoring any pip config on the host."""
+with rsync, and uv (where the host or the wheelhouse has it) or pip installs from it with no
+index, ignoring any uv or pip config on the host (_installer.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -20,13 +21,14 @@ from typing import Any, Mapping
 
 from vfleet.engine.changes import Change, apply, directory_change
 from vfleet.engine.errors import VfleetError
-from vfleet.engine.facts import Fact, FileFact, LinkFact, gather
+from vfleet.engine.facts import CommandOk, Fact, FileFact, LinkFact, gather
 from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.transfer import rsync_push
 from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig, InstallSpec
+from vfleet.roles.install._installer import Installer, choose, install_commands, uv_wheel_in
 from vfleet.roles.service.unit import RESTART
 
 __all__ = ["MARKER", "arch_covers", "spec_id", "verify_imports", "facts_for", "plan", "install_venv", "link_current"]
@@ -114,7 +116,8 @@ def facts_for(cfg: HostConfig) -> dict[str, Fact]:
     return {"root": FileFact(cfg.vllm_root),
             "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
             "current": LinkFact(cfg.current_link),
-            "previous": LinkFact(cfg.previous_link)}
+            "previous": LinkFact(cfg.previous_link),
+            "uv": CommandOk("command -v uv")}
 
 
 def owned_venv(cfg: HostConfig, venv: str) -> str:
@@ -130,39 +133,21 @@ def installed(spec: InstallSpec, marker: Any, imports: list[dict[str, str]] | No
         return False
 
 
-def install_change(cfg: HostConfig, venv: str) -> Change:
-    """One script: fresh venv, pip install (offline from the pushed wheelhouse), removals,
-    then VERIFY_SCRIPT on stdin; a half-finished install has no marker and is rebuilt."""
+def install_change(cfg: HostConfig, venv: str, installer: Installer | None = None) -> Change:
+    """One script: fresh venv, install (uv or pip, offline from the pushed wheelhouse),
+    removals, then VERIFY_SCRIPT on stdin; a half-finished install has no marker and is
+    rebuilt. installer None: chosen as for a host without uv."""
     spec = cfg.install_spec
     venv = owned_venv(cfg, venv)
+    installer = installer or choose(cfg, uv_on_path=False, uv_wheel=None)
     req = [f"{spec.package}=={spec.version}", *spec.pins]
-    pip_env, source = "", ""
-    if spec.offline:
-        pip_env, source = "PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {q(cfg.wheelhouse_dir)}"
-    # A venv that sees an image's packages uses the image's pip too (through the .pth): such
-    # images often lack ensurepip (Debian and Ubuntu ship it apart, as python3-venv).
-    pip, without_pip = (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages \
-        else (f"{q(venv)}/bin/pip", "")
-    # requirements and package names after `--` (optparse's end of options): a pin such as
-    # `--index-url=...` or `-rFILE` is read as a requirement, and pip refuses it
-    remove = f" && {pip} uninstall -y -- {' '.join(q(p) for p in spec.remove)}" if spec.remove else ""
-    no_deps = " --no-deps" if spec.no_deps else ""
     imports = verify_imports(cfg)
     params = json.dumps({"version": spec.version, "spec_id": spec_id(spec, imports), "spec": spec.as_dict(),
                          "marker": posixpath.join(venv, MARKER), "imports": imports})
-    script = (f"set -e; {_clear_venv(venv)}{_python(spec.python)} -m venv{without_pip} -- {q(venv)}; "
-              f"{_site_pth(spec, venv)}"
-              f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
-              f"-- {' '.join(q(r) for r in req)} </dev/null{remove} </dev/null; cd / && {q(venv)}/bin/python -")
-    return Change("venv", venv, f"install {' '.join(req)}", script,
+    script = (f"set -e; {_clear_venv(venv)}{install_commands(cfg, venv, installer)} </dev/null; "
+              f"cd / && {q(venv)}/bin/python -")
+    return Change("venv", venv, f"install {' '.join(req)} with {installer.tool} ({installer.why})", script,
                   stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
-
-
-def _python(python: str) -> str:
-    """vllm_python as the command word: a path or a plain name, never one starting with '-'."""
-    if python.startswith("-"):
-        raise VfleetError(f"vllm_python {python!r} starts with '-'; set it to an interpreter such as /usr/bin/python3")
-    return q(python)
 
 
 def _clear_venv(venv: str) -> str:
@@ -174,16 +159,6 @@ def _clear_venv(venv: str) -> str:
             f"if [ -L {v} ] || {{ [ ! -f {v}/pyvenv.cfg ] && [ ! -f {v}/{MARKER} ] && [ -n \"$(ls -A -- {v})\" ]; }}; "
             f"then echo {q(f'{venv} exists and is not a venv vfleet made: move it away or set vllm_venv_name')} >&2; "
             f"exit 3; fi; mv -T -- {v} {old}; rm -rf -- {old}; fi; ")
-
-
-def _site_pth(spec: InstallSpec, venv: str) -> str:
-    """Shell that writes the venv's .pth for vllm_site_packages (a venv made from a venv does
-    not see its parent's packages, even with --system-site-packages)."""
-    if not spec.site_packages:
-        return ""
-    purelib = f"$({q(venv)}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
-    lines = q("\n".join(spec.site_packages) + "\n")
-    return f'printf %s {lines} > "{purelib}/vfleet-site-packages.pth"; '
 
 
 def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str | None) -> list[Change]:
@@ -198,13 +173,16 @@ def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str 
     return keep + switch
 
 
-def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True) -> list[Change]:
-    """Changes that put the pinned, verified venv in place (and `current` on it)."""
+def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True,
+         uv_wheel: str | None = None) -> list[Change]:
+    """Changes that put the pinned, verified venv in place (and `current` on it). uv_wheel:
+    the uv wheel in the controller's wheelhouse (uv_wheel_in), pushed with the rest."""
     spec, venv = cfg.install_spec, cfg.venv_path
     # a top-level vllm_root (/tmp, /usr) would get its mode changed and hold the links: never
     changes = directory_change(deep_path(cfg.vllm_root, "vllm_root"), facts["root"], mode="0755")
     if not installed(spec, facts["marker"], verify_imports(cfg)):
-        changes.append(install_change(cfg, venv))
+        installer = choose(cfg, uv_on_path=bool(facts.get("uv")), uv_wheel=uv_wheel)
+        changes.append(install_change(cfg, venv, installer))
     if switch:
         changes += link_changes(cfg, venv, facts["current"], facts.get("previous"))
     return changes
@@ -233,14 +211,14 @@ def install_venv(ctx: HostContext, *, switch: bool = True) -> str:
     """Step body: the pinned venv exists and is verified; with switch, `current` points at
     it (a change notifies the service restart). Returns the venv path."""
     cfg: HostConfig = ctx.config
-    changes = plan(cfg, gather(ctx, facts_for(cfg)), switch=switch)
+    changes = plan(cfg, gather(ctx, facts_for(cfg)), switch=switch, uv_wheel=uv_wheel_in(cfg.vllm_wheelhouse))
     installing = any(c.action == "venv" for c in changes)
     if not installing:
         ctx.record("venv", cfg.venv_path, Status.OK, f"{cfg.vllm_package}=={cfg.vllm_version} verified")
     if installing and cfg.vllm_wheelhouse and not ctx.check:
         push_wheelhouse(ctx, cfg)
     if installing:
-        ctx.progress(0, None, "pip install")
+        ctx.progress(0, None, "venv install")
     apply(ctx, changes)
     return cfg.venv_path
 
