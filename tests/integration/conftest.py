@@ -144,6 +144,9 @@ def fleet_put_back(request):
     code, report, out = run_report("deploy", _FLEET["inv"], work / "again.json", timeout=600)
     assert code == 0 and not report["summary"]["changed"], \
         f"after {module}, a deploy put the fleet back but the next one changed it again: {out[-3000:]}"
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"[fleet] {module} left the fleet changed; a deploy put it back")
+    # at module teardown pytest still captures fd 1: without this the line goes to the last test's capture
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"[fleet] {module} left the fleet changed; a deploy put it back")
