@@ -53,7 +53,8 @@ def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
         def record(self, *a, **kw):
             pass
 
-    cfg = SimpleNamespace(unit="vllm.service", service_name="vllm", shutdown_timeout=30, venv_path="/opt/vllm/new")
+    cfg = SimpleNamespace(unit="vllm.service", ray_unit="vllm-ray.service", service_name="vllm",
+                          shutdown_timeout=30, venv_path="/opt/vllm/new")
     ctxs = {h: Ctx(name=h, config=cfg, step_name="") for h in ("gpu01", "gpu02")}
     monkeypatch.setattr(rr, "start", lambda ctx, unit, no_block: calls.append((ctx.name, f"start {unit}")))
     monkeypatch.setattr(rr.readiness, "wait_ready", lambda ctx: calls.append((ctx.name, "ready")))

@@ -280,6 +280,12 @@ class HostConfig:
         return f"{self.service_name}.service"
 
     @property
+    def ray_unit(self) -> str:
+        """The Ray member unit of a ray replica beside the service (the service's unit files
+        name it too, so it is derived here, not in the replica role)."""
+        return f"{self.service_name}-ray.service"
+
+    @property
     def unit_path(self) -> str:
         return f"{UNIT_DIR}/{self.unit}"
 

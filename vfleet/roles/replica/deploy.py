@@ -24,7 +24,7 @@ from vfleet.engine.runner import HostContext, Play
 from vfleet.engine.systemd import restart
 from vfleet.roles.service import readiness
 from vfleet.roles.service.unit import RESTART, user_change
-from vfleet.roles.replica.ray_render import ray_unit, render_member
+from vfleet.roles.replica.ray_render import render_member
 from vfleet.config.fleet import Fleet
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica.facts import Route, RouteFact
@@ -52,7 +52,7 @@ class Placement:
 
 def _units(cfg: Any, replica: Replica, host: str) -> list[str]:
     """Units of a member in start order: its Ray node, then vLLM where it runs one."""
-    ray = [ray_unit(cfg)] if replica.backend == "ray" else []
+    ray = [cfg.ray_unit] if replica.backend == "ray" else []
     vllm = [cfg.unit] if (replica.backend == "mp" or host == replica.head) else []
     return ray + vllm
 

@@ -40,7 +40,7 @@ from vfleet.roles.service.render import RenderError, exec_lines, render_service
 from vfleet.templates.environment import environment
 from vfleet.roles.service.argv import FlagCheck
 
-__all__ = ["MemberFile", "MemberNet", "member_net", "render_member", "ray_unit", "ray_argv", "ray_address"]
+__all__ = ["MemberFile", "MemberNet", "member_net", "render_member", "ray_argv", "ray_address"]
 
 RESTART_SEC = 5
 GRACE_PERIOD_SEC = 30
@@ -84,10 +84,6 @@ def member_net(cfg: HostConfig, route: Route | None) -> MemberNet:
     ip = route.src if route and route.src else (cfg.address if _is_ip(cfg.address) else None)
     nic = cfg.replica.nic or (route.dev if route and route.dev and route.dev != "lo" else None)
     return MemberNet(ip, nic)
-
-
-def ray_unit(cfg: HostConfig) -> str:
-    return f"{cfg.service_name}-ray.service"
 
 
 def _ray_env_path(cfg: HostConfig) -> str:
@@ -140,7 +136,7 @@ def _ray_files(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberN
                      exec_lines=_lines(ray_argv(cfg, replica, head, net)),
                      ray_bin=f"{cfg.vllm_root}/current/bin/ray", grace_period=GRACE_PERIOD_SEC,
                      timeout_stop_sec=STOP_TIMEOUT_SEC, restart_sec=RESTART_SEC)
-    return [MemberFile(f"{UNIT_DIR}/{ray_unit(cfg)}", "0644", unit),
+    return [MemberFile(f"{UNIT_DIR}/{cfg.ray_unit}", "0644", unit),
             MemberFile(_ray_env_path(cfg), "0600", _template("ray.env.j2", env_items=env))]
 
 
@@ -198,5 +194,5 @@ def render_member(replica: Replica, cfg: HostConfig, head: HostConfig, flag_avai
     out += [MemberFile(r.unit_path, "0644", unit), MemberFile(r.env_path, "0600", r.env_text)]
     if replica.backend == "ray":
         out.append(MemberFile(f"{UNIT_DIR}/{cfg.unit}.d/10-replica.conf", "0644",
-                              _template("vllm-replica.conf.j2", ray_unit=ray_unit(cfg))))
+                              _template("vllm-replica.conf.j2", ray_unit=cfg.ray_unit)))
     return out

@@ -25,7 +25,6 @@ from vfleet.engine.systemd import start
 from vfleet.roles.service import readiness
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.install import venv as vllm_install
-from vfleet.roles.replica.ray_render import ray_unit
 from vfleet.config.fleet import Fleet
 from vfleet.config.replicas import Replica
 from vfleet.roles.rollout.records import RestartTimes
@@ -111,7 +110,7 @@ class ReplicaRollout(Rollout):
             vllm_install.link_current(mctx, cfg, cfg.venv_path)
             replica_deploy.configure_member(mctx, self.fleet, replica)
         elif action == "restart-ray":
-            mctx.must(f"systemctl restart -- {q(ray_unit(cfg))}", what=f"restart {ray_unit(cfg)}", timeout=120)
+            mctx.must(f"systemctl restart -- {q(cfg.ray_unit)}", what=f"restart {cfg.ray_unit}", timeout=120)
         elif action == "start-vllm":
             start(mctx, cfg.unit, no_block=True)
         elif action == "wait-ready":

@@ -26,7 +26,6 @@ from vfleet.config.hostconfig import UNIT_DIR, HostConfig
 from vfleet.engine.fact_protocol import Output
 from vfleet.engine.facts import gather
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.roles.replica.ray_render import ray_unit
 
 __all__ = ["UNIT_MARKER", "UNIT_SEARCH_PATH", "UnitFiles", "owned_units", "foreign_files", "refusal", "guard"]
 
@@ -45,7 +44,7 @@ MARKER_LINES = 5
 def owned_units(cfg: HostConfig) -> tuple[str, ...]:
     """The units vfleet writes on this host: the vLLM unit, and a Ray replica member's node."""
     ray = cfg.replica.name is not None and cfg.replica.backend == "ray"
-    return (cfg.unit, ray_unit(cfg)) if ray else (cfg.unit,)
+    return (cfg.unit, cfg.ray_unit) if ray else (cfg.unit,)
 
 
 @dataclass(frozen=True)
