@@ -70,11 +70,12 @@ def _bind_workers(data: dict, all_vars: dict, lab_dir: Path) -> None:
 
     state = LabState(lab_dir if (lab_dir / "hosts").is_dir() else None)
     hosts = ((data["all"].get("children") or {}).get("vllm") or {}).get("hosts") or {}
-    cores = cpus.available()
-    for k, name in enumerate(hosts):
+    # a host without a lab record (an inventory from elsewhere): the lab's own rule
+    rule = cpus.assign(list(hosts), 0, cpus.available())
+    for name in hosts:
         hv = hosts[name] or {}
         rec = state.load_host(name)
-        bind = (rec.extra.get("cpus") if rec else None) or str(cores[k % len(cores)])
+        bind = (rec.extra.get("cpus") if rec else None) or cpus.to_list(rule[name])
         hosts[name] = {**hv, "vllm_env": {"VLLM_CPU_OMP_THREADS_BIND": bind,
                                            **(all_vars.get("vllm_env") or {}), **(hv.get("vllm_env") or {})}}
 

@@ -91,12 +91,14 @@ def netns_pids(ns: str) -> list[int]:
 
 
 def remove_host_net(host: str) -> None:
-    """Delete a host's namespace and veth (deleting the namespace drops the veth pair)."""
+    """Delete a host's veth, then its namespace. In this order: the kernel drops the veth pair
+    of a deleted namespace asynchronously, so a veth listed just after `ip netns delete` can be
+    gone by the time `ip link delete` runs (CI failed so once)."""
     ns, veth = netns_name(host), veth_name(host)
-    if ns in netns_list():
-        run(["ip", "netns", "delete", ns])
     if veth in links():
         run(["ip", "link", "delete", veth])
+    if ns in netns_list():
+        run(["ip", "netns", "delete", ns])
 
 
 def remove_all() -> None:
