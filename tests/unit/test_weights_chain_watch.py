@@ -57,3 +57,21 @@ def test_no_verdict_before_a_whole_window_nor_without_a_reference_rate():
     for t in range(4, 11):
         _report(w, t, {}, {"controller": 1.0})
     assert w.judge(10, set()) is None  # nothing ever moved, no pace: slow against what?
+
+
+def test_a_stopped_hop_is_found_whatever_the_phase_of_reports_and_judging():
+    """Hops report each second and the controller judges each second over 1.5 s: a window
+    that holds one report interval must still read a hop blocked all the time as blocked
+    (it read 1 s in 1.5, under the 0.8 bar, and a stopped relay went unrouted for minutes)."""
+    for phase in (0.1, 0.3, 0.5, 0.7, 0.9):
+        w = Watch(["h0", "h1"], "controller", window_s=1.5, slow_share=0.5, pace=2 * MIB)
+        w.started = 0.0
+        for t in range(0, 4):  # all well up to t=3, then h1 stops: no report, h0 blocked into it
+            w.report("h0", t, t * 2 * MIB, 0.0)
+            w.report("h1", t, t * 2 * MIB, 0.0)
+        for t in range(4, 11):
+            w.report("h0", t, 6 * MIB, float(t - 3))
+        for k in range(4, 11):
+            w.report("controller", k + phase, 0, float(k + phase - 3))
+        v = w.judge(10 + phase, set())
+        assert v is not None and v.hop == "h1" and "received 0.00 MiB/s" in v.line, phase

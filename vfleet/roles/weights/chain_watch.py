@@ -36,10 +36,23 @@ class Track:
         self.bytes_in.append(bytes_in)
         self.wait_out.append(wait_out)
 
-    def at(self, t: float) -> tuple[int, float]:
-        """(bytes, wait) as last reported at or before t; nothing reported yet: zeros."""
+    def at(self, t: float) -> tuple[float | None, int, float]:
+        """(when, bytes, wait) as last reported at or before t; nothing reported yet: no
+        time and zeros."""
         i = bisect.bisect_right(self.times, t) - 1
-        return (self.bytes_in[i], self.wait_out[i]) if i >= 0 else (0, 0.0)
+        return (self.times[i], self.bytes_in[i], self.wait_out[i]) if i >= 0 else (None, 0, 0.0)
+
+    def between(self, then: float, now: float, started: float) -> tuple[float, float]:
+        """(bytes/s received, share of time blocked sending on) from the last report at or
+        before `then` to the last at or before `now`, over the time between those two reports,
+        not over the window: with reports and judging both each second, a 1.5 s window holds
+        one report interval or two, and read a hop blocked all along as blocked 67% of the time
+        (docs/faults.md). Nothing reported since `then`: it stood still, (0, 0)."""
+        (t1, b1, w1), (t0, b0, w0) = self.at(now), self.at(then)
+        t0 = started if t0 is None else t0
+        if t1 is None or t1 <= t0:
+            return 0.0, 0.0
+        return (b1 - b0) / (t1 - t0), (w1 - w0) / (t1 - t0)
 
 
 @dataclass
@@ -74,9 +87,7 @@ class Watch:
         rates: dict[str, float] = {}
         waits: dict[str, float] = {}
         for name in [self.upstream] + self.order:
-            tr = self.tracks.get(name, Track())
-            (b1, w1), (b0, w0) = tr.at(now), tr.at(then)
-            rates[name], waits[name] = (b1 - b0) / self.window_s, (w1 - w0) / self.window_s
+            rates[name], waits[name] = self.tracks.get(name, Track()).between(then, now, self.started)
         self.best = max([self.best] + [rates[n] for n in self.order])
         ref = self.pace or self.best
         if ref <= 0:
