@@ -87,10 +87,13 @@ def lab_inventory(lab: LabFleet) -> Path:
 
 
 # The lab's own lifecycle tests (down/up) go first, then the engine, then the tests that
-# deploy a real vLLM and share one deployed fleet (built once, see `deployed`).
+# deploy a real vLLM and share one deployed fleet (built once, see `deployed`), any module
+# not named here among them; last the modules that reshape the lab around lab4 and deploy
+# fleets of their own: nothing after them needs the shared fleet put back.
 MODULE_ORDER = ["test_lab", "test_runner", "test_preflight_lab", "test_deploy", "test_faults", "test_faults_hosts",
                 "test_faults_restart", "test_bench_lab", "test_eval_lab", "test_status", "test_monitor", "test_rollout",
-                "test_rollout_gate", "test_models", "test_replica"]
+                "test_rollout_gate"]
+RESHAPING_MODULES = ["test_models", "test_replica"]
 
 
 def pytest_collection_modifyitems(items):
@@ -98,6 +101,8 @@ def pytest_collection_modifyitems(items):
         if not item.nodeid.startswith("tests/integration/"):
             return -1  # unit tests first: they fail in seconds, the lab takes minutes
         name = item.module.__name__.rsplit(".", 1)[-1]
+        if name in RESHAPING_MODULES:
+            return len(MODULE_ORDER) + 1 + RESHAPING_MODULES.index(name)
         return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
 
     items.sort(key=rank)
@@ -122,16 +127,24 @@ def deployed(lab, tmp_path_factory):
     return _FLEET
 
 
+def _fleet_needed_after(items: list, module) -> bool:
+    """Whether a test run after the last one of `module` uses the shared fleet."""
+    last = max(i for i, item in enumerate(items) if item.module is module)
+    return any("deployed" in item.fixturenames for item in items[last + 1:])
+
+
 @pytest.fixture(scope="module", autouse=True)
 def fleet_put_back(request):
-    """After each module once the shared fleet exists (test_models and test_replica reshape the
-    lab under it, others change it on purpose), vfleet itself puts the fleet back: a `deploy`
-    of its inventory (~5 s when nothing differs), and where that changed anything, one more,
-    which must change nothing. So no module inherits what another left, and one that left the
-    fleet changed is named in the run's output."""
+    """After each module once the shared fleet exists and a later test uses it (test_models
+    and test_replica reshape the lab under it, others change it on purpose), vfleet itself
+    puts the fleet back: a `deploy` of its inventory (~3 s when nothing differs), and where
+    that changed anything, one more, which must change nothing. So no module inherits what
+    another left, and one that left the fleet changed is named in the run's output."""
     yield
     if not _FLEET or request.session.shouldfail or request.session.shouldstop:
         return
+    if not _fleet_needed_after(request.session.items, request.module):
+        return  # no test after this module uses the shared fleet: a put-back would serve none
     from tests.integration.deploy_env import run_report
 
     module = request.module.__name__.rsplit(".", 1)[-1]
