@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
 import peer_inventories as pinv  # noqa: E402
-from vfleet.roles.preflight.parsers.query_gpu_csv import FIELDS  # noqa: E402
+from vfleet.roles.preflight._parsers.query_gpu_csv import FIELDS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = [f"nvidia-smi --query-gpu={','.join(FIELDS)} --format=csv", "nvidia-smi topo -m",

@@ -1,5 +1,5 @@
 """What the controller spends before the chain's first piece leaves: cutting the model into
-hashed pieces (vfleet/roles/weights/pieces.py), side by side in one run: before (every chain
+hashed pieces (vfleet/roles/weights/_pieces.py), side by side in one run: before (every chain
 deploy re-made MANIFEST.sha256, a sha256 of every file, then hashed the pieces on one thread:
 two reads of the model), one thread per shard with the kept MANIFEST.sha256 (make_piece_manifest
 now) and the hashes kept from an earlier deploy (piece_cache.py). Prints JSON with the seconds
@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vfleet.roles.weights import pieces  # noqa: E402
-from vfleet.roles.weights.manifest import make_manifest, manifest_id, write_manifest  # noqa: E402
-from vfleet.roles.weights.piece_cache import piece_manifest_for  # noqa: E402
+from vfleet.roles.weights import _pieces as pieces  # noqa: E402
+from vfleet.roles.model_source._manifest import make_manifest, manifest_id, write_manifest  # noqa: E402
+from vfleet.roles.weights._piece_cache import piece_manifest_for  # noqa: E402
 
 
 def before(root: Path) -> tuple[str, ...]:

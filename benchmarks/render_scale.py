@@ -8,7 +8,7 @@ gateway, and what a drain, an undrain and a rolling restart compute before they 
 Prints, side by side from one run, the seconds of each phase and its time per host relative
 to the smallest fleet (`per_host_ratio`: ~1 when linear; the quadratic duplicate check this
 replaced gave ~100 at 100k, 399 s for `render`). drain and undrain reach the gateways over
-SSH; here they stop at the changes they would apply (vfleet.roles.gateway.nginx.plan_config,
+SSH; here they stop at the changes they would apply (vfleet.roles.gateway._nginx.plan_config,
 given the facts a converged gateway reports). Nothing here is a test."""
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from vfleet.config.fleet import Fleet  # noqa: E402
 from vfleet.config.variables import SCHEMA  # noqa: E402
 from vfleet.engine.facts import FileState, UnitState  # noqa: E402
 from vfleet.engine.inventory import load_inventory  # noqa: E402
-from vfleet.roles.gateway.nginx import plan_config  # noqa: E402
-from vfleet.roles.gateway.render import render_gateway  # noqa: E402
-from vfleet.roles.rollout.batches import plan_batches  # noqa: E402
+from vfleet.roles.gateway._nginx import plan_config  # noqa: E402
+from vfleet.roles.gateway._render import render_gateway  # noqa: E402
+from vfleet.roles.rollout._batches import plan_batches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,8 +29,8 @@ from vfleet.config.fleet import Fleet  # noqa: E402
 from vfleet.config.variables import SCHEMA  # noqa: E402
 from vfleet.engine.fact_protocol import Output, sections  # noqa: E402
 from vfleet.engine.inventory import load_inventory  # noqa: E402
-from vfleet.roles.status.collect import Watch, answers, build_round, probes_for  # noqa: E402
-from vfleet.roles.status.screen import screen  # noqa: E402
+from vfleet.roles.status._collect import Watch, answers, build_round, probes_for  # noqa: E402
+from vfleet.roles.status._screen import screen  # noqa: E402
 
 METRICS = (Path(__file__).resolve().parents[1] / "tests" / "unit" / "data" / "bench" / "metrics_vllm_new.txt").read_text()
 UNIT = ("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=0\n"

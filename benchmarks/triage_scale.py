@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import emit  # noqa: E402
-from vfleet.roles.triage.classify import classify_lines  # noqa: E402
+from vfleet.roles.triage._classify import classify_lines  # noqa: E402
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.20 GiB is free."
 FILLER = "INFO 08-20 03:09:59 [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s"

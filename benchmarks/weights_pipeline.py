@@ -1,5 +1,5 @@
 """Time for N light hosts to receive a model: one host alone, today's waves, the pipelined
-chain (vfleet/roles/weights/chain.py), and the physical limit (bytes over the link rate), in
+chain (vfleet/roles/weights/_chain.py), and the physical limit (bytes over the link rate), in
 one run; prints JSON with the ratios. Needs root (network namespaces, tc, sshd); no lab.
 
     python benchmarks/weights_pipeline.py --hosts 8,32,64 [--copy-s 30] [--out F]
@@ -65,7 +65,7 @@ from pathlib import Path
 
 from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
 
-from vfleet.roles.weights import chain, pieces
+from vfleet.roles.weights import _chain as chain, _pieces as pieces
 
 NET = "10.214.0"
 BRIDGE = "vfb-br0"

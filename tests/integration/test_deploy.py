@@ -190,7 +190,7 @@ def test_verify_suite_passes_on_the_deployed_fleet(fleet):
 
 
 def test_planner_kv_capacity_matches_what_vllm_logs(fleet, tmp_path):
-    from vfleet.roles.preflight.capacity import parse_kv_cache_log
+    from vfleet.roles.preflight._capacity import parse_kv_cache_log
 
     out = tmp_path / "plan.json"
     p = vfleet("plan", "--inventory", str(fleet["inv"]), "--limit", "lab1", "--report", str(out))

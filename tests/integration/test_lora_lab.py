@@ -20,7 +20,7 @@ from tests.integration.deploy_env import API_KEY, changed_targets, ensure_model,
 from vfleet.clients.loadgen import LoadGenerator
 from vfleet.lab.demo import CACHE
 from vfleet.lab.model.build_lora import PROMPT, WORDS, build_lora_adapters
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.model_source._manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.integration
 

@@ -24,12 +24,12 @@ import yaml
 
 from vfleet.engine.inventory import load_inventory
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.monitoring.metrics import metric_names_for
-from vfleet.roles.monitoring import gpu_exporter
-from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
-from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
-from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
-from vfleet.roles.monitoring.usage_rules import record_names
+from vfleet.roles.monitoring._metrics import metric_names_for
+from vfleet.roles.monitoring import _gpu_exporter as gpu_exporter
+from vfleet.roles.monitoring._gpu_rules import GPU_ALERTS
+from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS
+from vfleet.roles.monitoring._rules import ALERTS, GATEWAY_ALERTS
+from vfleet.roles.monitoring._usage_rules import record_names
 from vfleet.config.monitoring import Thresholds
 from vfleet.config.variables import SCHEMA
 from tests.integration.deploy_env import API_KEY, changed_targets, run_report, vfleet

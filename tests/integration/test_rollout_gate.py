@@ -1,4 +1,4 @@
-"""The eval gate (vfleet/roles/rollout/gate.py) on the lab, 2 vLLM hosts and a gateway, under a
+"""The eval gate (vfleet/roles/rollout/_gate.py) on the lab, 2 vLLM hosts and a gateway, under a
 steady load of chat requests through the gateway:
 
 - a no-op upgrade (same venv, same weights) passes the gate at the canary and rolls both hosts;

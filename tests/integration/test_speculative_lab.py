@@ -11,9 +11,9 @@ import shutil
 import pytest
 
 from tests.integration.deploy_env import ensure_model, run_report, vfleet, write_deploy_inventory
-from vfleet.roles.preflight import capacity
-from vfleet.roles.preflight.capacity.draft import Draft
-from vfleet.roles.preflight.model_files import read_config
+from vfleet.roles.preflight import _capacity as capacity
+from vfleet.roles.preflight._capacity.draft import Draft
+from vfleet.roles.preflight._model_files import read_config
 
 pytestmark = pytest.mark.integration
 

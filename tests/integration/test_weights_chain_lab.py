@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.deploy_env import vfleet
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.model_source._manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.hf_cache import add_revision, files_of
 from tests.integration.deploy_env import ensure_model, vfleet
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.model_source._manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.integration
 

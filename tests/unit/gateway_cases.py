@@ -2,7 +2,7 @@
 Backend.of makes them from the vLLM hosts' configs, the gateway knobs that are inventory
 variables, and the gateway host's HostConfig (tests/unit/configs.py builds it through the
 inventory loader and schema)."""
-from vfleet.roles.gateway.render import Backend
+from vfleet.roles.gateway._render import Backend
 from tests.unit.configs import host_config
 
 BACKENDS = [

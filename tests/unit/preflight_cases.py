@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.preflight import checks as C
-from vfleet.roles.preflight.facts import assemble
-from vfleet.roles.preflight.snapshot import read_values
+from vfleet.roles.preflight import _checks as C
+from vfleet.roles.preflight._facts import assemble
+from vfleet.roles.preflight._snapshot import read_values
 from tests.unit.configs import host_config
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"
@@ -65,7 +65,7 @@ def a100_profile(tmp_path: Path) -> Path:
 
 
 def _no_gpu(state: str) -> dict[str, Any]:
-    from vfleet.roles.preflight.parsers import nvidia_smi_table
+    from vfleet.roles.preflight._parsers import nvidia_smi_table
     text = {"no-driver": "", "broken-driver": "NVIDIA-SMI has failed because it couldn't communicate with the "
             "NVIDIA driver."}[state]
     values = {"nvidia_smi": nvidia_smi_table.parse(text, rc=127 if state == "no-driver" else 9),

@@ -17,14 +17,14 @@ from vfleet.config.variables import SCHEMA
 from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.inventory import load_inventory
-from vfleet.roles.gateway import nginx as gateway_role
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.gateway.render import Backend, _server_address
-from vfleet.roles.install import venv as install_role
-from vfleet.roles.monitoring import exporter
-from vfleet.roles.service import unit as service_role
-from vfleet.roles.service.argv import vllm_argv
-from vfleet.roles.service.render import env_items, render_service
+from vfleet.roles.gateway import _nginx as gateway_role
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.gateway._render import Backend, _server_address
+from vfleet.roles.install import _venv as install_role
+from vfleet.roles.monitoring import _exporter as exporter
+from vfleet.roles.service import _unit as service_role
+from vfleet.roles.service._argv import vllm_argv
+from vfleet.roles.service._render import env_items, render_service
 from tests.unit.property_validators import Check, bash_check, env_file_values, exec_words, nginx_check, units_check
 
 __all__ = ["fleet_checks"]

@@ -23,8 +23,8 @@ from typing import Callable
 
 import pytest
 
-from vfleet.roles.gateway.nginx import NJS_MODULE
-from vfleet.roles.gateway.render import ACCESS_LOG
+from vfleet.roles.gateway._nginx import NJS_MODULE
+from vfleet.roles.gateway._render import ACCESS_LOG
 from tests.unit.test_quoting import systemd_read_env_value, systemd_read_words
 
 __all__ = ["Check", "run_checks", "tool", "nginx_check", "units_check", "promtool_check", "bash_check",

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.service.argv import vllm_argv
+from vfleet.roles.service._argv import vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.test_quoting import systemd_read_words
 

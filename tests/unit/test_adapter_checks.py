@@ -1,4 +1,4 @@
-"""Preflight's LoRA adapter checks (vfleet/roles/preflight/adapter_facts.py, adapter_checks.py):
+"""Preflight's LoRA adapter checks (vfleet/roles/preflight/_adapter_facts.py, adapter_checks.py):
 an adapter's fit to its base model read from the shapes in its safetensors header, its rank
 against vLLM's choices, and an unreadable source, each a FAIL that names the tensor and the fix."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import struct
 from pathlib import Path
 
 from vfleet.config.lora import LoraAdapter
-from vfleet.roles.preflight.adapter_checks import check_adapters, projection_dims
-from vfleet.roles.preflight.adapter_facts import adapter_facts
-from vfleet.roles.preflight.check_base import FAIL, PASS
+from vfleet.roles.preflight._adapter_checks import check_adapters, projection_dims
+from vfleet.roles.preflight._adapter_facts import adapter_facts
+from vfleet.roles.preflight._check_base import FAIL, PASS
 from tests.unit.configs import host_config
 
 # the lab's tiny Llama (vfleet/lab/model/build_tiny_model.py Shape)
@@ -92,9 +92,9 @@ def test_facts_are_read_from_the_controllers_folder_header_only(tmp_path):
 
 
 def test_the_planner_takes_the_adapters_slots_from_the_kv_cache():
-    from vfleet.roles.preflight import capacity
-    from vfleet.roles.preflight.capacity.lora import lora_bytes_per_gpu, lora_reserve_bytes
-    from vfleet.roles.preflight.capacity.model import ModelShape
+    from vfleet.roles.preflight import _capacity as capacity
+    from vfleet.roles.preflight._capacity.lora import lora_bytes_per_gpu, lora_reserve_bytes
+    from vfleet.roles.preflight._capacity.model import ModelShape
     # a Llama-3.1-8B shape on an H200: rank 16, 2 slots, bf16
     llama = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
              "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 128256,

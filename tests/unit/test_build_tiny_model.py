@@ -13,7 +13,7 @@ pytest.importorskip("tokenizers")
 from vfleet.lab.model.build_tiny_model import build_tiny_model  # noqa: E402
 from vfleet.lab.model.corpus import GENERAL_CHAT, Conversation, eval_conversations  # noqa: E402
 from vfleet.lab.model.train import TrainingFailed, TrainSettings, greedy_replies, wrong_answers  # noqa: E402
-from vfleet.roles.weights.manifest import make_manifest  # noqa: E402
+from vfleet.roles.model_source._manifest import make_manifest  # noqa: E402
 
 
 def lab_model(tmp_path_factory) -> Path:

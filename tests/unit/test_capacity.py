@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.preflight import capacity as cap
+from vfleet.roles.preflight import _capacity as cap
 from tests.unit.preflight_cases import config
 
 FIX = Path(__file__).parent / "data" / "facts" / "fixtures"

@@ -1,4 +1,4 @@
-"""Model arithmetic beyond dense Llama shapes (vfleet/roles/preflight/capacity/model.py): MoE parameter counts
+"""Model arithmetic beyond dense Llama shapes (vfleet/roles/preflight/_capacity/model.py): MoE parameter counts
 against the published sizes, MLA's latent KV, sliding-window layers and what one request
 reserves, --kv-cache-memory-bytes, and weights from model.safetensors.index.json."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.preflight import capacity as cap
+from vfleet.roles.preflight import _capacity as cap
 
 CONFIGS = Path(__file__).parent / "data" / "planner" / "configs"
 H200_MIB = 143771

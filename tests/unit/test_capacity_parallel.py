@@ -1,11 +1,11 @@
-"""The smallest TP x PP that fits (vfleet/roles/preflight/capacity/parallel.py), on public model shapes."""
+"""The smallest TP x PP that fits (vfleet/roles/preflight/_capacity/parallel.py), on public model shapes."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from vfleet.roles.preflight.capacity import plan
-from vfleet.roles.preflight.capacity.parallel import plan_parallel, stage_config
+from vfleet.roles.preflight._capacity import plan
+from vfleet.roles.preflight._capacity.parallel import plan_parallel, stage_config
 
 DATA = Path(__file__).parent / "data" / "replica"
 L70 = json.loads((DATA / "llama-3.1-70b.json").read_text())

@@ -1,4 +1,4 @@
-"""The compile cache's pack and install commands (vfleet/roles/compile_cache/files.py) run for real
+"""The compile cache's pack and install commands (vfleet/roles/compile_cache/_files.py) run for real
 in bash on temporary folders: a source host's cache packed with its manifest and key, copied
 (cp -a, rsync's stand-in) to another host's staging folder at the identical path layout,
 installed entry by entry; a damaged copy installs nothing; an entry already there is kept; a
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.compile_cache.files import (CacheFiles, drop_command, install_command, list_command, pack_command,
+from vfleet.roles.compile_cache._files import (CacheFiles, drop_command, install_command, list_command, pack_command,
                                               parse_entries, read_key_command)
-from vfleet.roles.compile_cache.key import key_of
-from vfleet.roles.compile_cache.stored import StoredCache, choose_entries, parse_stored
+from vfleet.roles.compile_cache._key import key_of
+from vfleet.roles.compile_cache._stored import StoredCache, choose_entries, parse_stored
 from tests.unit.configs import host_config
 
 BACKBONE = "0a1b2c3d4e"

@@ -1,4 +1,4 @@
-"""The compile-cache key (vfleet/roles/compile_cache/key.py) from data, no host: equal for two
+"""The compile-cache key (vfleet/roles/compile_cache/_key.py) from data, no host: equal for two
 identical hosts, and for each field a change that makes it differ, with the one line a host
 skipped or a cache dropped gets; the unit's paths rendered identically; no secret stored."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from vfleet.roles.compile_cache.key import (FIELDS, CacheKey, difference, drop_line, engine_words, host_key,
+from vfleet.roles.compile_cache._key import (FIELDS, CacheKey, difference, drop_line, engine_words, host_key,
                                             skip_line)
-from vfleet.roles.service.render import render_unit, unit_environment
+from vfleet.roles.service._render import render_unit, unit_environment
 from vfleet.config.vllm_facts import flag_available
 from tests.unit.configs import host_config
 

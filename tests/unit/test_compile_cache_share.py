@@ -1,4 +1,4 @@
-"""The compile-cache step of a rollout (vfleet/roles/compile_cache/share.py) over four hosts whose
+"""The compile-cache step of a rollout (vfleet/roles/compile_cache/_share.py) over four hosts whose
 commands run for real in bash on temporary folders (no SSH; the copy between hosts is cp -a):
 the first batch's host packs what its start compiled; a host of the same key gets it before its
 restart; a host with another GPU model is skipped with one line naming the field; a host that
@@ -17,9 +17,9 @@ import pytest
 
 from vfleet.engine.connection import CommandResult
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.compile_cache.files import CacheFiles
-from vfleet.roles.compile_cache.share import CacheShare
-from vfleet.roles.compile_cache.stored import StoredCache
+from vfleet.roles.compile_cache._files import CacheFiles
+from vfleet.roles.compile_cache._share import CacheShare
+from vfleet.roles.compile_cache._stored import StoredCache
 from tests.unit.configs import host_config
 
 VARS = {"vllm_version": "0.20.0", "model_name": "llama", "model_source": "/srv/src/llama",

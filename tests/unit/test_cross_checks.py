@@ -16,7 +16,7 @@ from vfleet.config.addresses import address_problem, machine_key
 from vfleet.config.fleet import Fleet
 from vfleet.config.replicas import PER_MEMBER, SAME_ON_EVERY_MEMBER
 from vfleet.config.variables import SCHEMA, VARIABLES
-from vfleet.roles.replica.ray_render import render_member
+from vfleet.roles.replica._ray_render import render_member
 from vfleet.config.vllm_facts import flag_available
 
 DATA = Path(__file__).parent / "data" / "cross"

@@ -16,7 +16,7 @@ from vfleet.engine.operations import ensure_directory, ensure_symlink, put_file,
 from vfleet.engine.report import report_dict, write_json_atomic
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play, RunOptions
-from vfleet.roles.rollout.batches import batch_sizes
+from vfleet.roles.rollout._batches import batch_sizes
 from vfleet.engine.errors import VfleetError
 
 

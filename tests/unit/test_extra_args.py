@@ -17,7 +17,7 @@ from vfleet.config.extra_args import _NOT_MODELLED, _SECRET_FLAGS, check_extra_a
 from vfleet.config.managed_flags import REPLICA, managed_flags
 from vfleet.config.unsafe_features import UNSAFE_FEATURES
 from vfleet.config.vllm_flags import captured_versions, flag_list
-from vfleet.roles.service.argv import ArgvError, vllm_argv
+from vfleet.roles.service._argv import ArgvError, vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.service_cases import ENGINE, LAB, lab
 
@@ -78,7 +78,7 @@ def test_short_aliases_prefixes_and_negative_forms_are_the_flag_they_set(words, 
 
 
 def test_every_flag_vllm_argv_renders_is_in_the_managed_table():
-    """The guard that makes argv.py and managed_flags.py one place: a config that renders every
+    """The guard that makes _argv.py and managed_flags.py one place: a config that renders every
     flag, the replica renderer's own flags, and the log-requests spelling of old and new vLLM."""
     managed = managed_flags()
     cfg = host_config({**LAB, **ENGINE, "enable_chunked_prefill": False, "kv_cache_memory_bytes": 2**30,
@@ -91,7 +91,7 @@ def test_every_flag_vllm_argv_renders_is_in_the_managed_table():
             argv = vllm_argv(c, lambda f, v: True).argv
             rendered = {w for w in argv if w.startswith("--")}
             assert rendered - set(managed) == set(), rendered - set(managed)
-    source = (Path(__file__).parents[2] / "vfleet" / "roles" / "replica" / "ray_render.py").read_text()
+    source = (Path(__file__).parents[2] / "vfleet" / "roles" / "replica" / "_ray_render.py").read_text()
     block = source[source.index("def _vllm_config"):source.index("def _headless_start")]
     assert set(re.findall(r'"(--[a-z-]+)"', block)) == set(REPLICA)
 
@@ -258,7 +258,7 @@ def test_no_spelling_of_a_managed_or_secret_flag_gets_through(flag, data):
 def test_preflight_names_extra_flags_as_vllm_reads_them():
     """The flags audit (vllm.flags) reads extra args with the same reader: a short alias or a
     glued value names its flag, and the rendered variables come from the managed table."""
-    from vfleet.roles.preflight.version_checks import inventory_flags
+    from vfleet.roles.preflight._version_checks import inventory_flags
     cfg = host_config({**LAB, "vllm_version": "0.5.4", "vllm_extra_args": ["-O3", "--swap-space 4", "--seed=1"],
                        "kv_cache_memory_bytes": 2**30})
     flags = inventory_flags(cfg)

@@ -12,8 +12,8 @@ from vfleet.engine.inventory import load_inventory
 from vfleet.engine.report import report_dict
 from vfleet.engine.runner import Play, RunOptions
 from vfleet.config.variables import SCHEMA
-from vfleet.roles.preflight.checks import host_checks
-from vfleet.roles.preflight.unsafe_checks import check_unsafe
+from vfleet.roles.preflight._checks import host_checks
+from vfleet.roles.preflight._unsafe_checks import check_unsafe
 from tests.unit.configs import host_config
 from tests.unit.service_cases import LAB
 

@@ -72,8 +72,8 @@ def test_render_finds_the_replicas_once_and_builds_each_config_once(counted, cap
 
 def test_restart_with_a_replica_finds_it_once(counted, tmp_path, monkeypatch):
     from vfleet.cli import rollout
-    from vfleet.roles.rollout import rolling
-    from vfleet.roles.rollout.records import RolloutSummary
+    from vfleet.roles.rollout import _rolling as rolling
+    from vfleet.roles.rollout._records import RolloutSummary
 
     monkeypatch.setattr(lock, "LOCK_PATH", str(tmp_path / "run" / "fleet.lock"))
     inv = tmp_path / "inventory.yaml"

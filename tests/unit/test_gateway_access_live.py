@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from vfleet.config.gateway_access import GatewayTls, Tenant
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.gateway.render import Backend, GatewayRenderError, render_gateway
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.gateway._render import Backend, GatewayRenderError, render_gateway
 from tests.unit.gateway_cases import gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix
 from tests.unit.test_monitor_mtail import PROGRAM_NAME, mtail_one_shot, program_text

@@ -1,4 +1,4 @@
-"""nginx gateway rendering (vfleet/roles/gateway/render.py), read as text: upstream and drain markers,
+"""nginx gateway rendering (vfleet/roles/gateway/_render.py), read as text: upstream and drain markers,
 each knob from the gateway host's HostConfig, the schema's defaults, the fixed parts, and what is
 refused (bad backends, bad values). test_gateway_render.py hands the same output to a real nginx.
 
@@ -11,8 +11,8 @@ import re
 import pytest
 
 from vfleet.engine.errors import InventoryError
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.render import Backend
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._render import Backend
 from vfleet.config.variables import SCHEMA
 from tests.unit.configs import host_config
 from tests.unit.gateway_cases import BACKENDS, GW, KNOBS, gw

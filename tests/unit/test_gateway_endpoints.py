@@ -1,4 +1,4 @@
-"""The gateway passes on an allow-list of vLLM's inference API (vfleet/roles/gateway/endpoints.py)
+"""The gateway passes on an allow-list of vLLM's inference API (vfleet/roles/gateway/_endpoints.py)
 and answers 404 with a JSON body for anything else: vLLM's administration under /v1
 (/v1/load_lora_adapter), its endpoints outside /v1 that its key does not guard, /metrics. Checked
 on the rendered text and on a real nginx on loopback in front of fake backends, including paths
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.endpoints import API_PATHS, V1_ENDPOINTS
-from vfleet.roles.gateway.models import OPENAI_PATHS
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._endpoints import API_PATHS, V1_ENDPOINTS
+from vfleet.roles.gateway._models import OPENAI_PATHS
 from tests.unit.gateway_cases import GW
 from tests.unit.test_gateway_models import TWO, _post, live  # noqa: F401  (live: the fixture)
 

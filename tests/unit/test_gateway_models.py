@@ -1,4 +1,4 @@
-"""Several models behind one gateway (vfleet/roles/gateway/models.py, vfleet/roles/gateway/render.py,
+"""Several models behind one gateway (vfleet/roles/gateway/_models.py, vfleet/roles/gateway/_render.py,
 vfleet/templates/gateway.js): the per-model rendering (one upstream per served name,
 weight/backup/max_conns, route prefixes, what is refused), and a real nginx (with njs) on
 loopback in front of fake backends: routing on the body's model field and on the path prefix,
@@ -14,10 +14,10 @@ import threading
 
 import pytest
 
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.gateway.models import MODEL_NAME
-from vfleet.roles.gateway.render import Backend
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.gateway._models import MODEL_NAME
+from vfleet.roles.gateway._render import Backend
 from tests.unit.configs import host_config
 from tests.unit.gateway_cases import GW, gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix, _nginx_t
@@ -291,7 +291,7 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
     from pathlib import Path
 
     from vfleet.engine.inventory import load_inventory
-    from vfleet.roles.gateway.models import group_models
+    from vfleet.roles.gateway._models import group_models
     from vfleet.config.variables import SCHEMA
     from vfleet.cli.common import backends
     from vfleet.config.fleet import Fleet
@@ -312,8 +312,8 @@ def test_an_inventory_of_model_groups_maps_to_upstreams():
 def test_a_run_without_a_plan_keeps_the_caps_the_gateway_has():
     """deploy with preflight capped a1 at 3 (the planner); a later run without preflight
     (gateway, restart, --skip-preflight) renders the same config, not max_num_seqs: the caps
-    the gateway was rendered with are kept on it as JSON (vfleet/roles/gateway/caps.py)."""
-    from vfleet.roles.gateway.caps import GatewayCaps
+    the gateway was rendered with are kept on it as JSON (vfleet/roles/gateway/_caps.py)."""
+    from vfleet.roles.gateway._caps import GatewayCaps
 
     cfg = host_config({"max_num_seqs": 8, "served_model_name": "tiny-a"}, name="a1", address="10.0.0.1")
     planned = Backend.of(cfg, max_concurrency=3.7)

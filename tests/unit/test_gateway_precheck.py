@@ -1,5 +1,5 @@
 """deploy (and service, gateway) make the gateway's host-free checks before the first change on any
-host (vfleet/roles/gateway/precheck.py, vfleet/cli/deploy_steps.py check_gateways): a config the
+host (vfleet/roles/gateway/_precheck.py, vfleet/cli/deploy_steps.py check_gateways): a config the
 gateway cannot render, or one `nginx -t` rejects on the controller, is exit 2 with nothing
 connected. And what nginx -t taught about scale: an upstream zone sized by its servers."""
 import dataclasses
@@ -10,10 +10,11 @@ from typing import Callable
 
 import pytest
 
-import vfleet.roles.gateway.precheck as precheck
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.files import GatewayFiles, render_files
-from vfleet.roles.gateway.render import Backend
+import vfleet.roles.gateway as gateway_face
+import vfleet.roles.gateway._precheck as precheck
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._files import GatewayFiles, render_files
+from vfleet.roles.gateway._render import Backend
 from tests.unit.gateway_cases import BACKENDS, GW
 from tests.unit.test_hostile_inputs import run_case
 
@@ -64,7 +65,7 @@ def _fake_nginx(tmp_path: Path) -> str:
 def test_deploy_stops_before_any_host_when_nginx_t_rejects(task, tmp_path, monkeypatch, capsys):
     """The gateway step comes after weights, install and service: its nginx -t must not be the
     first to say no (no connection at all, asserted on the runner's connection factory)."""
-    monkeypatch.setattr(precheck, "controller_nginx", lambda: _fake_nginx(tmp_path))
+    monkeypatch.setattr(gateway_face, "controller_nginx", lambda: _fake_nginx(tmp_path))
     case = {"args": [task], "code": 2}
     code, out, connections = run_case(case, tmp_path, monkeypatch, capsys)
     assert code == 2 and connections == [], out
@@ -73,7 +74,7 @@ def test_deploy_stops_before_any_host_when_nginx_t_rejects(task, tmp_path, monke
 
 
 def test_tasks_that_do_not_write_the_gateway_skip_its_checks(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(precheck, "controller_nginx", lambda: _fake_nginx(tmp_path))
+    monkeypatch.setattr(gateway_face, "controller_nginx", lambda: _fake_nginx(tmp_path))
     _, out, _ = run_case({"args": ["weights", "--check"]}, tmp_path, monkeypatch, capsys)
     assert "nginx -t (on the controller" not in out and "gateway gw01" not in out
 
@@ -168,7 +169,7 @@ def test_on_host_check_leaves_a_bare_gateway_to_its_step(tmp_path):
 def test_on_host_check_leaves_a_gateway_without_njs_to_its_step(monkeypatch):
     """nginx is there but not its njs module (a gateway from before njs): the config imports
     gateway.js, so only the gateway step (which installs the module) can test it."""
-    from vfleet.roles.gateway.nginx import NJS_MODULE
+    from vfleet.roles.gateway._nginx import NJS_MODULE
 
     assert NJS_MODULE in precheck.ON_HOST_SCRIPT
     monkeypatch.setattr(precheck, "ON_HOST_SCRIPT",
@@ -185,7 +186,7 @@ def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkey
     from tests.unit.test_hostile_inputs import _inventory
 
     seen: list = []
-    monkeypatch.setattr(precheck, "controller_nginx", lambda: None)
+    monkeypatch.setattr(gateway_face, "controller_nginx", lambda: None)
     monkeypatch.setattr(vfleet.engine.runner, "open_connection", lambda *a, **k: _LocalConnection(seen))
     real = precheck.render_files
     monkeypatch.setattr(precheck, "render_files",

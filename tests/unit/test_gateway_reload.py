@@ -1,4 +1,4 @@
-"""The gateway's reload is checked (vfleet/roles/gateway/reload.py): nginx serves the id of the
+"""The gateway's reload is checked (vfleet/roles/gateway/_reload.py): nginx serves the id of the
 config it runs on loopback, and the reload command waits for the new id, failing with nginx's
 words when the master kept the old config (a refused reload that `systemctl reload` reports as
 success). Run here with `systemctl reload nginx` replaced by `true` against a real nginx."""
@@ -8,9 +8,9 @@ import dataclasses
 import subprocess
 import urllib.request
 
-from vfleet.roles.gateway import reload
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.gateway.render import CONFIG_ID_PATH, Backend
+from vfleet.roles.gateway import _reload as reload
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.gateway._render import CONFIG_ID_PATH, Backend
 from tests.unit.gateway_cases import gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix, needs_nginx
 

@@ -1,4 +1,4 @@
-"""nginx gateway rendering (vfleet/roles/gateway/render.py), checked by a real nginx: `nginx -t` on every
+"""nginx gateway rendering (vfleet/roles/gateway/_render.py), checked by a real nginx: `nginx -t` on every
 shape of config and on Debian's stock nginx.conf, then a live gateway on loopback in front of fake
 backends (streaming, drained hosts, hidden /metrics, the per-client rate limit). Skipped where
 nginx is missing; the rendered text itself is tested in test_gateway_conf.py.
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from vfleet.engine.errors import InventoryError
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.files import GatewayFiles, render_files
-from vfleet.roles.gateway.nginx import NJS_MODULE
-from vfleet.roles.gateway.render import Backend
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._files import GatewayFiles, render_files
+from vfleet.roles.gateway._nginx import NJS_MODULE
+from vfleet.roles.gateway._render import Backend
 from tests.unit.configs import host_config
 from tests.unit.gateway_cases import BACKENDS, GW, gw
 

@@ -1,6 +1,6 @@
 """The gateway's controller-side work is linear in the fleet (benchmarks/render_scale.py measures it
 at 1k/10k/100k hosts): rendering (a per-name count made 100,000 hosts take 399 s), the changes of
-a drain or an undrain (vfleet.roles.gateway.nginx.plan_config, pure), and the rollout's batches.
+a drain or an undrain (vfleet.roles.gateway._nginx.plan_config, pure), and the rollout's batches.
 Bounds here are generous: they catch a quadratic step, not a slow machine."""
 import hashlib
 import json
@@ -9,12 +9,12 @@ import time
 import pytest
 
 from vfleet.engine.facts import FileState, UnitState
-from vfleet.roles.gateway import nginx
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.files import GatewayFile, GatewayFiles, render_files
-from vfleet.roles.gateway.render import Backend
-from vfleet.roles.rollout.batches import batch_sizes, plan_batches
-from vfleet.roles.rollout.rolling import Rollout
+from vfleet.roles.gateway import _nginx as nginx
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._files import GatewayFile, GatewayFiles, render_files
+from vfleet.roles.gateway._render import Backend
+from vfleet.roles.rollout._batches import batch_sizes, plan_batches
+from vfleet.roles.rollout._rolling import Rollout
 from tests.unit.gateway_cases import GW
 
 N = 20_000

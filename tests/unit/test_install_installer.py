@@ -19,7 +19,7 @@ import yaml
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import FileState
-from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.install import _venv as vllm_install
 from vfleet.roles.install._installer import choose, uv_wheel_in
 from tests.unit.configs import host_config
 

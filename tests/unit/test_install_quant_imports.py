@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.config import vllm_facts
-from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.install import _venv as vllm_install
 from tests.unit.configs import host_config
 
 

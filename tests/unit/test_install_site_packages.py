@@ -14,7 +14,7 @@ import pip
 import pytest
 import yaml
 
-from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.install import _venv as vllm_install
 from tests.unit.configs import host_config
 
 

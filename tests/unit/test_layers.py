@@ -9,8 +9,10 @@ nothing of vLLM, the configuration nothing of the roles, the roles nothing of th
 package root (vfleet/__init__.py: the version) sits below every layer and imports nothing of
 vfleet. Imports inside functions count for this rule too: a lazy import is still a dependency.
 
-Two more rules: module-level imports between vfleet's modules form no cycle, and a role never
-imports another role's private names (a module or name that starts with "_").
+More rules: module-level imports between vfleet's modules form no cycle; each role package
+offers what it offers in its __init__.py (its face, with __all__) and keeps every module private
+("_name"); nothing outside a role imports those private modules or names; the role packages
+import each other in one direction only.
 
 Every module under vfleet/ is parsed with ast; nothing is imported, so the test also covers
 modules whose dependencies are missing here. A new package under vfleet/ must be given a layer
@@ -157,17 +159,73 @@ def test_the_package_root_imports_nothing_of_vfleet():
     assert not [i for i in ALL_IMPORTS if i.source == "vfleet"]
 
 
-def test_roles_do_not_import_each_others_private_names():
+def private_parts(imp: Import) -> list[str]:
+    """The private modules or names of a role that `imp` reaches for."""
+    parts = [p for p in imp.target.split(".")[3:] if p.startswith("_") and p != "__init__"]
+    return parts + [n for n in imp.names if n.startswith("_")]
+
+
+def reaches_into_a_role(imp: Import) -> bool:
+    """An import from outside a role package of one of its private modules or names."""
+    theirs = role_of(imp.target)
+    return theirs is not None and role_of(imp.source) != theirs and bool(private_parts(imp))
+
+
+def test_nothing_outside_a_role_imports_its_private_modules():
+    """The CLI, the lab and the other roles use a role through its face (its __init__.py)."""
+    wrong = [f"{imp.where()}: {imp.source} imports {imp.target} {private_parts(imp)}; import it from "
+             f"vfleet.roles.{role_of(imp.target)} (add it to that face's __all__ if it is offered)"
+             for imp in ALL_IMPORTS if reaches_into_a_role(imp)]
+    assert not wrong, "a role's private modules used from outside it:\n" + "\n".join(wrong)
+
+
+ROLE_PACKAGES = sorted({role_of(m) for m in MODULES if role_of(m)})
+# The testinfra suite `vfleet verify` hands to pytest by path: pytest collects it by its name.
+NOT_MODULES = {"vfleet.roles.verify.test_deployed"}
+
+
+def face_all(role: str) -> list[str] | None:
+    """The role face's __all__, read from its source."""
+    tree = ast.parse(module_path(f"vfleet.roles.{role}").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def test_every_role_names_its_offer_and_keeps_the_rest_private():
     wrong = []
+    for role in ROLE_PACKAGES:
+        if face_all(role) is None:
+            wrong.append(f"vfleet/roles/{role}/__init__.py: no __all__ naming what the role offers")
+        for name in MODULES:
+            parts = name.split(".")
+            if len(parts) == 4 and parts[2] == role and not parts[3].startswith("_") and name not in NOT_MODULES:
+                wrong.append(f"{module_path(name).relative_to(ROOT)}: a public module inside role {role}; "
+                             f"name it _{parts[3]} and offer what others use from the face")
+    assert not wrong, "\n".join(wrong)
+
+
+def role_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    """Role package -> the role packages it imports, at module level or inside functions."""
+    edges: dict[str, set[str]] = {r: set() for r in ROLE_PACKAGES}
+    first: dict[tuple[str, str], Import] = {}
     for imp in ALL_IMPORTS:
         mine, theirs = role_of(imp.source), role_of(imp.target)
-        if mine is None or theirs is None or mine == theirs:
-            continue
-        private = [p for p in imp.target.split(".")[3:] if p.startswith("_") and p != "__init__"]
-        private += [n for n in imp.names if n.startswith("_")]
-        if private:
-            wrong.append(f"{imp.where()}: role {mine} imports {imp.target} {private} of role {theirs}")
-    assert not wrong, "a role uses another role's private names:\n" + "\n".join(wrong)
+        if mine and theirs and mine != theirs and not imp.type_only:
+            edges[mine].add(theirs)
+            first.setdefault((mine, theirs), imp)
+    return edges, first
+
+
+def test_role_packages_import_each_other_in_one_direction():
+    """No import between role packages runs back up, lazy ones included: each face can load
+    every module of its role without meeting itself half-initialised."""
+    edges, first = role_graph()
+    cycle = find_cycle(edges)
+    if cycle:
+        steps = [f"{first[(a, b)].where()}: role {a} imports role {b}" for a, b in zip(cycle, cycle[1:])]
+        raise AssertionError("role packages import each other in a circle:\n" + "\n".join(steps))
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -218,7 +276,12 @@ def test_the_checks_catch_what_they_are_for():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
     assert layer_rank("engine") < layer_rank("config") < layer_rank("cli")
-    assert _resolve_relative("vfleet.roles.preflight.checks", 1, "nccl") == "vfleet.roles.preflight.nccl"
-    assert _resolve_relative("vfleet.roles.preflight", 1, "audit") == "vfleet.roles.preflight.audit"
-    assert any(i.source == "vfleet.roles.preflight.checks" and i.target == "vfleet.roles.preflight.nccl"
+    assert _resolve_relative("vfleet.roles.preflight._checks", 1, "_nccl") == "vfleet.roles.preflight._nccl"
+    assert _resolve_relative("vfleet.roles.preflight", 1, "_audit") == "vfleet.roles.preflight._audit"
+    assert any(i.source == "vfleet.roles.preflight._checks" and i.target == "vfleet.roles.preflight._nccl"
                for i in ALL_IMPORTS)
+    into = Import("vfleet.cli.deploy", "vfleet.roles.service._unit", ("RESTART",), 1, True, False)
+    assert reaches_into_a_role(into)
+    assert not reaches_into_a_role(Import("vfleet.roles.service._render", "vfleet.roles.service._argv", (), 1, True, False))
+    assert not reaches_into_a_role(Import("vfleet.cli.deploy", "vfleet.roles.service", ("RESTART",), 1, True, False))
+    assert reaches_into_a_role(Import("vfleet.roles.weights._copies", "vfleet.roles.service", ("_wait",), 1, True, False))

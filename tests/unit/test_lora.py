@@ -1,4 +1,4 @@
-"""LoRA adapters (vfleet/config/lora.py, vfleet/roles/service/lora_flags.py, the gateway's
+"""LoRA adapters (vfleet/config/lora.py, vfleet/roles/service/_lora_flags.py, the gateway's
 names): the schema and the rules across hosts, the unit's flags from the adapters' own
 adapter_config.json, and what the gateway lists and routes, each refused with its fix."""
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 from vfleet.config.lora import LoraAdapter, lora_problems
 from vfleet.config.vllm_flags import DATA_DIR
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.gateway.models import ModelError, group_models, model_entries
-from vfleet.roles.gateway.njs import render_js
-from vfleet.roles.gateway.render import Backend
-from vfleet.roles.gateway.tenants import TenantError, tenant_rows
-from vfleet.roles.service.argv import ArgvError, vllm_argv
-from vfleet.roles.service.lora_flags import RANK_CHOICES, max_lora_rank
+from vfleet.roles.gateway._models import ModelError, group_models, model_entries
+from vfleet.roles.gateway._njs import render_js
+from vfleet.roles.gateway._render import Backend
+from vfleet.roles.gateway._tenants import TenantError, tenant_rows
+from vfleet.roles.service._argv import ArgvError, vllm_argv
+from vfleet.roles.service._lora_flags import RANK_CHOICES, max_lora_rank
 from tests.unit.configs import host_config
 
 ALL_FLAGS = lambda flag, version: True   # noqa: E731  (a version that accepts every flag)

@@ -1,4 +1,4 @@
-"""A host's last measured restart (vfleet/roles/service/measured_restart.py): the fact's parser
+"""A host's last measured restart (vfleet/roles/service/_measured_restart.py): the fact's parser
 from {command, output, expected} data files (tests/unit/data/measured_restart/, the pyinfra way),
 then the write and the read run for real under `sh` on a temporary folder, and a write that
 fails, which must not fail the host."""
@@ -14,7 +14,7 @@ import yaml
 
 from vfleet.engine.fact_protocol import fact_script, read_outputs, results
 from vfleet.engine.results import Status
-from vfleet.roles.service.measured_restart import (MeasuredRestart, MeasuredRestartFact, ROOT, path_for, save,
+from vfleet.roles.service._measured_restart import (MeasuredRestart, MeasuredRestartFact, ROOT, path_for, save,
                                                    save_command)
 from tests.unit.configs import host_config
 

@@ -1,4 +1,4 @@
-"""Model-folder checks (vfleet/roles/preflight/model_checks.py) over the small folders in
+"""Model-folder checks (vfleet/roles/preflight/_model_checks.py) over the small folders in
 tests/unit/data/models/, read the way the controller reads model_source."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vfleet.roles.preflight import host_checks
-from vfleet.roles.preflight import model_checks as mc
-from vfleet.roles.preflight.model_facts import custom_code_files, model_facts_from_folder, with_model_source
+from vfleet.roles.preflight import _model_checks as mc
+from vfleet.roles.preflight._model_facts import custom_code_files, model_facts_from_folder, with_model_source
 from tests.unit.preflight_cases import config
 
 MODELS = Path(__file__).parent / "data" / "models"

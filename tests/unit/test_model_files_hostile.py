@@ -18,14 +18,14 @@ import yaml
 
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import JsonFileError, loads_strict, read_bounded
-from vfleet.roles.preflight import capacity
-from vfleet.roles.preflight import facts as F
-from vfleet.roles.preflight.capacity.parallel import plan_parallel
-from vfleet.roles.preflight.facts import assemble
-from vfleet.roles.preflight.model_facts import model_facts_from_folder
-from vfleet.roles.preflight.model_files import CONFIG_LIMIT, read_config
-from vfleet.roles.preflight.safetensors_header import file_weight_bytes, parse_probe, probe_command
-from vfleet.roles.weights.manifest import ManifestError, index_shards
+from vfleet.roles.preflight import _capacity as capacity
+from vfleet.roles.preflight import _facts as F
+from vfleet.roles.preflight._capacity.parallel import plan_parallel
+from vfleet.roles.preflight._facts import assemble
+from vfleet.roles.preflight._model_facts import model_facts_from_folder
+from vfleet.roles.preflight._model_files import CONFIG_LIMIT, read_config
+from vfleet.roles.preflight._safetensors_header import file_weight_bytes, parse_probe, probe_command
+from vfleet.roles.model_source._manifest import ManifestError, index_shards
 from tests.unit.preflight_cases import config
 
 DATA = Path(__file__).parent / "data" / "model_files_hostile"

@@ -1,4 +1,4 @@
-"""prometheus-nginx-exporter on a gateway (vfleet/roles/monitoring/exporter.py): the plan from fake facts
+"""prometheus-nginx-exporter on a gateway (vfleet/roles/monitoring/_exporter.py): the plan from fake facts
 (pyinfra's way: a bare host, a converged one, new ARGS, a stopped exporter, a masked unit), the
 fact commands run on this machine (which has Debian's package, as the lab needs), and the real
 exporter, started with exactly the ARGS the plan writes, reading the real nginx running the
@@ -16,9 +16,9 @@ import pytest
 
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.gateway import render as gr
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.monitoring.exporter import DEFAULTS_FILE, PACKAGE, UNIT, defaults_text, facts_for, plan
+from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.monitoring._exporter import DEFAULTS_FILE, PACKAGE, UNIT, defaults_text, facts_for, plan
 from tests.unit.gateway_cases import BACKENDS, gw
 from tests.unit.test_gateway_render import _free_port, _nginx_prefix
 

@@ -14,10 +14,10 @@ import yaml
 
 from vfleet.engine.inventory import load_inventory
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.monitoring import files as files_mod
-from vfleet.roles.monitoring.dashboard import panel_queries
-from vfleet.roles.monitoring.files import MonitoringFile, monitoring_files, write_tree
-from vfleet.roles.monitoring.metrics import fleet_metric_names
+from vfleet.roles.monitoring import _files as files_mod
+from vfleet.roles.monitoring._dashboard import panel_queries
+from vfleet.roles.monitoring._files import MonitoringFile, monitoring_files, write_tree
+from vfleet.roles.monitoring._metrics import fleet_metric_names
 from vfleet.config.variables import SCHEMA
 from tests.unit.test_monitor_rules import promtool
 

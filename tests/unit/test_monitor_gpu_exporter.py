@@ -1,4 +1,4 @@
-"""The GPU readings on a vLLM host (vfleet/roles/monitoring/gpu_exporter.py): the plan from fake
+"""The GPU readings on a vLLM host (vfleet/roles/monitoring/_gpu_exporter.py): the plan from fake
 facts (pyinfra's way: a bare host, a converged one, a new expected count, a masked unit), the
 expected GPU count from the inventory, and the producer's units checked by the real
 `systemd-analyze verify`."""
@@ -12,8 +12,8 @@ import pytest
 
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.monitoring import gpu_exporter as ge
-from vfleet.roles.monitoring.gpu_textfile import TEXTFILE_DIR
+from vfleet.roles.monitoring import _gpu_exporter as ge
+from vfleet.roles.monitoring._gpu_textfile import TEXTFILE_DIR
 from tests.unit.configs import host_config
 
 HOST = host_config()

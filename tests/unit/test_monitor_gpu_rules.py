@@ -1,4 +1,4 @@
-"""GPU alert rules (vfleet/roles/monitoring/gpu_rules.py) through the real promtool: `check
+"""GPU alert rules (vfleet/roles/monitoring/_gpu_rules.py) through the real promtool: `check
 rules` on the whole rules file, and `test rules` with synthetic series that make each alert
 fire and stay quiet: a GPU lost (nvidia-smi failing, then fewer GPUs listed), a one-minute
 blip, uncorrected ECC errors growing, a counter reset by a driver reload (no growth), a node
@@ -11,9 +11,9 @@ from pathlib import Path
 import yaml
 
 from vfleet.config.monitoring import MonitoringSettings
-from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS, gpu_rules
-from vfleet.roles.monitoring.metrics import metric_names_for
-from vfleet.roles.monitoring.rules import alert_rules, rules_yaml
+from vfleet.roles.monitoring._gpu_rules import GPU_ALERTS, gpu_rules
+from vfleet.roles.monitoring._metrics import metric_names_for
+from vfleet.roles.monitoring._rules import alert_rules, rules_yaml
 from tests.unit.test_monitor_rules import promtool
 
 TH = dataclasses.replace(MonitoringSettings.defaults().thresholds, down_for="2m", window="5m")

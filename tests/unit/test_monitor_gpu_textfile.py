@@ -1,4 +1,4 @@
-"""The GPU textfile producer (vfleet/roles/monitoring/gpu_textfile.py): nvidia-smi's rows ->
+"""The GPU textfile producer (vfleet/roles/monitoring/_gpu_textfile.py): nvidia-smi's rows ->
 Prometheus text, from data files (a GPU lost, the driver gone, values the GPU cannot give)
 and from the lab's simulated nvidia-smi replaying each captured profile (what a lab host runs);
 the text passes the real `promtool check metrics`; the file is replaced atomically; a missing
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from vfleet.roles.monitoring import gpu_textfile as gt
+from vfleet.roles.monitoring import _gpu_textfile as gt
 
 DATA = Path(__file__).parent / "data" / "monitor" / "gpu"
 REPO = Path(__file__).resolve().parents[2]

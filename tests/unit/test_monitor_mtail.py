@@ -1,4 +1,4 @@
-"""mtail on a gateway (vfleet/roles/monitoring/mtail.py, vfleet_gateway.mtail): the program run by
+"""mtail on a gateway (vfleet/roles/monitoring/_mtail.py, vfleet_gateway.mtail): the program run by
 the real mtail (`--one_shot`) over a sample access log, counting per tenant, model, status and
 error; the plan from fake facts (pyinfra's way); the program check rejecting a broken program;
 and the per-tenant recording rules (usage_rules.py) through the real `promtool test rules`."""
@@ -19,9 +19,9 @@ from tests.unit.test_monitor_rules import TH, V1, promtool
 from vfleet.config.access_log import ACCESS_LOG, ERROR_KINDS, FIELDS, UNBOUNDED_MODEL_ERRORS
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.monitoring.mtail import (CHECK, DEFAULTS_FILE, PACKAGE, PROGRAM_NAME, PROGRAM_PATH, PROGRAMS_DIR,
+from vfleet.roles.monitoring._mtail import (CHECK, DEFAULTS_FILE, PACKAGE, PROGRAM_NAME, PROGRAM_PATH, PROGRAMS_DIR,
                                            UNIT, defaults_text, plan, program_text)
-from vfleet.roles.monitoring.rules import rules_yaml
+from vfleet.roles.monitoring._rules import rules_yaml
 
 GW = gw()
 

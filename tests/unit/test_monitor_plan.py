@@ -12,8 +12,8 @@ import pytest
 
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.monitoring.deploy import DEFAULTS_FILE, defaults_text, facts_for, plan
-from vfleet.roles.monitoring.files import monitoring_files
+from vfleet.roles.monitoring._deploy import DEFAULTS_FILE, defaults_text, facts_for, plan
+from vfleet.roles.monitoring._files import monitoring_files
 from vfleet.config.monitoring import MonitoringSettings
 from tests.unit.configs import host_config
 
@@ -113,7 +113,7 @@ def run_locally(changes) -> list[subprocess.CompletedProcess]:
 def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
     """The planned writes run for real in a scratch folder: all of them land and pass promtool;
     then a rules file promtool rejects is not kept and the previous one is put back."""
-    from vfleet.roles.monitoring import deploy
+    from vfleet.roles.monitoring import _deploy as deploy
 
     monkeypatch.setattr(deploy, "PROMETHEUS_DIR", str(tmp_path))
     monkeypatch.setattr(deploy, "CONFIG_PATH", str(tmp_path / "prometheus.yml"))

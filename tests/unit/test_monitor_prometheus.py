@@ -17,11 +17,11 @@ import httpx
 import pytest
 import yaml
 
-from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
-from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS
+from vfleet.roles.monitoring._gpu_rules import GPU_ALERTS
+from vfleet.roles.monitoring._rules import ALERTS, GATEWAY_ALERTS
 from vfleet.config.monitoring import MonitoringSettings
-from vfleet.roles.monitoring.usage_rules import usage_records
-from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
+from vfleet.roles.monitoring._usage_rules import usage_records
+from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """\

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from vfleet.config.monitoring import MonitoringSettings
-from vfleet.roles.monitoring.metrics import fleet_metric_names, metric_names_for
-from vfleet.roles.monitoring.gpu_rules import GPU_ALERTS
-from vfleet.roles.monitoring.rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
-from vfleet.roles.monitoring.usage_rules import usage_records
-from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS
+from vfleet.roles.monitoring._metrics import fleet_metric_names, metric_names_for
+from vfleet.roles.monitoring._gpu_rules import GPU_ALERTS
+from vfleet.roles.monitoring._rules import ALERTS, GATEWAY_ALERTS, alert_rules, rules_yaml
+from vfleet.roles.monitoring._usage_rules import usage_records
+from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The verdict alerts (vfleet/roles/monitoring/verdict_rules.py) judged by the real promtool:
+"""The verdict alerts (vfleet/roles/monitoring/_verdict_rules.py) judged by the real promtool:
 `check rules` accepts them, and `test rules` with synthetic series shows each one firing on
 the host whose numbers meet its verdict and staying quiet on the others, under the V1 and the
 V0 metric names, with each host's max_num_seqs from LIMITS (the inventory's) or, for hosts
@@ -15,8 +15,8 @@ import yaml
 
 from vfleet.clients.verdict import AT_LIMIT_SHARE, KV_NEAR_FULL, TEXTS
 from vfleet.config.monitoring import MonitoringSettings
-from vfleet.roles.monitoring.metrics import metric_names_for
-from vfleet.roles.monitoring.verdict_rules import VERDICT_ALERTS, verdict_group
+from vfleet.roles.monitoring._metrics import metric_names_for
+from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS, verdict_group
 
 TH = MonitoringSettings.defaults().thresholds
 MINUTES = 20

@@ -1,7 +1,7 @@
 """The nccl_bandwidth check's rules: expected figures by link, thresholds, the 1-GPU case."""
 import pytest
 
-from vfleet.roles.preflight import nccl_bandwidth as nb
+from vfleet.roles.preflight import _nccl_bandwidth as nb
 
 
 def result(world, busbw, correct=True):
@@ -59,7 +59,7 @@ def test_probe_command_keeps_every_environment_value_one_shell_word(tmp_path):
     """A value with shell syntax reaches the probe as that literal value (run by a real sh)."""
     import subprocess
 
-    from vfleet.roles.preflight import nccl_bandwidth as nb
+    from vfleet.roles.preflight import _nccl_bandwidth as nb
     from vfleet.config.quoting import QuotingError
 
     marker = tmp_path / "pwned"

@@ -20,9 +20,9 @@ from vfleet.config.variables import SCHEMA
 from vfleet.engine.runner import HostFailed, Play, RunOptions
 from vfleet.engine import systemd
 from vfleet.engine.transfer import rsync_args, rsync_push
-from vfleet.roles.install import venv
-from vfleet.roles.service import unit
-from vfleet.roles.weights import copies, sync
+from vfleet.roles.install import _venv as venv
+from vfleet.roles.service import _unit as unit
+from vfleet.roles.weights import _copies as copies, _sync as sync
 from tests.unit.configs import host_config
 
 EVIL = "--rsh=touch /tmp/vfleet-pwned"

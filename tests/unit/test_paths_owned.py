@@ -12,10 +12,10 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import FileState
 from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change, replaceable_link
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.install import venv
+from vfleet.roles.install import _venv as venv
 from vfleet.config.lora import LoraAdapter
-from vfleet.roles.weights import copies
-from vfleet.roles.weights.payload import adapter_payload, model_payload
+from vfleet.roles.weights import _copies as copies
+from vfleet.roles.model_source._payload import adapter_payload, model_payload
 from tests.unit.configs import host_config
 
 # (link, its current target as readlink prints it (None: missing, OTHER: not a link), root, refused?)

@@ -17,11 +17,11 @@ from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.vllm_facts import flag_available
-from vfleet.roles.preflight import facts as preflight_facts
-from vfleet.roles.preflight.unit_checks import check_unit_files
-from vfleet.roles.service import unit as service
-from vfleet.roles.service.render import render_service
-from vfleet.roles.service.unit_files import UNIT_MARKER, UNIT_SEARCH_PATH, UnitFiles, owned_units, refusal
+from vfleet.roles.preflight import _facts as preflight_facts
+from vfleet.roles.preflight._unit_checks import check_unit_files
+from vfleet.roles.service import _unit as service
+from vfleet.roles.service._render import render_service
+from vfleet.roles.service._unit_files import UNIT_MARKER, UNIT_SEARCH_PATH, UnitFiles, owned_units, refusal
 from tests.unit.configs import host_config
 
 CASES = yaml.safe_load((Path(__file__).parent / "data" / "paths" / "unit_files.yaml").read_text())

@@ -1,4 +1,4 @@
-"""The planner's weight figure for quantized models (vfleet/roles/preflight/capacity/quant.py)
+"""The planner's weight figure for quantized models (vfleet/roles/preflight/_capacity/quant.py)
 against what real checkpoints hold and what vLLM loaded (tests/unit/data/planner/quantized.json):
 config.json alone, no safetensors index, as a host has before the weights are copied."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from vfleet.engine.strict_json import JsonFileError
-from vfleet.roles.preflight import capacity as cap
-from vfleet.roles.preflight.capacity import quant
+from vfleet.roles.preflight import _capacity as cap
+from vfleet.roles.preflight._capacity import quant
 
 DATA = Path(__file__).parent / "data" / "planner"
 TABLE = json.loads((DATA / "quantized.json").read_text())

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from vfleet.roles.preflight import capacity as cap
-from vfleet.roles.preflight.capacity.draft import Draft
+from vfleet.roles.preflight import _capacity as cap
+from vfleet.roles.preflight._capacity.draft import Draft
 
 DATA = Path(__file__).parent / "data" / "planner"
 TABLE = json.loads((DATA / "validation.json").read_text())

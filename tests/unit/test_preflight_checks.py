@@ -1,4 +1,4 @@
-"""Preflight host checks (vfleet/roles/preflight/checks.py): every check with a passing and a failing
+"""Preflight host checks (vfleet/roles/preflight/_checks.py): every check with a passing and a failing
 case, message and fix asserted: GPU vs dtype and quantisation, tensor parallelism, topology and
 NCCL, host resources, hosts without a usable GPU, KV-cache capacity.
 Facts come from GPU profiles (real captures, or the synthetic seed V100 box) through the same

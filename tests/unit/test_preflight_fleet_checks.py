@@ -1,4 +1,4 @@
-"""Preflight cross-host checks (vfleet/roles/preflight/fleet_checks.py): per serving group, the majority
+"""Preflight cross-host checks (vfleet/roles/preflight/_fleet_checks.py): per serving group, the majority
 driver, CUDA and GPU model pass, the odd hosts warn, a tie warns everyone; hosts with no driver
 are left to their own gpu.driver check."""
 from __future__ import annotations

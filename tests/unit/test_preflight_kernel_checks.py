@@ -1,5 +1,5 @@
 """vllm.flashinfer_kernels: whether the installed vLLM starts on this host without fetching
-FlashInfer's kernels (vfleet/roles/preflight/kernel_checks.py, the vllm_facts.yaml row from the
+FlashInfer's kernels (vfleet/roles/preflight/_kernel_checks.py, the vllm_facts.yaml row from the
 vLLM 0.32.0 wheel), on the real H200 and V100 captures."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.roles.preflight import host_checks
-from vfleet.roles.preflight.kernel_checks import CHECK_ID
+from vfleet.roles.preflight._kernel_checks import CHECK_ID
 from tests.unit.preflight_cases import _profile_dir, config, facts
 
 H200 = {"vllm_version": "0.32.0", "dtype": "bfloat16", "max_model_len": 4096}

@@ -18,8 +18,8 @@ from vfleet.config.fleet import Fleet
 from vfleet.cli.preflight_steps import plan_hosts
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
-from vfleet.roles.preflight import audit
-from vfleet.roles.preflight.capacity.record import CapacityRecord
+from vfleet.roles.preflight import _audit as audit
+from vfleet.roles.preflight._capacity.record import CapacityRecord
 
 MODEL = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
          "torch_dtype": "bfloat16", "max_position_embeddings": 2048}
@@ -74,7 +74,7 @@ def test_plan_notes_the_cpu_capacity_for_later_steps(inv) -> None:
 
 
 def test_a_gather_that_prints_nothing_fails_the_host(inv, monkeypatch) -> None:
-    from vfleet.roles.preflight import audit as audit_mod
+    from vfleet.roles.preflight import _audit as audit_mod
 
     monkeypatch.setattr(audit_mod, "gather_script", lambda cfg: "exit 0\n")
     play = _play(inv)

@@ -12,9 +12,9 @@ import yaml
 
 from tests.unit.preflight_cases import by_id, config, facts
 from vfleet.roles.preflight import host_checks
-from vfleet.roles.preflight.fact_table import facts_for
-from vfleet.roles.preflight.nccl_conf import check_nccl_sources
-from vfleet.roles.preflight.parsers import nccl_sources
+from vfleet.roles.preflight._fact_table import facts_for
+from vfleet.roles.preflight._nccl_conf import check_nccl_sources
+from vfleet.roles.preflight._parsers import nccl_sources
 
 LAB = Path(__file__).resolve().parents[2] / "vfleet" / "lab" / "profiles"
 POLLUTED = yaml.safe_load((Path(__file__).parent / "data" / "facts" / "nccl_sources_polluted.yaml").read_text())

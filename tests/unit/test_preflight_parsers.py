@@ -20,8 +20,8 @@ import yaml
 
 import vfleet.roles.preflight as preflight
 from vfleet.engine.fact_protocol import Output, read_outputs
-from vfleet.roles.preflight import facts as F
-from vfleet.roles.preflight.parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
+from vfleet.roles.preflight import _facts as F
+from vfleet.roles.preflight._parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
 from tests.unit.preflight_cases import config
 
 DATA = Path(__file__).parent / "data" / "facts"
@@ -53,7 +53,7 @@ def test_fact_data_file(path: Path) -> None:
         got = fact.process_output(Output(out, case.get("stderr", ""), case.get("rc", 0)))
     else:
         mod, fn = case["parser"].split(":")
-        got = getattr(importlib.import_module(f"vfleet.roles.preflight.parsers.{mod}"), fn)(out, *(case.get("args") or []))
+        got = getattr(importlib.import_module(f"vfleet.roles.preflight._parsers.{mod}"), fn)(out, *(case.get("args") or []))
     assert got == case["expected"]
 
 

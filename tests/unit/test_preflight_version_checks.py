@@ -1,4 +1,4 @@
-"""Preflight checks of the pinned vLLM version (vfleet/roles/preflight/version_checks.py): its wheels vs
+"""Preflight checks of the pinned vLLM version (vfleet/roles/preflight/_version_checks.py): its wheels vs
 the GPU and the driver, the flags the inventory renders, the metric names dashboards read, and
 the pre-upgrade audit (`upgrade_checks` with a NEW version in the config)."""
 from __future__ import annotations

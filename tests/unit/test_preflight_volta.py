@@ -11,9 +11,9 @@ import yaml
 
 from tests.unit.preflight_cases import config, facts
 from vfleet.roles.preflight import host_checks
-from vfleet.roles.preflight.engine_checks import check_batched_tokens, check_swap_space
-from vfleet.roles.preflight.fact_table import MemTotal
-from vfleet.roles.preflight.volta_checks import (check_attention_backend, check_cuda_graphs, check_volta_memory_utilization,
+from vfleet.roles.preflight._engine_checks import check_batched_tokens, check_swap_space
+from vfleet.roles.preflight._fact_table import MemTotal
+from vfleet.roles.preflight._volta_checks import (check_attention_backend, check_cuda_graphs, check_volta_memory_utilization,
                                                   engine_on_gpu)
 
 REPO = Path(__file__).resolve().parents[2]

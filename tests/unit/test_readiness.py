@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.service import readiness
+from vfleet.roles.service import _readiness as readiness
 from tests.unit.configs import host_config
 from tests.unit.json_handler import JsonHandler
 

@@ -112,7 +112,7 @@ def test_vfleet_load_checks_replicas_before_anything_runs(tmp_path):
 
 
 def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
-    from vfleet.roles.replica.deploy import _units
+    from vfleet.roles.replica._deploy import _units
     inv = _load()
     r = find_replicas(inv)["r1"]
     fleet = Fleet.of(inv)
@@ -125,7 +125,7 @@ def test_deploy_runs_replica_members_apart_and_smokes_no_worker():
 
 
 def test_host_gpu_count_check_leaves_a_member_to_the_replica_check():
-    from vfleet.roles.preflight.checks import check_tp_count
+    from vfleet.roles.preflight._checks import check_tp_count
     from tests.unit.preflight_cases import config
     v = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
     assert check_tp_count(config(v), {"gpu_count": 8}).status == "fail"

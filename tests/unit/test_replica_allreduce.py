@@ -1,4 +1,4 @@
-"""The cross-member all-reduce of `preflight --replica-allreduce` (vfleet/roles/replica/allreduce.py):
+"""The cross-member all-reduce of `preflight --replica-allreduce` (vfleet/roles/replica/_allreduce.py):
 the jobs it plans from the route facts, the checks it makes of results, and its probe run for
 real as two local ranks over loopback with gloo (torch is in the dev environment)."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from vfleet.config.replicas import Replica
-from vfleet.roles.replica.allreduce import PROBE, AllReduceJob, plan, to_check
-from vfleet.roles.replica.facts import parse_route
+from vfleet.roles.replica._allreduce import PROBE, AllReduceJob, plan, to_check
+from vfleet.roles.replica._facts import parse_route
 from tests.unit.configs import host_config
 
 R = Replica("r1", ("gpu01", "gpu02", "gpu03"), 8, 3, 8, "ray", "inv.yaml: line 10: group 'r1'")

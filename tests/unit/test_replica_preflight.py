@@ -1,11 +1,11 @@
-"""Cross-member preflight of a multi-host replica, from fake facts (vfleet/roles/replica/preflight.py)."""
+"""Cross-member preflight of a multi-host replica, from fake facts (vfleet/roles/replica/_preflight.py)."""
 from __future__ import annotations
 
 import copy
 
 from vfleet.config.replicas import Replica
-from vfleet.roles.replica.facts import ClockFact, ReachFact, VersionsFact, parse_route
-from vfleet.roles.replica.preflight import member_checks, peer_of
+from vfleet.roles.replica._facts import ClockFact, ReachFact, VersionsFact, parse_route
+from vfleet.roles.replica._preflight import member_checks, peer_of
 from tests.unit.configs import host_config
 
 R = Replica("r1", ("gpu01", "gpu02"), 8, 2, 8, "ray", "inv.yaml: line 10: group 'r1'")
@@ -125,6 +125,6 @@ class _Ctx:
 
 
 def test_read_clock_measures_the_offset_from_the_controller():
-    from vfleet.roles.replica.preflight import read_clock
+    from vfleet.roles.replica._preflight import read_clock
     clock = read_clock(_Ctx(), ClockFact())
     assert 4_900 <= clock["offset_ms"] <= 5_100 and clock["uncertainty_ms"] >= 1 and clock["ntp_synchronized"] is True

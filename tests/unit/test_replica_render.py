@@ -1,4 +1,4 @@
-"""Ray units, the head's vLLM unit and the mp variant, rendered from data (vfleet/roles/replica/ray_render.py)."""
+"""Ray units, the head's vLLM unit and the mp variant, rendered from data (vfleet/roles/replica/_ray_render.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,12 +7,12 @@ import pytest
 import yaml
 
 from vfleet.engine.inventory import load_inventory
-from vfleet.roles.replica.ray_render import render_member
+from vfleet.roles.replica._ray_render import render_member
 from vfleet.cli.render_files import render_host
 from vfleet.config.fleet import Fleet
-from vfleet.roles.replica.facts import RouteFact, parse_route
+from vfleet.roles.replica._facts import RouteFact, parse_route
 from vfleet.config.variables import SCHEMA
-from vfleet.roles.gateway.render import GATEWAY_CONF_PATH
+from vfleet.roles.gateway._render import GATEWAY_CONF_PATH
 from vfleet.config.vllm_facts import flag_available
 
 DATA = Path(__file__).parent / "data" / "replica"

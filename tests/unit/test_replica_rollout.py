@@ -1,8 +1,8 @@
-"""A multi-host replica is one unit of a rolling restart (vfleet/roles/replica/rollout.py)."""
+"""A multi-host replica is one unit of a rolling restart (vfleet/roles/replica/_rollout.py)."""
 from __future__ import annotations
 
 from vfleet.config.replicas import Replica
-from vfleet.roles.replica.rollout import restart_steps, unit_batches, unit_members
+from vfleet.roles.replica._rollout import restart_steps, unit_batches, unit_members
 
 R = {"r1": Replica("r1", ("gpu02", "gpu01"), 8, 2, 8, "ray", "")}
 HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
@@ -34,7 +34,7 @@ def test_mp_unit_stops_every_rank_and_starts_workers_before_the_head():
 
 
 def test_unit_keys_are_what_the_rollout_drains():
-    from vfleet.roles.replica.rollout import unit_keys
+    from vfleet.roles.replica._rollout import unit_keys
     assert unit_keys(["gpu01", "gpu03", "gpu02"], R) == ["gpu02", "gpu03"]
 
 
@@ -42,7 +42,7 @@ def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
     """ReplicaRollout.restart_host on the head runs restart_steps over the members' contexts."""
     from types import SimpleNamespace
 
-    from vfleet.roles.replica import rollout as rr
+    from vfleet.roles.replica import _rollout as rr
 
     calls = []
 

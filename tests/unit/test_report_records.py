@@ -15,11 +15,11 @@ from vfleet.engine.runner import HostFailed, Play, RunOptions
 from vfleet.clients import smoke
 from vfleet.config.replicas import Replica
 from vfleet.config.variables import SCHEMA
-from vfleet.roles.replica.allreduce import AllReduceResult
-from vfleet.roles.replica.deploy import Placement
-from vfleet.roles.replica.facts import Route
-from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutSummary
-from vfleet.roles.weights.totals import WeightsBySource, WeightsTotals
+from vfleet.roles.replica._allreduce import AllReduceResult
+from vfleet.roles.replica._deploy import Placement
+from vfleet.roles.replica._facts import Route
+from vfleet.roles.rollout._records import Converged, RestoredUntried, RolloutSummary
+from vfleet.roles.weights._totals import WeightsBySource, WeightsTotals
 from vfleet.cli.deploy_steps import CurlHint
 from vfleet.cli.preflight import AuditSource
 

@@ -17,15 +17,15 @@ import yaml
 from vfleet.engine.changes import Change
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.config.gateway_access import GatewayTls
-from vfleet.roles.gateway import nginx as gateway
-from vfleet.roles.gateway.caps import GatewayCaps
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.service import unit as service
-from vfleet.roles.install import venv as vllm_install
-from vfleet.roles.weights import sync as weights
-from vfleet.roles.gateway.render import Backend
-from vfleet.roles.rollout.batches import plan_batches
-from vfleet.roles.service.render import render_service
+from vfleet.roles.gateway import _nginx as gateway
+from vfleet.roles.gateway._caps import GatewayCaps
+from vfleet.roles.gateway._files import render_files
+from vfleet.roles.service import _unit as service
+from vfleet.roles.install import _venv as vllm_install
+from vfleet.roles.weights import _sync as weights
+from vfleet.roles.gateway._render import Backend
+from vfleet.roles.rollout._batches import plan_batches
+from vfleet.roles.service._render import render_service
 from vfleet.config.vllm_facts import flag_available
 from tests.unit.configs import host_config
 

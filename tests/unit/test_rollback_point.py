@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from vfleet.roles.rollout import rollback_point as rp
+from vfleet.roles.rollout import _rollback_point as rp
 from tests.unit.configs import host_config
 
 

@@ -1,4 +1,4 @@
-"""What a rollout expects to take and what it took (vfleet/roles/rollout/estimate.py), from data:
+"""What a rollout expects to take and what it took (vfleet/roles/rollout/_estimate.py), from data:
 batches of hosts, replica units, hosts never measured, none measured; the durations as printed;
 then the real Rollout over local hosts, twice: the first run has nothing to go on and records
 each restart, the second reads those records back and says what it expects."""
@@ -19,13 +19,13 @@ from vfleet.config.fleet import Fleet
 from vfleet.config.replicas import Replica
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
-from vfleet.roles.replica.rollout import unit_batches
-from vfleet.roles.rollout import rolling
-from vfleet.roles.rollout.estimate import (LISTED, duration, estimate, expect_line, host_cost, measured_of, spent_s,
+from vfleet.roles.replica._rollout import unit_batches
+from vfleet.roles.rollout import _rolling as rolling
+from vfleet.roles.rollout._estimate import (LISTED, duration, estimate, expect_line, host_cost, measured_of, spent_s,
                                            total_line)
-from vfleet.roles.rollout.records import RestartTimes, RolloutInfo
-from vfleet.roles.service import measured_restart
-from vfleet.roles.service.measured_restart import MeasuredRestart
+from vfleet.roles.rollout._records import RestartTimes, RolloutInfo
+from vfleet.roles.service import _measured_restart as measured_restart
+from vfleet.roles.service._measured_restart import MeasuredRestart
 from tests.unit.configs import LAB_VARS
 
 M = {

@@ -1,4 +1,4 @@
-"""The eval gate of a rollout (vfleet/roles/rollout/gate.py), from data, without a host.
+"""The eval gate of a rollout (vfleet/roles/rollout/_gate.py), from data, without a host.
 
 The real Rollout runs its batches over local hosts with no gateway; what would touch a host
 (the in-flight wait, the restart, the rollback, reading the venv links) is recorded instead,
@@ -32,11 +32,12 @@ from vfleet.engine.report import report_dict
 from vfleet.cli import deploy as deploy_task, rollout as rollout_task
 from vfleet.cli.common import backends, make_play
 from vfleet.cli.options import TaskOptions
-from vfleet.roles.install import venv as vllm_install
-from vfleet.roles.rollout import gate as gate_role, rolling
-from vfleet.roles.service import measured_restart
-from vfleet.roles.rollout.gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
-from vfleet.roles.rollout.records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
+from vfleet.roles.install import _venv as vllm_install
+import vfleet.roles.rollout as rollout_face
+from vfleet.roles.rollout import _gate as gate_role, _rolling as rolling
+from vfleet.roles.service import _measured_restart as measured_restart
+from vfleet.roles.rollout._gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
+from vfleet.roles.rollout._records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
 from vfleet.clients.eval.report import EvalReport
 from vfleet.engine.runner import HostFailed
 from tests.unit.configs import LAB_VARS, host_config
@@ -382,7 +383,7 @@ def test_a_bad_gate_file_stops_upgrade_before_anything_changes(inventory, capsys
 
     def bad(path, fleet, hosts, **kw):
         raise VfleetError(f"--gate {path}: max_divergence: -1 is less than the minimum of 0")
-    monkeypatch.setattr(gate_role, "open_gate", bad)
+    monkeypatch.setattr(rollout_face, "open_gate", bad)   # where `vfleet upgrade` looks it up
     with pytest.raises(Exit) as exc:
         rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml")
     assert exc.value.code == 2 and ran == []
@@ -394,7 +395,7 @@ def test_upgrade_hands_the_gate_to_its_rollout(inventory, monkeypatch):
     seen: dict[str, Any] = {}
     sentinel = object()
     monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: None)
-    monkeypatch.setattr(gate_role, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw)
+    monkeypatch.setattr(rollout_face, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw)
                         or sentinel)
     monkeypatch.setattr(rolling.Rollout, "run", lambda self, *a: seen.update(gate=self.gate) or
                         RolloutSummary([], None, [], {}, []))

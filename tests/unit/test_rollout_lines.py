@@ -10,8 +10,8 @@ import time
 from types import SimpleNamespace
 
 from vfleet.engine.results import HostResult, Status, StepResult
-from vfleet.roles.rollout.lines import failed, host_line, host_lines, waiting
-from vfleet.roles.rollout.records import RestartTimes, RolloutInfo, RolloutSummary
+from vfleet.roles.rollout._lines import failed, host_line, host_lines, waiting
+from vfleet.roles.rollout._records import RestartTimes, RolloutInfo, RolloutSummary
 
 DONE_DICT = {"from": "/opt/vllm/a", "drain_s": 0.02, "inflight_wait_s": 3.41, "stop_s": 6.0, "ready_s": 41.27,
              "restart_s": 47.3, "undrain_s": 0.3, "serving": "/opt/vllm/a"}
@@ -123,7 +123,7 @@ def test_failed_records_the_phase_the_host_was_in_and_how_long():
 def _loading_host(monkeypatch, probe_state: str):
     """A host whose first readiness wait times out; the second one returns 12 s."""
     from vfleet.engine.runner import HostFailed
-    from vfleet.roles.rollout import rolling as rollout
+    from vfleet.roles.rollout import _rolling as rollout
 
     waits = iter([HostFailed("vLLM on lab1: not ready after 600s (last: loading)"), 12.0])
 

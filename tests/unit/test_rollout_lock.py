@@ -12,9 +12,9 @@ from invoke import Context
 from invoke.exceptions import Exit
 
 from vfleet.engine import lock
-from vfleet.roles.rollout import rolling as rollout_role
-from vfleet.roles.rollout.records import RolloutSummary
-from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.rollout import _rolling as rollout_role
+from vfleet.roles.rollout._records import RolloutSummary
+from vfleet.roles.install import _venv as vllm_install
 from vfleet.cli import rollout
 
 

@@ -1,4 +1,4 @@
-"""vLLM environment file rendering (vfleet/roles/service/render.py): secrets only there, never in the
+"""vLLM environment file rendering (vfleet/roles/service/_render.py): secrets only there, never in the
 unit or a traceback; NCCL variables from preflight or the inventory; the order of the items; and
 the whole file read back by a real shell.
 
@@ -13,7 +13,7 @@ import traceback
 import pytest
 
 from vfleet.engine.errors import InventoryError
-from vfleet.roles.service import render as sr
+from vfleet.roles.service import _render as sr
 from tests.unit.configs import host_config
 from tests.unit.service_cases import HF_SECRET, LAB, SECRET, lab, stub_flag_available
 from tests.unit.test_quoting import systemd_read_env_value

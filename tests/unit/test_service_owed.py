@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from vfleet.roles.service.unit import NewerThanProcess, facts_for
+from vfleet.roles.service._unit import NewerThanProcess, facts_for
 from tests.unit.configs import host_config
 
 PATHS = ("/etc/systemd/system/vllm.service", "/etc/vllm/vllm.env", "/opt/vllm/current", "/srv/models/tiny")

@@ -1,4 +1,4 @@
-"""`deploy --batch`'s restart handler (vfleet/roles/service/unit.py, restart_now_or_defer): a
+"""`deploy --batch`'s restart handler (vfleet/roles/service/_unit.py, restart_now_or_defer): a
 host that was serving is not restarted by the service step; its restart is recorded as
 deferred, both as the typed ServiceOutcome that deploy's rolling phase reads to choose the
 hosts it restarts through the gateways, and as a row of the host's report."""
@@ -14,7 +14,7 @@ from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
-from vfleet.roles.service.unit import RESTART, ROLLING_HANDLERS, ServiceOutcome
+from vfleet.roles.service._unit import RESTART, ROLLING_HANDLERS, ServiceOutcome
 from tests.unit.configs import LAB_VARS
 
 

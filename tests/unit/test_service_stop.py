@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from vfleet.roles.service.unit import stop_command
+from vfleet.roles.service._unit import stop_command
 from tests.unit.configs import host_config
 
 

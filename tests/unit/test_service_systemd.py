@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.service import render as sr
+from vfleet.roles.service import _render as sr
 from tests.unit.service_cases import ENGINE, argv_of, exec_words, lab, stub_flag_available
 
 

@@ -1,4 +1,4 @@
-"""vLLM systemd unit rendering (vfleet/roles/service/render.py): ExecStart, the unit's settings and
+"""vLLM systemd unit rendering (vfleet/roles/service/_render.py): ExecStart, the unit's settings and
 names, the stop timeout, and what the renderer refuses to write into a unit.
 
 Every config is a real HostConfig (tests/unit/configs.py: inventory loader + schema, so the
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from vfleet.engine.errors import InventoryError
-from vfleet.roles.service import render as sr
+from vfleet.roles.service import _render as sr
 from tests.unit.configs import host_config
 from tests.unit.service_cases import ENGINE, LAB, argv_of, exec_words, lab, stub_flag_available
 

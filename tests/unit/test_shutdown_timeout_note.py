@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from vfleet.config import vllm_facts
-from vfleet.roles.preflight.version_checks import check_flags
-from vfleet.roles.service import render as sr
-from vfleet.roles.service.argv import vllm_argv
+from vfleet.roles.preflight._version_checks import check_flags
+from vfleet.roles.service import _render as sr
+from vfleet.roles.service._argv import vllm_argv
 from tests.unit.configs import host_config
 
 

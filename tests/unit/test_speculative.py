@@ -1,4 +1,4 @@
-"""Speculative decoding (vfleet/config/speculative.py, roles/service/speculative_flags.py, the
+"""Speculative decoding (vfleet/config/speculative.py, roles/service/_speculative_flags.py, the
 draft's payload, planner and checks, smoke's acceptance reading): each method's rules refused
 at load with the host and the fix, the JSON vLLM gets, the draft's share of memory and KV."""
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from vfleet.clients.bench import server_metrics
 from vfleet.config.speculative import Speculative, speculative_problems
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.preflight import capacity
-from vfleet.roles.preflight.capacity.draft import Draft
-from vfleet.roles.preflight.check_base import FAIL, PASS, WARN
-from vfleet.roles.preflight.speculative_checks import check_speculative
-from vfleet.roles.service.argv import ArgvError, vllm_argv
-from vfleet.roles.service.render import render_unit
-from vfleet.roles.weights import copies
-from vfleet.roles.weights.payload import draft_payload
+from vfleet.roles.preflight import _capacity as capacity
+from vfleet.roles.preflight._capacity.draft import Draft
+from vfleet.roles.preflight._check_base import FAIL, PASS, WARN
+from vfleet.roles.preflight._speculative_checks import check_speculative
+from vfleet.roles.service._argv import ArgvError, vllm_argv
+from vfleet.roles.service._render import render_unit
+from vfleet.roles.weights import _copies as copies
+from vfleet.roles.model_source._payload import draft_payload
 from tests.unit.configs import host_config
 
 ALL_FLAGS = lambda flag, version: True   # noqa: E731
@@ -125,7 +125,7 @@ def test_acceptance_is_read_from_vllms_own_counters():
 
 
 def test_the_capacity_check_counts_the_drafts_bytes_per_token():
-    from vfleet.roles.preflight.checks import check_capacity
+    from vfleet.roles.preflight._checks import check_capacity
     cfg = host_config(spec(method="draft_model", source="/d", num_speculative_tokens=3))
     facts = {"model_config": TINY, "gpus": [{"memory_total_mib": 8192}],
              "speculative_draft": {"config": TINY, "weights_bytes": 3 * 2 ** 20}}

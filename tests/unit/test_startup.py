@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Not needed to run one command on hosts: the HTTP client, the template engine, the roles and
 # the task steps of other commands.
-NOT_FOR_RUN = ("httpx", "jinja2", "vfleet.clients.smoke", "vfleet.templates.environment", "vfleet.roles.gateway.render", "vfleet.roles.preflight.audit",
-               "vfleet.roles.preflight", "vfleet.roles.preflight.capacity", "vfleet.roles.rollout.rolling", "vfleet.roles.rollout.batches", "vfleet.roles.weights.sync", "vfleet.roles.install.venv",
-               "vfleet.roles.service.unit", "vfleet.roles.gateway.nginx", "vfleet.roles.monitoring.deploy", "vfleet.cli.deploy_steps",
+NOT_FOR_RUN = ("httpx", "jinja2", "vfleet.clients.smoke", "vfleet.templates.environment", "vfleet.roles.gateway._render", "vfleet.roles.preflight._audit",
+               "vfleet.roles.preflight", "vfleet.roles.preflight._capacity", "vfleet.roles.rollout._rolling", "vfleet.roles.rollout._batches", "vfleet.roles.weights._sync", "vfleet.roles.install._venv",
+               "vfleet.roles.service._unit", "vfleet.roles.gateway._nginx", "vfleet.roles.monitoring._deploy", "vfleet.cli.deploy_steps",
                "vfleet.cli.preflight_steps")
 
 # After the CLI ran: which of NOT_FOR_RUN are loaded, and what the report says.
@@ -78,7 +78,7 @@ def test_deploy_still_gets_its_steps(local_inventory):
     """The other side: a task's roles do load when it runs (deploy --check over a host of no
     vllm or gateways group: every step runs, on no host)."""
     loaded = _cli_then_modules("deploy", "--inventory", str(local_inventory), "--check")
-    assert "vfleet.cli.deploy_steps" in loaded and "vfleet.roles.preflight.audit" in loaded
+    assert "vfleet.cli.deploy_steps" in loaded and "vfleet.roles.preflight._audit" in loaded
 
 
 def test_menu_lists_every_task():

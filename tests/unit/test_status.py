@@ -15,9 +15,9 @@ import yaml
 from tests.unit.cli_run import vfleet_cli
 from tests.unit.configs import host_config
 from vfleet.engine.fact_protocol import Output, sections
-from vfleet.roles.status import drift as drift_mod
-from vfleet.roles.status.collect import Watch, answers, build_round, probes_for
-from vfleet.roles.status.screen import HOST_COLUMNS, host_cells, gateway_cells, screen
+from vfleet.roles.status import _drift as drift_mod
+from vfleet.roles.status._collect import Watch, answers, build_round, probes_for
+from vfleet.roles.status._screen import HOST_COLUMNS, host_cells, gateway_cells, screen
 
 DATA = Path(__file__).parent / "data"
 METRICS = (DATA / "bench" / "metrics_vllm_new.txt").read_text()
@@ -128,7 +128,7 @@ def test_drift_names_each_file_that_differs_and_what_it_could_not_compare(tmp_pa
     c = cfg("busy", model_source=str(src))
     manifest = hashlib.sha256(b"00  config.json\n").hexdigest()
     want = drift_mod.wanted(c, 252)
-    from vfleet.roles.status.parsers import FileHashes
+    from vfleet.roles.status._parsers import FileHashes
 
     same = drift_mod.drift(c, want, FileHashes(252, want.unit_sha, want.env_sha), "enabled", c.venv_path,
                            f"/srv/models/.versions/tiny-{manifest[:12]}")
@@ -253,14 +253,14 @@ def test_watch_ends_after_the_round_in_which_a_ctrl_c_was_swallowed(tmp_path, vl
     from invoke import Context
 
     from vfleet.cli.status import status
-    from vfleet.roles.status import collect
-    from vfleet.roles.weights import hub
+    import vfleet.roles.status as status_face
+    from vfleet.roles.model_source import _hub as hub
 
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"all": {"vars": {"vllm_version": "0.11.0", "model_name": "tiny"}, "children": {
         "vllm": {"hosts": {"here": {"ansible_connection": "local", "ansible_host": "127.0.0.1",
                                     "vllm_host": "127.0.0.1", "vllm_port": vllm_port}}}}}}))
-    real, rounds = collect.run_round, []
+    real, rounds = status_face.run_round, []
 
     def swallowing(*args, **kwargs):
         rounds.append(1)
@@ -271,7 +271,7 @@ def test_watch_ends_after_the_round_in_which_a_ctrl_c_was_swallowed(tmp_path, vl
             pass
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(collect, "run_round", swallowing)
+    monkeypatch.setattr(status_face, "run_round", swallowing)   # where `vfleet status` looks it up
     monkeypatch.setattr(hub, "_cache_only", False)   # status sets it for its process: put back after
     previous = signal.getsignal(signal.SIGINT)
     status(Context(), inventory=str(inv), watch="1", report=str(tmp_path / "status.json"))

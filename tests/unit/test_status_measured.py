@@ -1,4 +1,4 @@
-"""The live `measured` record of a vLLM host (vfleet/roles/status/measured.py), from what its
+"""The live `measured` record of a vLLM host (vfleet/roles/status/_measured.py), from what its
 probes print (tests/unit/data/status/measured.yaml) without a host: the parsers, the record, the
 plan's memory, and the record shared by the hosts behind a gateway."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from tests.unit.configs import host_config
 from vfleet.clients.measured import differences
 from vfleet.engine.fact_protocol import Output, results
-from vfleet.roles.status import measured as m
+from vfleet.roles.status import _measured as m
 
 DATA = yaml.safe_load((Path(__file__).parent / "data" / "status" / "measured.yaml").read_text())
 MODELS = Path(__file__).parent / "data" / "models"

@@ -1,4 +1,4 @@
-"""The status probes' parsers (vfleet/roles/status/parsers.py) from captured outputs in
+"""The status probes' parsers (vfleet/roles/status/_parsers.py) from captured outputs in
 tests/unit/data/status/: adding a case is adding data."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from vfleet.engine.fact_protocol import Output
-from vfleet.roles.status import parsers
-from vfleet.roles.status.probes import Probe
+from vfleet.roles.status import _parsers as parsers
+from vfleet.roles.status._probes import Probe
 
 DATA = Path(__file__).parent / "data" / "status"
 CASES = yaml.safe_load((DATA / "parsers.yaml").read_text())

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from vfleet.roles.triage.classes import CLASSES
-from vfleet.roles.triage.classify import classify_lines
-from vfleet.roles.triage.logfile import read_log
+from vfleet.roles.triage._classes import CLASSES
+from vfleet.roles.triage._classify import classify_lines
+from vfleet.roles.triage._logfile import read_log
 
 DATA = Path(__file__).parent / "data" / "triage"
 CASES: list[dict[str, Any]] = yaml.safe_load((DATA / "cases.yaml").read_text())
@@ -98,7 +98,7 @@ def test_next_steps_name_inventory_variables_that_exist() -> None:
 
 
 def test_the_scan_finds_each_line_holding_a_word_once_in_order() -> None:
-    from vfleet.roles.triage.scan import LowerText
+    from vfleet.roles.triage._scan import LowerText
 
     lines = ["NCCL error and nccl again", "nothing", "", "Watchdog NCCL", "watchdog", "last nccl"]
     assert list(LowerText(lines).lines_with(("nccl", "watchdog"))) == [0, 3, 4, 5]

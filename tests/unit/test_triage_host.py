@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.unit.cli_run import vfleet_in_process as run_cli
-from vfleet.roles.triage.host import JournalFact, UnitHealthFact
+from vfleet.roles.triage._host import JournalFact, UnitHealthFact
 
 DATA = Path(__file__).parent / "data" / "triage"
 FACTS = {"health": UnitHealthFact, "journal": JournalFact}

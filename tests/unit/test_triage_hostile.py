@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.cli_run import vfleet_in_process as run_cli
-from vfleet.roles.triage.classify import classify_lines
-from vfleet.roles.triage.logfile import MAX_BYTES, MAX_COUNT_BYTES, read_log
-from vfleet.roles.triage.signals import MAX_LINE_CHARS
+from vfleet.roles.triage._classify import classify_lines
+from vfleet.roles.triage._logfile import MAX_BYTES, MAX_COUNT_BYTES, read_log
+from vfleet.roles.triage._signals import MAX_LINE_CHARS
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.20 GiB is free."
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.unit.cli_run import vfleet_in_process as run_cli
-from vfleet.roles.triage.classify import classify_lines, printable
-from vfleet.roles.triage.host import FailureJournal
+from vfleet.roles.triage._classify import classify_lines, printable
+from vfleet.roles.triage._host import FailureJournal
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.20 GiB is free."
 PORT = "OSError: [Errno 98] Address already in use"

@@ -17,10 +17,10 @@ import yaml
 from tests.unit.cli_run import vfleet_cli, vfleet_in_process
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.fact_protocol import Output
-from vfleet.roles.usage import collect
-from vfleet.roles.usage.logread import NO_LOG, NOT_READABLE, AccessLogLines
-from vfleet.roles.usage.summary import summarise, ttfb_seconds
-from vfleet.roles.usage.window import window
+from vfleet.roles.usage import _collect as collect
+from vfleet.roles.usage._logread import NO_LOG, NOT_READABLE, AccessLogLines
+from vfleet.roles.usage._summary import summarise, ttfb_seconds
+from vfleet.roles.usage._window import window
 
 DATA = Path(__file__).parent / "data" / "usage"
 SUMMARIES = yaml.safe_load((DATA / "summaries.yaml").read_text())

@@ -1,4 +1,4 @@
-"""vLLM command line (vfleet/roles/service/argv.py): the flags each inventory variable renders, the ones a
+"""vLLM command line (vfleet/roles/service/_argv.py): the flags each inventory variable renders, the ones a
 pinned version lacks (dropped and reported), and vllm_extra_args checked like argparse would.
 
 Every config is a real HostConfig (tests/unit/configs.py: inventory loader + schema); the flag
@@ -6,9 +6,9 @@ ground truth is vLLM 0.32.0's --help (tests/unit/service_cases.py)."""
 import pytest
 
 from vfleet.engine.errors import InventoryError
-from vfleet.roles.service import render as sr
+from vfleet.roles.service import _render as sr
 from vfleet.config.variables import SCHEMA
-from vfleet.roles.service.argv import ArgvError, vllm_argv
+from vfleet.roles.service._argv import ArgvError, vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.service_cases import (ENGINE, FLAGS_0_32, HELP, LAB, _choices_from_help, _flags_from_help, argv_of,
                                       exec_words, lab, stub_flag_available, value_of)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.config import vllm_facts as vf
-from vfleet.roles.preflight import checks
+from vfleet.roles.preflight import _checks as checks
 from tests.unit.preflight_cases import config
 
 HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}

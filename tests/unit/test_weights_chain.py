@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.weights import chain, copies, pieces, relay_wire as relay
-from vfleet.roles.weights.relay import BOOT
+from vfleet.roles.weights import _chain as chain, _copies as copies, _pieces as pieces, _relay_wire as relay
+from vfleet.roles.weights._relay import BOOT
 
 PIECE = 16 << 10
 

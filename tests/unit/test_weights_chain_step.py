@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vfleet.roles.weights.manifest import MANIFEST_NAME
+from vfleet.roles.model_source._manifest import MANIFEST_NAME
 
 
 def _inventory(tmp_path: Path, hosts: list[str], **extra: str) -> Path:

@@ -2,7 +2,7 @@
 the waiting is tells the slow hop, not its rate alone (in a chain every rate falls together)."""
 from __future__ import annotations
 
-from vfleet.roles.weights.chain_watch import Watch
+from vfleet.roles.weights._chain_watch import Watch
 
 MIB = 1 << 20
 

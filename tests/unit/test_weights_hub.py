@@ -1,4 +1,4 @@
-"""hf:// model sources (vfleet/roles/weights/hub.py): a real Hugging Face cache layout (blobs
+"""hf:// model sources (vfleet/roles/model_source/_hub.py): a real Hugging Face cache layout (blobs
 named by the hub's ETags, snapshots of links, refs) built here and resolved by huggingface_hub
 in offline mode; the export's manifest checked by the same `sha256sum -c` a host runs; the
 hostile cases each end in one line with nothing exported."""
@@ -16,8 +16,10 @@ from huggingface_hub.utils.sha import git_hash
 from tests.hf_cache import add_revision
 from tests.unit.configs import host_config
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.weights import hub, payload, sync
-from vfleet.roles.weights.manifest import MANIFEST_NAME, verify_command
+from vfleet.roles.weights import _sync as sync
+from vfleet.roles.model_source import _hub as hub
+from vfleet.roles.model_source import _payload as payload
+from vfleet.roles.model_source._manifest import MANIFEST_NAME, verify_command
 
 REPO = "acme/tiny-chat"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -187,7 +189,7 @@ def test_hosts_ask_for_the_same_weights_when_their_revisions_agree():
 
 
 def test_status_compares_a_hub_source_through_an_existing_export_and_never_hashes_or_downloads(cache, monkeypatch):
-    from vfleet.roles.status.drift import Wanted, controller_manifest_id, drift
+    from vfleet.roles.status._drift import Wanted, controller_manifest_id, drift
     monkeypatch.setattr(hub, "_cache_only", True)      # what `vfleet status` sets (hub.never_download)
     cfg = host_config({"model_source": f"hf://{REPO}@main"})
     venv = cfg.venv_path

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from vfleet.roles.weights import manifest as wm
+from vfleet.roles.model_source import _manifest as wm
 
 
 def _model(tmp_path, sharded=False):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.weights import pieces
-from vfleet.roles.weights.manifest import manifest_id, write_manifest
-from vfleet.roles.weights.piece_cache import piece_manifest_for
+from vfleet.roles.weights import _pieces as pieces
+from vfleet.roles.model_source._manifest import manifest_id, write_manifest
+from vfleet.roles.weights._piece_cache import piece_manifest_for
 
 PIECE = 16 << 10
 

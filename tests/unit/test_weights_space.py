@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import subprocess
 
-from vfleet.roles.weights.copies import space_command, space_shortfall
+from vfleet.roles.weights._copies import space_command, space_shortfall
 
 
 def test_space_command_is_valid_shell_and_quotes_the_path():

@@ -21,7 +21,7 @@ from vfleet.config.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
 from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
-    from vfleet.roles.gateway.render import Backend
+    from vfleet.roles.gateway import Backend
 
 COMMON_HELP: dict[str, str] = {
     "inventory": "Inventory file (Ansible YAML format); default $VFLEET_INVENTORY",
@@ -111,7 +111,7 @@ def gateway_names(hosts: list[Host]) -> list[str]:
 def backends(fleet: Fleet, max_concurrency: dict[str, float | None] | None = None) -> list[Backend]:
     """Every vLLM host of the inventory that serves (single hosts, replica heads), as the gateways route to it (--limit or not);
     `max_concurrency`: the planner's per host, where preflight ran."""
-    from vfleet.roles.gateway.render import Backend  # here, not above: it loads jinja2, which `run` never needs
+    from vfleet.roles.gateway import Backend  # here, not above: it loads jinja2, which `run` never needs
 
     plans = max_concurrency or {}
     return [Backend.of(fleet.config(h), plans.get(h.name)) for h in fleet.serving_hosts]

@@ -17,22 +17,22 @@ from vfleet.roles.preflight import audit
 from vfleet.roles.gateway import nginx as gateway
 from vfleet.roles.replica import deploy as replica_deploy
 from vfleet.roles.rollout import rollback_point
-from vfleet.roles.compile_cache.share import sharing
-from vfleet.roles.rollout.gate import EvalGate, gate_lines, open_gate as open_eval_gate
+from vfleet.roles.compile_cache import sharing
+from vfleet.roles.rollout import EvalGate, gate_lines, open_gate as open_eval_gate
 from vfleet.roles.service import unit as service
 from vfleet.roles.service import unit_files
 from vfleet.clients import smoke
 from vfleet.roles.install import venv as vllm_install
 from vfleet.roles.weights import sync as weights
-from vfleet.roles.weights.payload import adapter_payload_of, draft_payload
-from vfleet.roles.weights.totals import AdapterTotals, DraftTotals, WeightsBySource
+from vfleet.roles.model_source import adapter_payload_of, draft_payload
+from vfleet.roles.weights import AdapterTotals, DraftTotals, WeightsBySource
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.rollout.records import Converged, RestoredUntried, RolloutInfo, RolloutSummary
-from vfleet.roles.rollout.batches import batch_sizes
-from vfleet.roles.rollout.rolling import Rollout
-from vfleet.roles.service.unit import ServiceOutcome
-from vfleet.roles.triage.host import failure_journal
+from vfleet.roles.rollout import Converged, RestoredUntried, RolloutInfo, RolloutSummary
+from vfleet.roles.rollout import batch_sizes
+from vfleet.roles.rollout import Rollout
+from vfleet.roles.service import ServiceOutcome
+from vfleet.roles.triage import failure_journal
 from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
 from vfleet.cli.options import TaskOptions
 from vfleet.cli.preflight_steps import replica_checks
@@ -79,7 +79,7 @@ def check_gateways(play: Play, fleet: Fleet) -> None:
     it, on the controller when it has nginx (before anything connects), else on the gateway
     itself (read only, in a scratch directory). A refusal is an operator error (exit 2):
     weights, install and service have not touched a host yet."""
-    from vfleet.roles.gateway.precheck import check_gateway, check_on_host, controller_nginx
+    from vfleet.roles.gateway import check_gateway, check_on_host, controller_nginx
 
     names = gateway_names(play.hosts)
     if not names:
@@ -104,7 +104,7 @@ def _selected_gateways(play: Play) -> list[str]:
 
 def step_unit_names(play: Play) -> None:
     """Before the first change on any host: a host whose service_name would shadow a unit it
-    already has (ssh, nginx; vfleet/roles/service/unit_files.py) leaves the run, whatever
+    already has (ssh, nginx; vfleet/roles/service/_unit_files.py) leaves the run, whatever
     --skip-preflight or --force say."""
     play.run_step("service: unit names", unit_files.guard, hosts=vllm_names(play.hosts))
 
@@ -154,7 +154,7 @@ def step_install(play: Play) -> None:
 
 def step_service(play: Play, fleet: Fleet, rolling: bool = False) -> None:
     """Single-host vLLM services; then the multi-host replicas, which start as one
-    (vfleet/roles/replica/deploy.py)."""
+    (vfleet/roles/replica/_deploy.py)."""
     members = fleet.members
     play.run_step("service", service.configure, hosts=[n for n in vllm_names(play.hosts) if n not in members],
                   handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
@@ -170,7 +170,7 @@ def step_gateway(play: Play, fleet: Fleet) -> None:
 
 def _planned(play: Play) -> dict[str, float | None]:
     """Each host's planned max concurrency, where preflight ran in this play."""
-    from vfleet.roles.preflight.capacity.record import CapacityRecord
+    from vfleet.roles.preflight import CapacityRecord
 
     return {n: rec.max_concurrency if (rec := r.get(CapacityRecord)) else None for n, r in play.results.items()}
 
@@ -180,7 +180,7 @@ def _outcome(play: Play, name: str) -> ServiceOutcome:
 
 
 def open_gate(play: Play, fleet: Fleet, path: str | None, opts: TaskOptions, batch: str | None) -> EvalGate | None:
-    """--gate: the eval gate of the rolling restart (vfleet/roles/rollout/gate.py), checked
+    """--gate: the eval gate of the rolling restart (vfleet/roles/rollout/_gate.py), checked
     before anything changes. Only with --batch: the first batch is the canary it judges."""
     if not path:
         return None

@@ -1,5 +1,5 @@
 """The `measured` record of a bench result or an eval report, read live from the vLLM hosts
-behind the target (vfleet/roles/status/measured.py: one SSH round trip a host), so that
+behind the target (vfleet/roles/status/_measured.py: one SSH round trip a host), so that
 bench.compare and eval.compare can say which setup field changed between two runs."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def host_records(fleet: Fleet, opts: TaskOptions, names: list[str], task_name: s
 
     from rich.console import Console
 
-    from vfleet.roles.status.measured import measured_records
+    from vfleet.roles.status import measured_records
 
     play = make_play(task_name, fleet, [fleet.inventory.hosts[n] for n in names], opts,
                      console=Console(file=io.StringIO()))
@@ -33,7 +33,7 @@ def measured_record(fleet: Fleet, opts: TaskOptions, names: list[str], *, one_ho
                     task_name: str = "bench") -> dict:
     """The measured record of the hosts behind the target: that host's record for --host, the
     hosts' shared fields plus each host's own record through a gateway."""
-    from vfleet.roles.status.measured import common_record
+    from vfleet.roles.status import common_record
 
     records = host_records(fleet, opts, names, task_name)
     if one_host:

@@ -37,7 +37,7 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     on change), the nginx exporter on each gateway and the GPU readings on each vLLM host."""
     from vfleet.roles.monitoring import deploy as monitoring_deploy
     from vfleet.roles.monitoring import exporter, gpu_exporter, mtail
-    from vfleet.roles.monitoring.files import monitoring_files, write_tree
+    from vfleet.roles.monitoring import monitoring_files, write_tree
 
     opts = TaskOptions.of(locals())
     if not dest and not deploy:

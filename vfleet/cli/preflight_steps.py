@@ -18,20 +18,20 @@ from vfleet.roles.preflight import capacity
 from vfleet.config.fleet import Fleet
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.preflight.capacity import DEFAULT_BLOCK_SIZE
-from vfleet.roles.preflight.capacity.draft import draft_of
-from vfleet.roles.preflight.capacity.figures import check_inputs
-from vfleet.roles.preflight.capacity.parallel import ParallelPlan, plan_parallel
-from vfleet.roles.preflight.capacity.record import CapacityRecord
-from vfleet.roles.preflight.checks import check_tp_heads
-from vfleet.roles.preflight.adapter_facts import with_adapters
-from vfleet.roles.preflight.model_facts import with_model_source
-from vfleet.roles.weights.sync import controller_folder
+from vfleet.roles.preflight import DEFAULT_BLOCK_SIZE
+from vfleet.roles.preflight import draft_of
+from vfleet.roles.preflight import check_inputs
+from vfleet.roles.preflight import ParallelPlan, plan_parallel
+from vfleet.roles.preflight import CapacityRecord
+from vfleet.roles.preflight import check_tp_heads
+from vfleet.roles.preflight import with_adapters
+from vfleet.roles.preflight import with_model_source
+from vfleet.roles.weights import controller_folder
 
 
 def replica_checks(play: Play, fleet: Fleet, facts: dict, allreduce: bool = False) -> dict[str, list[dict]]:
-    """Cross-member checks of multi-host replicas (vfleet/roles/replica/preflight.py), with the
-    optional all-reduce across members (vfleet/roles/replica/allreduce.py); live only."""
+    """Cross-member checks of multi-host replicas (vfleet/roles/replica/_preflight.py), with the
+    optional all-reduce across members (vfleet/roles/replica/_allreduce.py); live only."""
     replicas = fleet.replicas
     if not replicas or not facts:
         return {}
@@ -48,7 +48,7 @@ def replica_checks(play: Play, fleet: Fleet, facts: dict, allreduce: bool = Fals
 
 
 def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
-    """One line for the smallest TP x PP layout (vfleet/roles/preflight/capacity/parallel.py), then its stage plan."""
+    """One line for the smallest TP x PP layout (vfleet/roles/preflight/_capacity/parallel.py), then its stage plan."""
     if not lay.fits:
         console.print(f"[{title}] [red]no layout fits[/]: " + "; ".join(lay.tried), markup=True)
         return

@@ -22,9 +22,9 @@ def render(c, inventory=None, limit=None, set_=None, host=None, dest=None, syste
 
     The vLLM unit, the env file with secrets masked, the nginx config. The NCCL environment is
     the inventory's only: preflight's topology decision needs the host."""
-    from vfleet.roles.gateway.render import GatewayRenderError
+    from vfleet.roles.gateway import GatewayRenderError
     from vfleet.cli.render_files import render_host, write_rendered
-    from vfleet.roles.service.render import RenderError
+    from vfleet.roles.service import RenderError
 
     opts = TaskOptions.of(locals())
     fleet = load(opts)

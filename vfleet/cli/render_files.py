@@ -20,12 +20,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vfleet.roles.gateway.files import render_files
-from vfleet.roles.gateway.render import Backend
+from vfleet.roles.gateway import render_files
+from vfleet.roles.gateway import Backend
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.replica.ray_render import render_member
-from vfleet.roles.service.render import render_service
+from vfleet.roles.replica import render_member
+from vfleet.roles.service import render_service
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.config.vllm_facts import flag_available
 
@@ -60,7 +60,7 @@ def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) 
     out: list[RenderedFile] = []
     cfg = fleet.config(host)
     replica = fleet.replica_of(host)
-    if replica is not None:  # a multi-host replica's member: Ray units, the head's vLLM (vfleet/roles/replica/ray_render.py)
+    if replica is not None:  # a multi-host replica's member: Ray units, the head's vLLM (vfleet/roles/replica/_ray_render.py)
         cfg.require_serving()
         out += [RenderedFile(f.path, f.mode, f.text) for f in render_member(
             replica, masked(cfg), masked(fleet.config(replica.head)), flag_available,

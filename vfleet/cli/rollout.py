@@ -15,7 +15,7 @@ from vfleet.cli.common import backends, cli_errors, finish, helptext, load, make
 from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
-    from vfleet.roles.rollout.rolling import Rollout
+    from vfleet.roles.rollout import Rollout
 
 ROLL = ("inventory", "limit", "set", "report", "no_host_key_checking", "connect_timeout", "command_timeout",
         "verbose")
@@ -48,12 +48,12 @@ def _rollout_play(name: str, opts: TaskOptions) -> tuple[Fleet, Play, list[str],
 
 def _rollout(fleet: Fleet, play: Play, vllm: list[str], gws: list[str], **kw) -> Rollout:
     """The rollout over these hosts; with multi-host replicas, over units (a replica counts once
-    and restarts as a whole: vfleet/roles/replica/rollout.py)."""
-    from vfleet.roles.replica.rollout import ReplicaRollout, unit_keys
-    from vfleet.roles.rollout.rolling import Rollout
+    and restarts as a whole: vfleet/roles/replica/_rollout.py)."""
+    from vfleet.roles.replica import ReplicaRollout, unit_keys
+    from vfleet.roles.rollout import Rollout
 
     if not fleet.replicas:   # a replica restarts as a unit of hosts: its cache is not shared (docs/compile-cache.md)
-        from vfleet.roles.compile_cache.share import sharing
+        from vfleet.roles.compile_cache import sharing
         return Rollout(play, backends(fleet), vllm, gws, cache=sharing(play, vllm), **kw)
     return ReplicaRollout(play, backends(fleet), unit_keys(vllm, fleet.replicas), gws, fleet=fleet, **kw)
 
@@ -79,7 +79,7 @@ def upgrade(c, inventory=None, limit=None, set_=None, report=None, no_host_key_c
             gate=None):
     """Rolling upgrade to the vllm_version in the inventory (or --set): install first, then roll."""
     from vfleet.roles.install import venv as vllm_install
-    from vfleet.roles.rollout.gate import gate_lines, open_gate
+    from vfleet.roles.rollout import gate_lines, open_gate
 
     opts = TaskOptions.of(locals())
     fleet, play, vllm, gws = _rollout_play("upgrade", opts)

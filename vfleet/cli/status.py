@@ -44,9 +44,9 @@ def _seconds(value: object) -> float | None:
 def status(c, inventory=None, limit=None, set_=None, report=None, forks=STATUS_FORKS, watch=None,
            no_host_key_checking=False, connect_timeout=None):
     """Show every host's unit, versions, load, GPUs, drift and bottleneck verdict."""
-    from vfleet.roles.status.collect import Watch, run_round
-    from vfleet.roles.status.screen import screen
-    from vfleet.roles.weights.hub import never_download
+    from vfleet.roles.status import Watch, run_round
+    from vfleet.roles.status import screen
+    from vfleet.roles.model_source import never_download
 
     never_download()   # the wanted unit reads hub adapters' ranks: from the cache, never a download
     opts = TaskOptions.of(locals())

@@ -19,13 +19,13 @@ from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, sel
 from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
-    from vfleet.roles.triage.classify import Verdict
+    from vfleet.roles.triage import Verdict
 
 
 def verdict_lines(source: str, verdict: "Verdict") -> list[str]:
     """What an operator reads: the class (and where), the numbers, the deciding lines with
     their numbers, the next step (log text with its control characters escaped)."""
-    from vfleet.roles.triage.classify import printable
+    from vfleet.roles.triage import printable
 
     where = f", {verdict.where}" if verdict.where else ""
     out = [f"{printable(source)}: {verdict.cls.title}{where}"]
@@ -40,8 +40,8 @@ def verdict_lines(source: str, verdict: "Verdict") -> list[str]:
 
 
 def _triage_log(path: str, report: str | None) -> None:
-    from vfleet.roles.triage.classify import classify_lines
-    from vfleet.roles.triage.logfile import read_log
+    from vfleet.roles.triage import classify_lines
+    from vfleet.roles.triage import read_log
 
     text = read_log(path)
     verdict = classify_lines(text.lines, first_line=text.first_line, note=text.note)
@@ -70,7 +70,7 @@ def triage(c, inventory=None, limit=None, log=None, set_=None, forks=10, report=
             raise VfleetError("--log reads a saved file: leave out --inventory and --limit")
         _triage_log(log, report)
         return
-    from vfleet.roles.triage.host import triage_host
+    from vfleet.roles.triage import triage_host
 
     fleet = load(opts)
     hosts = select(fleet, opts.limit, VLLM_GROUP)

@@ -30,10 +30,10 @@ from vfleet.engine.report import write_json_atomic
 def usage(c, inventory=None, limit=None, set_=None, since=None, until=None, json=None, forks=10,
           no_host_key_checking=False, connect_timeout=None, command_timeout=None):
     """Requests, errors and latency per tenant and model, from the gateways' access logs."""
-    from vfleet.roles.usage.collect import read_logs
-    from vfleet.roles.usage.summary import summarise
-    from vfleet.roles.usage.table import notes, usage_table
-    from vfleet.roles.usage.window import window
+    from vfleet.roles.usage import read_logs
+    from vfleet.roles.usage import summarise
+    from vfleet.roles.usage import notes, usage_table
+    from vfleet.roles.usage import window
 
     opts = TaskOptions.of(locals())
     win = window(since, until, time.time())

@@ -2,7 +2,7 @@
 
 Why a pure function at the clients layer: the same reasoning is printed by `vfleet bench` (one
 verdict per load level), `vfleet status` (one per host) and, as PromQL, by the alert rules
-(vfleet/roles/monitoring/verdict_rules.py), so it lives once, below both. It reads the numbers
+(vfleet/roles/monitoring/_verdict_rules.py), so it lives once, below both. It reads the numbers
 vLLM exports on /metrics (https://docs.vllm.ai/en/latest/usage/metrics.html):
 vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (before 0.9.2
 vllm:gpu_cache_usage_perc, a fraction 0..1 under both names), vllm:num_preemptions_total and

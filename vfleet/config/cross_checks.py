@@ -20,7 +20,7 @@ What a host listens on follows from its groups and its replica:
   ray_port (Ray's GCS) or replica_master_port (vLLM's --master-port);
 - a member of a ray-backend replica: ray_node_manager_port, ray_object_manager_port and
   the worker range ray_min_worker_port..ray_max_worker_port (`ray start` pins every one,
-  vfleet/roles/replica/ray_render.py).
+  vfleet/roles/replica/_ray_render.py).
 
 Hosts that share an address share its ports (clients reach ADDRESS:PORT whatever the
 inventory name), so the rule holds across them too: two services on one machine are two

@@ -146,7 +146,7 @@ class HostConfig:
     gateway_read_timeout: int
     gateway_max_fails: int
     gateway_fail_timeout: int
-    # several models behind one gateway (vfleet/roles/gateway/models.py)
+    # several models behind one gateway (vfleet/roles/gateway/_models.py)
     gateway_weight: int
     gateway_backup: bool
     gateway_max_tokens: int | None

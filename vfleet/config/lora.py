@@ -5,9 +5,9 @@ rules across hosts.
       - {name: support-bot, source: /data/adapters/support-bot}
       - {name: sql, source: "hf://acme/tiny-sql-lora", revision: v2}
 
-Each adapter is synced like the weights (vfleet/roles/weights/payload.py), rendered into the
+Each adapter is synced like the weights (vfleet/roles/model_source/_payload.py), rendered into the
 unit as `--lora-modules NAME=PATH` with --max-lora-rank and --max-loras read from the adapters'
-own adapter_config.json (vfleet/roles/service/lora_flags.py), and routed by the gateway to
+own adapter_config.json (vfleet/roles/service/_lora_flags.py), and routed by the gateway to
 the hosts of its base model under its own name.
 
 Why a narrower name than a served model name: the name is a folder on the host

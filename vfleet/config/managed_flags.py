@@ -1,5 +1,5 @@
 """The vLLM flags vfleet renders from inventory variables: the one table the unit's command
-line (vfleet/roles/service/argv.py) is built from, and the one the extra-args check
+line (vfleet/roles/service/_argv.py) is built from, and the one the extra-args check
 (vfleet/config/extra_args.py) refuses in vllm_extra_args.
 
 Why one table: a flag repeated in vllm_extra_args overrides vfleet's (argparse keeps the last
@@ -68,17 +68,17 @@ LOG_REQUESTS_SPELLINGS = ("--disable-log-requests", "--no-enable-log-requests", 
 # the model: `vllm serve MODEL` or `--model MODEL` (vllm_facts.entrypoint)
 MODEL = RenderedFlag("--model", "model_name or model_path", lambda c: c.model_path)
 
-# what the replica renderer adds for a multi-host replica (vfleet/roles/replica/ray_render.py)
+# what the replica renderer adds for a multi-host replica (vfleet/roles/replica/_ray_render.py)
 REPLICA: dict[str, str] = {
     flag: "replica and replica_backend (vfleet renders it for a multi-host replica)"
     for flag in ("--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--headless")
 }
 REPLICA["--master-port"] = "replica_master_port"
 
-# what lora_adapters renders (vfleet/roles/service/lora_flags.py)
+# what lora_adapters renders (vfleet/roles/service/_lora_flags.py)
 LORA: dict[str, str] = {flag: "lora_adapters" for flag in (
     "--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--lora-modules")}
-# what speculative_decoding renders (vfleet/roles/service/speculative_flags.py), and 0.32's
+# what speculative_decoding renders (vfleet/roles/service/_speculative_flags.py), and 0.32's
 # shorthands that set the same keys
 SPECULATIVE: dict[str, str] = {flag: "speculative_decoding" for flag in (
     "--speculative-config", "--spec-method", "--spec-model", "--spec-tokens")}

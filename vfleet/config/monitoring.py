@@ -10,7 +10,7 @@ fleet. They used to be read from the first monitoring host only, so a value set 
 group or on another host was silently dropped. Now each is collected from every host where
 the inventory set it (HostConfig.set_in_inventory): one value is used everywhere, two values
 are an inventory error naming both hosts. The gateway's three ports stay per host: each gateway
-listens on its own (vfleet/roles/monitoring/exporter.py, scrape.py), so a value may differ from
+listens on its own (vfleet/roles/monitoring/_exporter.py, scrape.py), so a value may differ from
 gateway to gateway, but one set only where no gateway reads it is an error too."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class MonitoringSettings:
     thresholds: Thresholds
     gateway_status_port: int     # nginx stub_status, on 127.0.0.1 only (a gateway host's value)
     gateway_exporter_port: int   # prometheus-nginx-exporter on a gateway host
-    gateway_mtail_port: int      # mtail over the gateway's access log (vfleet/roles/monitoring/mtail.py)
+    gateway_mtail_port: int      # mtail over the gateway's access log (vfleet/roles/monitoring/_mtail.py)
 
     @classmethod
     def from_vars(cls, v: Mapping[str, Any]) -> "MonitoringSettings":

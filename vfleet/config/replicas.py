@@ -5,7 +5,7 @@ Why a module of its own: a replica is a property of a *set* of hosts (who is hea
 GPUs each gives, whether TP would cross a host), which no per-host HostConfig can check. It is
 checked when the inventory is loaded, before anything connects, with one line per problem
 naming the file, the group that set `replica`, the key and the fix. What only the hosts can
-tell (their GPUs, driver, versions, NIC, clock) is vfleet/roles/replica/preflight.py.
+tell (their GPUs, driver, versions, NIC, clock) is vfleet/roles/replica/_preflight.py.
 
     replicas = find_replicas(inv)          # {name: Replica}; raises VfleetError when invalid
 

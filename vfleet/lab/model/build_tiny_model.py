@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     ap.add_argument("dest", type=Path)
     ap.add_argument("--seed", type=int, default=TrainSettings.seed)
     ap.add_argument("--manifest", action="store_true",
-                    help="also write MANIFEST.sha256 (vfleet.roles.weights.manifest)")
+                    help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)")
     args = ap.parse_args(argv)
     try:
         out = build_tiny_model(args.dest, TrainSettings(seed=args.seed))
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         print(e, file=sys.stderr)
         return 1
     if args.manifest:
-        from vfleet.roles.weights.manifest import write_manifest
+        from vfleet.roles.model_source import write_manifest
         write_manifest(out)
     for p in sorted(out.iterdir()):
         print(f"{p.stat().st_size:>10}  {p.name}")

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         p.add_argument("src", type=Path)
         p.add_argument("dest", type=Path)
         p.add_argument("--manifest", action="store_true",
-                       help="also write MANIFEST.sha256 (vfleet.roles.weights.manifest)")
+                       help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)")
     args = ap.parse_args(argv)
     if not (args.src / WEIGHTS).is_file():
         print(f"{args.src}: no {WEIGHTS} here; build the model first (vfleet/lab/model/build_tiny_model.py)",
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     else:
         out = resave_unchanged(args.src, args.dest)
     if args.manifest:
-        from vfleet.roles.weights.manifest import write_manifest
+        from vfleet.roles.model_source import write_manifest
         write_manifest(out)
     print(out)
     return 0
