@@ -250,6 +250,7 @@ def joined(codes: list[Code]) -> list[Code]:
     """Code block lines with shell continuations (a trailing backslash) joined to the next."""
     out: list[Code] = []
     carry: Code | None = None
+    carry_next = 0   # the line a continued line goes on at
     for c in codes:
         if carry is not None and c.block and c.line == carry_next:
             carry = Code(c.path, carry.line, carry.text[:-1] + " " + c.text.strip(), block=True)

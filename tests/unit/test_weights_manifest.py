@@ -34,8 +34,8 @@ def test_make_manifest_hashes_sizes_and_format(tmp_path):
     assert m["files"]["sub/x.txt"] == {"sha256": hashlib.sha256(b"hello").hexdigest(), "size": 5}
     assert m["total_bytes"] == sum(f["size"] for f in m["files"].values())
     lines = m["text"].splitlines()
-    assert lines == sorted(lines, key=lambda l: l[66:])
-    assert all(len(l.split("  ", 1)[0]) == 64 for l in lines)
+    assert lines == sorted(lines, key=lambda line: line[66:])
+    assert all(len(line.split("  ", 1)[0]) == 64 for line in lines)
     assert wm.parse_manifest(m["text"]) == {k: v["sha256"] for k, v in m["files"].items()}
 
 

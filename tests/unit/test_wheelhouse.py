@@ -37,7 +37,7 @@ def fake_python(tmp_path, monkeypatch):
 
 
 def _calls(log: Path) -> list:
-    return [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def test_builds_then_skips_when_the_stamp_matches(tmp_path, fake_python):

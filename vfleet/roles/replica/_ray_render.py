@@ -170,7 +170,10 @@ def _headless_start(cfg: HostConfig, unit: str) -> str:
     old = exec_lines([f"{venv}/{w}" if w.startswith("bin/") else w for w in words])[:2]
     new = [f"{venv}/{w}" if w.startswith("bin/") else (str(cfg.model_path) if w == "MODEL" else w)
            for w in row["argv"]]
-    spell = (lambda ws: " ".join(systemd_quote(w) for w in ws))
+
+    def spell(ws: list[str]) -> str:
+        return " ".join(systemd_quote(w) for w in ws)
+
     before = f"ExecStart={spell(old[0])} \\\n    {spell(old[1])}"
     if before not in unit:
         raise RenderError("the worker's start command is not where it was expected in the unit")

@@ -167,7 +167,7 @@ class EvalGate:
             problem = report.baseline_problem()
             if problem:   # e.g. HTTP 401 after a key change: every candidate would "pass" against it
                 raise VfleetError(f"{problem}; see {path}")
-        except Exception as exc:  # noqa: BLE001: any failure leaves the canary unjudged: it must not restart
+        except Exception as exc:  # any failure leaves the canary unjudged: it must not restart
             rollout.undrain(ctx)
             ctx.record("eval gate", "baseline", Status.FAILED, f"no baseline: {type(exc).__name__}: {exc}; "
                        "not restarted")
@@ -215,7 +215,7 @@ class EvalGate:
             candidate.save(cand_path)
             verdict = GateVerdict.of(self.evaluator.judge(baseline, candidate), base_path, cand_path,
                                      reused=self.saved is not None)
-        except Exception as exc:  # noqa: BLE001: a canary that cannot be evaluated is not proven: it goes back
+        except Exception as exc:  # a canary that cannot be evaluated is not proven: it goes back
             verdict = GateVerdict(False, f"eval gate: FAILED: could not evaluate the canary after its restart: "
                                          f"{type(exc).__name__}: {exc}", base_path, None)
         self.record.hosts[ctx.name] = verdict
