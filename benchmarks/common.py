@@ -1,4 +1,5 @@
 """What every benchmark script does at the end: print its JSON and, with --out, keep it."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ Prints JSON with medians and ratios. Needs the lab (root) and ansible-core (pip 
 
     python benchmarks/forks_vs_ansible.py --hosts 10 --repeat 5 [--out results.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,13 @@ def main() -> int:
     inv = api.up(args.hosts, gateways=0, echo=lambda _l: None).inventory
     vfleet = [sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(inv), "--command", "uname -a", "--quiet"]
     ansible = shutil.which("ansible") or str(Path(sys.executable).with_name("ansible"))
-    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
-               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
+    env = dict(
+        os.environ,
+        ANSIBLE_HOST_KEY_CHECKING="True",
+        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+        ANSIBLE_LOCALHOST_WARNING="False",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+    )
     results: dict[str, list[float]] = {}
     cases = {
         "vfleet_forks1": vfleet + ["--forks", "1"],
@@ -55,8 +61,13 @@ def main() -> int:
             results.setdefault(name, []).append(timed(cmd, env))
     med = {k: round(statistics.median(v), 3) for k, v in results.items()}
     n = args.hosts
-    out = {"hosts": n, "repeat": args.repeat, "median_s": med, "runs_s": results,
-           "ratio_vfleet_forks1_over_forksN": round(med["vfleet_forks1"] / med[f"vfleet_forks{n}"], 2)}
+    out = {
+        "hosts": n,
+        "repeat": args.repeat,
+        "median_s": med,
+        "runs_s": results,
+        "ratio_vfleet_forks1_over_forksN": round(med["vfleet_forks1"] / med[f"vfleet_forks{n}"], 2),
+    }
     if "ansible_forks1" in med:
         out["ratio_ansible_forks1_over_forksN"] = round(med["ansible_forks1"] / med[f"ansible_forks{n}"], 2)
         out["ratio_ansible_over_vfleet_forksN"] = round(med[f"ansible_forks{n}"] / med[f"vfleet_forks{n}"], 2)

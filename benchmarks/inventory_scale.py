@@ -7,6 +7,7 @@ groups, with a secret file and a --set, the shape of a real fleet's inventory.
 Prints the result as JSON (seconds per phase); nothing here is a test: the unit tests
 only assert a generous bound.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import emit  # noqa: E402
-from vfleet.engine.inventory import MAX_HOSTS, load_inventory, parse_set_args  # noqa: E402
 from vfleet.config.variables import SCHEMA  # noqa: E402
+from vfleet.engine.inventory import MAX_HOSTS, load_inventory, parse_set_args  # noqa: E402
 
 
 def write_inventory(folder: Path, hosts: int) -> Path:
@@ -32,7 +33,8 @@ def write_inventory(folder: Path, hosts: int) -> Path:
         "all:\n  vars:\n    model_name: m\n    api_key_file: api_key\n  children:\n"
         "    vllm:\n      vars: {tensor_parallel_size: 2}\n      children:\n        h100:\n"
         f"          hosts:\n            gpu[{1:0{width}d}:{hosts - 1:0{width}d}]:\n"
-        "    gateways:\n      hosts:\n        gw01:\n")
+        "    gateways:\n      hosts:\n        gw01:\n"
+    )
     return path
 
 
@@ -49,9 +51,17 @@ def main() -> int:
         start = time.perf_counter()
         selected = inv.select("vllm:!gw01")
         limited = time.perf_counter() - start
-    return emit({"benchmark": "inventory_scale", "hosts": len(inv.hosts),
-                 "load_seconds": round(loaded, 3), "limit_seconds": round(limited, 3),
-                 "selected": len(selected), "python": sys.version.split()[0]}, args.out)
+    return emit(
+        {
+            "benchmark": "inventory_scale",
+            "hosts": len(inv.hosts),
+            "load_seconds": round(loaded, 3),
+            "limit_seconds": round(limited, 3),
+            "selected": len(selected),
+            "python": sys.version.split()[0],
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Memory is measured three ways, because each alone misleads on an overlay-of-/ la
     namespaces; shared pages such as libc are split among their users),
   - tmpfs: bytes the hosts wrote into their overlay upper dirs (RAM, too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,15 +87,13 @@ def main() -> int:
     ready = sorted(r.seconds for r in result.readiness)
     report = {
         "hosts": n,
-        "machine": {"cpus": os.cpu_count(),
-                    "mem_total_gib": round(meminfo()["MemTotal"] / 2**30, 1)},
+        "machine": {"cpus": os.cpu_count(), "mem_total_gib": round(meminfo()["MemTotal"] / 2**30, 1)},
         "boot_all_running_s": round(boot_s, 2),
-        "ready_s": {"min": round(ready[0], 2), "median": round(ready[n // 2], 2),
-                    "max": round(ready[-1], 2)},
-        "states": {s: sum(r.state == s for r in result.readiness)
-                   for s in {r.state for r in result.readiness}},
-        "not_running": {r.name: r.failed_units or r.detail for r in result.readiness
-                        if r.state != "running" or r.detail},
+        "ready_s": {"min": round(ready[0], 2), "median": round(ready[n // 2], 2), "max": round(ready[-1], 2)},
+        "states": {s: sum(r.state == s for r in result.readiness) for s in {r.state for r in result.readiness}},
+        "not_running": {
+            r.name: r.failed_units or r.detail for r in result.readiness if r.state != "running" or r.detail
+        },
         "processes": len(pids),
         "mem_used_delta_mib": round(delta / 2**20, 1),
         "mem_used_delta_per_host_mib": round(delta / n / 2**20, 1),

@@ -23,6 +23,7 @@ sockets go into a fresh folder each run, so no run reuses the previous run's con
 vfleet's modules are byte-compiled first, as pip compiles the peers' (byte_compile). Before
 the sizes, each tool's fixed cost: `true` on the controller, no SSH (startup_s in the JSON).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,16 +40,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit  # noqa: E402
 import peer_inventories as pinv  # noqa: E402
+from common import emit  # noqa: E402
+
 from vfleet.roles.preflight._parsers.query_gpu_csv import FIELDS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-COMMANDS = [f"nvidia-smi --query-gpu={','.join(FIELDS)} --format=csv", "nvidia-smi topo -m",
-            "df -P -B1 -T /var/lib", "df -P -B1 /dev/shm", "uname -r"]
+COMMANDS = [
+    f"nvidia-smi --query-gpu={','.join(FIELDS)} --format=csv",
+    "nvidia-smi topo -m",
+    "df -P -B1 -T /var/lib",
+    "df -P -B1 /dev/shm",
+    "uname -r",
+]
 SCRIPT = "; ".join(COMMANDS)
-ALL_CASES = ["vfleet_preflight", "vfleet_run", "ansible_shell", "ansible_playbook", "pyinfra_exec",
-             "pyinfra_shell", "vfleet_deploy_check"]
+ALL_CASES = [
+    "vfleet_preflight",
+    "vfleet_run",
+    "ansible_shell",
+    "ansible_playbook",
+    "pyinfra_exec",
+    "pyinfra_shell",
+    "vfleet_deploy_check",
+]
 
 
 def mem_available() -> int:
@@ -68,8 +82,9 @@ def vfleet_ok(report: Path, n: int, case: str) -> str | None:
         bad = [h for h, r in hosts.items() if r["status"] not in ("changed", "ok")]
     if len(hosts) == n and not bad:
         return None
-    why = {h: [s.get("message", "") for s in hosts[h].get("steps", []) if s.get("status") != "ok"][-1:]
-           for h in bad[:5]}
+    why = {
+        h: [s.get("message", "") for s in hosts[h].get("steps", []) if s.get("status") != "ok"][-1:] for h in bad[:5]
+    }
     return f"{len(hosts)} hosts, {len(bad)} without an answer, e.g. {why}"
 
 
@@ -81,8 +96,16 @@ def ansible_ok(out: str, n: int, case: str) -> str | None:
     return None if good == n else f"{good} of {n} hosts succeeded"
 
 
-def build_cases(work: Path, n: int, forks: int, peer_bin: Path, lab_vars: dict,
-                hosts: list[tuple[str, str]], wanted: list[str], deploy_vars: Path | None) -> dict[str, dict]:
+def build_cases(
+    work: Path,
+    n: int,
+    forks: int,
+    peer_bin: Path,
+    lab_vars: dict,
+    hosts: list[tuple[str, str]],
+    wanted: list[str],
+    deploy_vars: Path | None,
+) -> dict[str, dict]:
     d = work / f"n{n}"
     d.mkdir(parents=True, exist_ok=True)
     vinv = pinv.write_vfleet(d, lab_vars, hosts)
@@ -91,31 +114,97 @@ def build_cases(work: Path, n: int, forks: int, peer_bin: Path, lab_vars: dict,
     vf = [sys.executable, "-m", "vfleet.cli"]
     report = d / "report.json"
     cases = {
-        "vfleet_preflight": {"argv": vf + ["preflight", "--inventory", str(vinv), "--forks", str(forks),
-                                           "--report", str(report)], "report": report, "rc": (0, 1)},
-        "vfleet_run": {"argv": vf + ["run", "--inventory", str(vinv), "--forks", str(forks), "--quiet",
-                                     "--report", str(report), "--command", SCRIPT], "report": report},
-        "ansible_shell": {"argv": [str(peer_bin / "ansible"), "all", "-i", str(ainv), "-f", str(forks),
-                                   "-o", "-m", "shell", "-a", SCRIPT]},
-        "ansible_playbook": {"argv": [str(peer_bin / "ansible-playbook"), "-i", str(ainv), "-f", str(forks),
-                                      str(pinv.write_playbook(d, COMMANDS))]},
-        "pyinfra_exec": {"argv": [str(peer_bin / "pyinfra"), "-y", "--parallel", str(forks), str(pyinv),
-                                  "exec", "--", SCRIPT]},
-        "pyinfra_shell": {"argv": [str(peer_bin / "pyinfra"), "-y", "--parallel", str(forks), str(pyinv),
-                                   str(pinv.write_pyinfra_deploy(d, SCRIPT))]},
+        "vfleet_preflight": {
+            "argv": vf + ["preflight", "--inventory", str(vinv), "--forks", str(forks), "--report", str(report)],
+            "report": report,
+            "rc": (0, 1),
+        },
+        "vfleet_run": {
+            "argv": vf
+            + [
+                "run",
+                "--inventory",
+                str(vinv),
+                "--forks",
+                str(forks),
+                "--quiet",
+                "--report",
+                str(report),
+                "--command",
+                SCRIPT,
+            ],
+            "report": report,
+        },
+        "ansible_shell": {
+            "argv": [
+                str(peer_bin / "ansible"),
+                "all",
+                "-i",
+                str(ainv),
+                "-f",
+                str(forks),
+                "-o",
+                "-m",
+                "shell",
+                "-a",
+                SCRIPT,
+            ]
+        },
+        "ansible_playbook": {
+            "argv": [
+                str(peer_bin / "ansible-playbook"),
+                "-i",
+                str(ainv),
+                "-f",
+                str(forks),
+                str(pinv.write_playbook(d, COMMANDS)),
+            ]
+        },
+        "pyinfra_exec": {
+            "argv": [str(peer_bin / "pyinfra"), "-y", "--parallel", str(forks), str(pyinv), "exec", "--", SCRIPT]
+        },
+        "pyinfra_shell": {
+            "argv": [
+                str(peer_bin / "pyinfra"),
+                "-y",
+                "--parallel",
+                str(forks),
+                str(pyinv),
+                str(pinv.write_pyinfra_deploy(d, SCRIPT)),
+            ]
+        },
     }
     if deploy_vars:
         dinv = pinv.write_deploy(d, lab_vars, hosts, deploy_vars)
-        cases["vfleet_deploy_check"] = {"argv": vf + ["deploy", "--inventory", str(dinv), "--forks", str(forks),
-                                                      "--check", "--force", "--report", str(report)],
-                                        "report": report, "rc": (0, 1)}
+        cases["vfleet_deploy_check"] = {
+            "argv": vf
+            + [
+                "deploy",
+                "--inventory",
+                str(dinv),
+                "--forks",
+                str(forks),
+                "--check",
+                "--force",
+                "--report",
+                str(report),
+            ],
+            "report": report,
+            "rc": (0, 1),
+        }
     return {k: v for k, v in cases.items() if k in wanted}
 
 
 def run_case(name: str, case: dict, n: int) -> float:
     """Wall seconds of one run, from process start to exit; SystemExit when a host did not answer."""
-    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_LOCALHOST_WARNING="False",
-               ANSIBLE_NOCOLOR="1", PYINFRA_PROGRESS="off", ANSIBLE_DEPRECATION_WARNINGS="False")
+    env = dict(
+        os.environ,
+        ANSIBLE_HOST_KEY_CHECKING="True",
+        ANSIBLE_LOCALHOST_WARNING="False",
+        ANSIBLE_NOCOLOR="1",
+        PYINFRA_PROGRESS="off",
+        ANSIBLE_DEPRECATION_WARNINGS="False",
+    )
     with tempfile.TemporaryDirectory(prefix="race-cp-") as cp:
         env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = cp  # cold start: no reused ControlMaster
         t0 = time.perf_counter()
@@ -137,8 +226,7 @@ def byte_compile() -> None:
     """vfleet's own modules compiled once before the race, as pip compiles the peers' at install.
     Why: vfleet runs from an editable checkout, and where PYTHONDONTWRITEBYTECODE is set (it is
     on this machine) every start compiled each module it imports from source (~0.1 s)."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(REPO / p) for p in ("vfleet",))],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(REPO / p) for p in ("vfleet",))], check=True)
 
 
 def startup(work: Path, peer_bin: Path, repeat: int) -> dict[str, float]:
@@ -147,10 +235,32 @@ def startup(work: Path, peer_bin: Path, repeat: int) -> dict[str, float]:
     inv = work / "local.yaml"
     inv.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
     argv = {
-        "vfleet_run": [sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(inv), "--quiet",
-                       "--command", "true"],
-        "ansible_shell": [str(peer_bin / "ansible"), "all", "-i", "localhost,", "-c", "local", "-o",
-                          "-e", "ansible_python_interpreter=/usr/bin/python3", "-m", "shell", "-a", "true"],
+        "vfleet_run": [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "run",
+            "--inventory",
+            str(inv),
+            "--quiet",
+            "--command",
+            "true",
+        ],
+        "ansible_shell": [
+            str(peer_bin / "ansible"),
+            "all",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-o",
+            "-e",
+            "ansible_python_interpreter=/usr/bin/python3",
+            "-m",
+            "shell",
+            "-a",
+            "true",
+        ],
         "pyinfra_exec": [str(peer_bin / "pyinfra"), "-y", "@local", "exec", "--", "true"],
     }
     argv = {k: v for k, v in argv.items() if k.startswith("vfleet") or Path(v[0]).exists()}
@@ -158,11 +268,18 @@ def startup(work: Path, peer_bin: Path, repeat: int) -> dict[str, float]:
     for _ in range(repeat):
         for name, cmd in argv.items():
             t0 = time.perf_counter()
-            p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
-                               env=dict(os.environ, ANSIBLE_LOCALHOST_WARNING="False", PYINFRA_PROGRESS="off"))
+            p = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env=dict(os.environ, ANSIBLE_LOCALHOST_WARNING="False", PYINFRA_PROGRESS="off"),
+            )
             runs[name].append(round(time.perf_counter() - t0, 3))
             if p.returncode:
-                raise SystemExit(f"start-up run of {name} failed (exit {p.returncode}): {(p.stderr or p.stdout)[-800:]}")
+                raise SystemExit(
+                    f"start-up run of {name} failed (exit {p.returncode}): {(p.stderr or p.stdout)[-800:]}"
+                )
     return {k: round(statistics.median(v), 3) for k, v in runs.items()}
 
 
@@ -186,8 +303,7 @@ def race(n: int, cases: dict[str, dict], repeat: int) -> dict:
     ratios = {}
     for ref in ("vfleet_preflight", "vfleet_run"):
         if ref in med:
-            ratios[f"over_{ref}"] = {k: round(v / med[ref], 2) for k, v in med.items()
-                                     if not k.startswith("vfleet")}
+            ratios[f"over_{ref}"] = {k: round(v / med[ref], 2) for k, v in med.items() if not k.startswith("vfleet")}
     if "vfleet_deploy_check" in med and "vfleet_preflight" in med:
         ratios["deploy_check_over_preflight"] = round(med["vfleet_deploy_check"] / med["vfleet_preflight"], 2)
     return {"hosts": n, "median_s": med, "runs_s": runs, "ratio_peer_over_vfleet": ratios, "errors": errors}
@@ -195,15 +311,25 @@ def race(n: int, cases: dict[str, dict], repeat: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="5,20", help="host counts, comma-separated (the lab is brought up "
-                                                    "to the largest; each size uses lab1..labN)")
+    ap.add_argument(
+        "--sizes",
+        default="5,20",
+        help="host counts, comma-separated (the lab is brought up to the largest; each size uses lab1..labN)",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--forks", type=int, default=0, help="forks for every tool; 0 = the size")
     ap.add_argument("--cases", default=",".join(ALL_CASES), help=f"subset of {','.join(ALL_CASES)}")
-    ap.add_argument("--peer-venv", default=os.environ.get("VFLEET_PEER_VENV", "/work/race-venv"),
-                    help="venv holding ansible-core and pyinfra (env VFLEET_PEER_VENV)")
-    ap.add_argument("--deploy-vars", type=Path, help="inventory whose all.vars a deploy uses (e.g. the "
-                    "demo's /var/lib/vfleet-lab/demo/deploy.yaml): adds vfleet_deploy_check")
+    ap.add_argument(
+        "--peer-venv",
+        default=os.environ.get("VFLEET_PEER_VENV", "/work/race-venv"),
+        help="venv holding ansible-core and pyinfra (env VFLEET_PEER_VENV)",
+    )
+    ap.add_argument(
+        "--deploy-vars",
+        type=Path,
+        help="inventory whose all.vars a deploy uses (e.g. the "
+        "demo's /var/lib/vfleet-lab/demo/deploy.yaml): adds vfleet_deploy_check",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -212,11 +338,16 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"--cases: unknown {', '.join(unknown)}; pick from {', '.join(ALL_CASES)}")
     peer_bin = Path(args.peer_venv) / "bin"
-    missing = [t for t, c in (("ansible", "ansible"), ("pyinfra", "pyinfra"))
-               if any(w.startswith(c) for w in wanted) and not (peer_bin / t).exists()]
+    missing = [
+        t
+        for t, c in (("ansible", "ansible"), ("pyinfra", "pyinfra"))
+        if any(w.startswith(c) for w in wanted) and not (peer_bin / t).exists()
+    ]
     if missing:
-        raise SystemExit(f"{', '.join(missing)} not in {peer_bin}; install: python3 -m venv {args.peer_venv} "
-                         f"&& {peer_bin}/pip install ansible-core pyinfra (or pass --peer-venv)")
+        raise SystemExit(
+            f"{', '.join(missing)} not in {peer_bin}; install: python3 -m venv {args.peer_venv} "
+            f"&& {peer_bin}/pip install ansible-core pyinfra (or pass --peer-venv)"
+        )
     from vfleet.lab import api
 
     before = mem_available()
@@ -224,19 +355,28 @@ def main() -> int:
     inv = api.up(max(sizes), gateways=0, echo=lambda _l: None).inventory
     up_s = round(time.monotonic() - t0, 1)
     lab_vars, all_hosts = pinv.lab_hosts(inv)
-    versions = {t: subprocess.run([str(peer_bin / t), "--version"], capture_output=True, text=True)
-                .stdout.splitlines()[0] for t in ("ansible", "pyinfra") if (peer_bin / t).exists()}
-    out = {"script": SCRIPT, "repeat": args.repeat, "versions": versions, "cpus": os.cpu_count(),
-           "lab_up_s": up_s, "lab_mem_bytes": before - mem_available(), "vfleet_bytecode": "compiled before the race",
-           "sizes": []}
+    versions = {
+        t: subprocess.run([str(peer_bin / t), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        for t in ("ansible", "pyinfra")
+        if (peer_bin / t).exists()
+    }
+    out = {
+        "script": SCRIPT,
+        "repeat": args.repeat,
+        "versions": versions,
+        "cpus": os.cpu_count(),
+        "lab_up_s": up_s,
+        "lab_mem_bytes": before - mem_available(),
+        "vfleet_bytecode": "compiled before the race",
+        "sizes": [],
+    }
     byte_compile()
     with tempfile.TemporaryDirectory(prefix="peer-race-") as work:
         out["startup_s"] = startup(Path(work), peer_bin, args.repeat)
         print(f"  start-up (`true` on the controller): {out['startup_s']}", file=sys.stderr, flush=True)
         for n in sizes:
             forks = args.forks or n
-            cases = build_cases(Path(work), n, forks, peer_bin, lab_vars, all_hosts[:n], wanted,
-                                args.deploy_vars)
+            cases = build_cases(Path(work), n, forks, peer_bin, lab_vars, all_hosts[:n], wanted, args.deploy_vars)
             out["sizes"].append({"forks": forks, **race(n, cases, args.repeat)})
     return emit(out, args.out)
 

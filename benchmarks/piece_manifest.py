@@ -13,6 +13,7 @@ read rate, which a cold cache adds to the first two alike). A 140 GB model in 30
 controller with more cores gains up to min(shards, cores) from the threads; this machine has
 os.cpu_count() of them, printed with the result.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vfleet.roles.weights import _pieces as pieces  # noqa: E402
 from vfleet.roles.model_source._manifest import make_manifest, manifest_id, write_manifest  # noqa: E402
+from vfleet.roles.weights import _pieces as pieces  # noqa: E402
 from vfleet.roles.weights._piece_cache import piece_manifest_for  # noqa: E402
 
 
@@ -65,15 +66,23 @@ def main() -> int:
         write_manifest(root)
         os.environ["XDG_CACHE_HOME"] = str(Path(tmp) / "xdg")
         copy_id = manifest_id(root)
-        before(root)                                        # page cache warm for every case
+        before(root)  # page cache warm for every case
         serial, serial_s = timed(lambda: before(root))
         (threaded, kept), threaded_s = timed(lambda: piece_manifest_for(root, copy_id))
         (again, kept_again), kept_s = timed(lambda: piece_manifest_for(root, copy_id))
         same = serial == tuple(h for f in threaded.files for h in f.sha256) and again == threaded
-        result = {"model_mib": args.shards * args.shard_mib, "shards": args.shards, "cores": os.cpu_count(),
-                  "pieces": threaded.piece_count, "same_hashes": same and not kept and kept_again,
-                  "before_s": round(serial_s, 3), "threaded_s": round(threaded_s, 3), "kept_s": round(kept_s, 4),
-                  "threaded_speedup": round(serial_s / threaded_s, 2), "kept_speedup": round(serial_s / kept_s, 1)}
+        result = {
+            "model_mib": args.shards * args.shard_mib,
+            "shards": args.shards,
+            "cores": os.cpu_count(),
+            "pieces": threaded.piece_count,
+            "same_hashes": same and not kept and kept_again,
+            "before_s": round(serial_s, 3),
+            "threaded_s": round(threaded_s, 3),
+            "kept_s": round(kept_s, 4),
+            "threaded_speedup": round(serial_s / threaded_s, 2),
+            "kept_speedup": round(serial_s / kept_s, 1),
+        }
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -10,6 +10,7 @@ to the smallest fleet (`per_host_ratio`: ~1 when linear; the quadratic duplicate
 replaced gave ~100 at 100k, 399 s for `render`). drain and undrain reach the gateways over
 SSH; here they stop at the changes they would apply (vfleet.roles.gateway._nginx.plan_config,
 given the facts a converged gateway reports). Nothing here is a test."""
+
 from __future__ import annotations
 
 import argparse
@@ -55,17 +56,27 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 def converged_facts(text: str) -> dict:
     """What a gateway serving `text` reports (nginx up, no host drained, no caps kept)."""
-    return {"nginx": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
-            "conf": FileState("file", hashlib.sha256(text.encode()).hexdigest(), "644", "root", "root"),
-            "drained": FileState("missing"), "caps": FileState("missing")}
+    return {
+        "nginx": True,
+        "unit": UnitState("enabled", "active"),
+        "default_site": FileState("missing"),
+        "conf": FileState("file", hashlib.sha256(text.encode()).hexdigest(), "644", "root", "root"),
+        "drained": FileState("missing"),
+        "caps": FileState("missing"),
+    }
 
 
 def cli_render_seconds(inventory: Path) -> float:
     """`vfleet render --host gw01` as an operator runs it (a new process, output discarded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "vfleet.cli", "render", "--inventory", str(inventory), "--host", "gw01"],
-                   check=True, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "render", "--inventory", str(inventory), "--host", "gw01"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
     return time.perf_counter() - start
 
 
@@ -101,9 +112,10 @@ def main() -> int:
     rows = [measure(n, not args.no_cli) for n in sorted(args.hosts)]
     base = rows[0]
     phases = [k for k in base if k.endswith("_s")]
-    for row in rows:     # time per host against the smallest fleet: ~1 when linear
-        row["per_host_ratio"] = {k: round((row[k] / row["hosts"]) / (base[k] / base["hosts"]), 2)
-                                 if base[k] > 0 else None for k in phases}
+    for row in rows:  # time per host against the smallest fleet: ~1 when linear
+        row["per_host_ratio"] = {
+            k: round((row[k] / row["hosts"]) / (base[k] / base["hosts"]), 2) if base[k] > 0 else None for k in phases
+        }
         for k in phases:
             row[k] = round(row[k], 4)
     return emit({"benchmark": "render_scale", "rows": rows, "python": sys.version.split()[0]}, args.out)

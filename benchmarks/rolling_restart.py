@@ -11,6 +11,7 @@ Deploys the lab (as `make demo`) if needed. Prints JSON; needs root.
 
     python benchmarks/rolling_restart.py [--out results.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,13 +21,12 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
 
-import httpx
-
+from vfleet.clients.loadgen import LoadGenerator
 from vfleet.lab import api
 from vfleet.lab.demo import write_deploy_inventory
-from vfleet.clients.loadgen import LoadGenerator
 
 KEY = "sk-bench-rolling"
 
@@ -57,8 +57,10 @@ def measure(label: str, gateway: str, action) -> dict:
     time.sleep(5)
     gen.stop()
     s = gen.summary()
-    print(f"{label}: {s['requests']} requests, {s['failed']} failed, {s['truncated']} truncated, {took:.0f}s",
-          file=sys.stderr)
+    print(
+        f"{label}: {s['requests']} requests, {s['failed']} failed, {s['truncated']} truncated, {took:.0f}s",
+        file=sys.stderr,
+    )
     return {"restart_wall_s": round(took, 1), **s}
 
 
@@ -93,22 +95,29 @@ def main() -> int:
 
     def deploy_change(batch: bool, max_num_seqs: int):
         def action():
-            changed = write_deploy_inventory(lab_inv, lab_inv.parent / "bench-changed", KEY,
-                                             extra={"max_num_seqs": max_num_seqs})
+            changed = write_deploy_inventory(
+                lab_inv, lab_inv.parent / "bench-changed", KEY, extra={"max_num_seqs": max_num_seqs}
+            )
             r = vfleet("deploy", "--inventory", str(changed), *(["--batch", "1"] if batch else []))
             if r.returncode:
                 raise SystemExit(f"vfleet deploy failed: {r.stdout[-2000:]}")
+
         return action
 
-    out = {"hosts": len(vllm), "load": "1 client, 1.5 s pause, every 2nd request streamed, 16 tokens each",
-           "vfleet_restart_batch1": measure("vfleet restart --batch 1", gateway, rolling),
-           "naive_all_at_once": measure("naive: all at once", gateway, all_at_once),
-           "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one),
-           # both deploys change every unit (max_num_seqs 8 -> 6 -> 4), so both restart every host
-           "vfleet_deploy_changed_unit_batch1": measure("vfleet deploy --batch 1 (unit changed)", gateway,
-                                                        deploy_change(True, 6)),
-           "vfleet_deploy_changed_unit_no_batch": measure("vfleet deploy, no --batch (unit changed)", gateway,
-                                                          deploy_change(False, 4))}
+    out = {
+        "hosts": len(vllm),
+        "load": "1 client, 1.5 s pause, every 2nd request streamed, 16 tokens each",
+        "vfleet_restart_batch1": measure("vfleet restart --batch 1", gateway, rolling),
+        "naive_all_at_once": measure("naive: all at once", gateway, all_at_once),
+        "naive_one_by_one_no_drain": measure("naive: one at a time, no drain", gateway, one_by_one),
+        # both deploys change every unit (max_num_seqs 8 -> 6 -> 4), so both restart every host
+        "vfleet_deploy_changed_unit_batch1": measure(
+            "vfleet deploy --batch 1 (unit changed)", gateway, deploy_change(True, 6)
+        ),
+        "vfleet_deploy_changed_unit_no_batch": measure(
+            "vfleet deploy, no --batch (unit changed)", gateway, deploy_change(False, 4)
+        ),
+    }
     return emit(out, args.out)
 
 

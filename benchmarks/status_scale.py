@@ -10,6 +10,7 @@ The network part is not here: every host is asked at once (--forks, default 64) 
 trip each, bounded by SCRIPT_TIMEOUT_S, so a round costs about the slowest host's round trip
 plus what this measures. Prints the result as JSON (seconds per phase); nothing here is a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,28 +33,41 @@ from vfleet.engine.inventory import load_inventory  # noqa: E402
 from vfleet.roles.status._collect import Watch, answers, build_round, probes_for  # noqa: E402
 from vfleet.roles.status._screen import screen  # noqa: E402
 
-METRICS = (Path(__file__).resolve().parents[1] / "tests" / "unit" / "data" / "bench" / "metrics_vllm_new.txt").read_text()
-UNIT = ("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=0\n"
-        "StateChangeTimestamp=Wed 2026-12-02 10:01:02 UTC\nStateChangeEpoch=1796205662\nNow=1796214894\n")
+METRICS = (
+    Path(__file__).resolve().parents[1] / "tests" / "unit" / "data" / "bench" / "metrics_vllm_new.txt"
+).read_text()
+UNIT = (
+    "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nNRestarts=0\n"
+    "StateChangeTimestamp=Wed 2026-12-02 10:01:02 UTC\nStateChangeEpoch=1796205662\nNow=1796214894\n"
+)
 
 
 def fleet_of(folder: Path, hosts: int) -> Fleet:
     width = len(str(hosts))
     path = folder / "hosts.yml"
-    path.write_text("all:\n  vars: {vllm_version: '0.11.0', model_name: m, model_source: /srv/src/m, max_num_seqs: 64}\n"
-                    f"  children:\n    vllm:\n      hosts:\n        gpu[{1:0{width}d}:{hosts:0{width}d}]:\n"
-                    "    gateways:\n      hosts:\n        gw01:\n")
+    path.write_text(
+        "all:\n  vars: {vllm_version: '0.11.0', model_name: m, model_source: /srv/src/m, max_num_seqs: 64}\n"
+        f"  children:\n    vllm:\n      hosts:\n        gpu[{1:0{width}d}:{hosts:0{width}d}]:\n"
+        "    gateways:\n      hosts:\n        gw01:\n"
+    )
     return Fleet.of(load_inventory(path, schema=SCHEMA))
 
 
 def host_answer(i: int) -> str:
     """One host's answer: its numbers vary with i, so verdicts vary across the fleet."""
     text = METRICS.replace("} 3.0", f"}} {i % 70}", 1).replace("} 2.0", f"}} {i % 3}", 1)
-    return sections({"unit": Output(UNIT), "install": Output("venv=/opt/vllm/vllm-0.11.0\n"),
-                     "weights": Output("/srv/models/.versions/m-1a2b3c4d5e6f\n"), "metrics": Output(text),
-                     "gpu_memory": Output("".join(f"{g}, 70000, 81920\n" for g in range(8))),
-                     "gpu_util": Output("".join(f"{g}, {(i * 7) % 100}\n" for g in range(8))),
-                     "journal": Output("\n" * 20), "files": Output("systemd=systemd 252\nunit=0\nenv=0\n")})
+    return sections(
+        {
+            "unit": Output(UNIT),
+            "install": Output("venv=/opt/vllm/vllm-0.11.0\n"),
+            "weights": Output("/srv/models/.versions/m-1a2b3c4d5e6f\n"),
+            "metrics": Output(text),
+            "gpu_memory": Output("".join(f"{g}, 70000, 81920\n" for g in range(8))),
+            "gpu_util": Output("".join(f"{g}, {(i * 7) % 100}\n" for g in range(8))),
+            "journal": Output("\n" * 20),
+            "files": Output("systemd=systemd 252\nunit=0\nenv=0\n"),
+        }
+    )
 
 
 def one_round(fleet: Fleet, wires: dict[str, str], watch: Watch) -> dict[str, float]:
@@ -68,8 +82,13 @@ def one_round(fleet: Fleet, wires: dict[str, str], watch: Watch) -> dict[str, fl
     t3 = time.perf_counter()
     json.dumps(rnd.to_dict())
     t4 = time.perf_counter()
-    return {"parse_s": round(t1 - t0, 3), "rows_s": round(t2 - t1, 3), "screen_s": round(t3 - t2, 3),
-            "report_s": round(t4 - t3, 3), "total_s": round(t4 - t0, 3)}
+    return {
+        "parse_s": round(t1 - t0, 3),
+        "rows_s": round(t2 - t1, 3),
+        "screen_s": round(t3 - t2, 3),
+        "report_s": round(t4 - t3, 3),
+        "total_s": round(t4 - t0, 3),
+    }
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ and 200 lines crafted to make a regex backtrack.
 
 Prints the result as JSON (seconds per case); nothing here is a test.
 """
+
 from __future__ import annotations
 
 import argparse

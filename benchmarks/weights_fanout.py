@@ -4,6 +4,7 @@ Needs the lab (root).
 
     python benchmarks/weights_fanout.py --hosts 6 --mib 64 [--out results.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
-
 import yaml
+from common import emit  # benchmarks/common.py (scripts run from benchmarks/ or by path)
 
 
 def make_model(root: Path, mib: int) -> Path:
@@ -32,22 +32,47 @@ def make_model(root: Path, mib: int) -> Path:
 
 def inventory(lab_inv: Path, dest: Path, model: Path, fanout: bool, model_dir: str) -> Path:
     data = yaml.safe_load(lab_inv.read_text())
-    data["all"]["vars"].update({"model_source": str(model), "model_name": "bench", "model_dir": model_dir,
-                                "weights_fanout": fanout, "vllm_version": "0.32.0"})
+    data["all"]["vars"].update(
+        {
+            "model_source": str(model),
+            "model_name": "bench",
+            "model_dir": model_dir,
+            "weights_fanout": fanout,
+            "vllm_version": "0.32.0",
+        }
+    )
     dest.write_text(yaml.safe_dump(data))
     return dest
 
 
 def run(inv: Path, limit: str, report: Path) -> dict:
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--limit", limit,
-                        "--report", str(report)], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "weights",
+            "--inventory",
+            str(inv),
+            "--limit",
+            limit,
+            "--report",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         raise SystemExit(f"weights failed: {p.stdout[-1500:]}{p.stderr[-800:]}")
     data = json.loads(report.read_text())
     w = data.get("weights", {})
-    return {"controller_bytes_sent": w.get("controller_bytes_sent", 0), "waves": w.get("waves"),
-            "copies": w.get("copies"), "wall_s": round(time.perf_counter() - t0, 2)}
+    return {
+        "controller_bytes_sent": w.get("controller_bytes_sent", 0),
+        "waves": w.get("waves"),
+        "copies": w.get("copies"),
+        "wall_s": round(time.perf_counter() - t0, 2),
+    }
 
 
 def main() -> int:
@@ -72,10 +97,25 @@ def main() -> int:
             invn = inventory(lab_inv, tmp_path / f"{key}-n.yaml", model, fanout, f"/srv/bench-{key}-n-{stamp}")
             one = run(inv1, names[0], tmp_path / f"{key}-1.json")
             many = run(invn, ",".join(names), tmp_path / f"{key}-n.json")
-            out[key] = {"one_host": one, "n_hosts": many,
-                        "ratio_n_over_1": round(many["controller_bytes_sent"] / max(1, one["controller_bytes_sent"]), 2)}
-        subprocess.run([sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(lab_inv), "--quiet",
-                        "--command", f"rm -rf /srv/bench-*{stamp}"], capture_output=True)
+            out[key] = {
+                "one_host": one,
+                "n_hosts": many,
+                "ratio_n_over_1": round(many["controller_bytes_sent"] / max(1, one["controller_bytes_sent"]), 2),
+            }
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vfleet.cli",
+                "run",
+                "--inventory",
+                str(lab_inv),
+                "--quiet",
+                "--command",
+                f"rm -rf /srv/bench-*{stamp}",
+            ],
+            capture_output=True,
+        )
     return emit(out, args.out)
 
 

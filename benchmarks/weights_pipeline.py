@@ -51,6 +51,7 @@ What is timed, in every case until every host holds every byte, each sha256-chec
 Everything made here (namespaces, veths, the bridge, sshd processes, the temp dir) is removed
 in a finally, also on Ctrl-C or SIGTERM; only processes started here are ended, by their pid.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,15 +98,50 @@ class Lab:
         self.bridge = False
         self.made_run_sshd = False
         self.key = root / "id_ed25519"
-        self.ssh = ["ssh", "-F", "/dev/null", "-i", str(self.key), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                    "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "SetEnv=SHLVL=1",
-                    "-o", "KexAlgorithms=curve25519-sha256", "-o", "Ciphers=aes128-gcm@openssh.com"]
+        self.ssh = [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            str(self.key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+            "-o",
+            "SetEnv=SHLVL=1",
+            "-o",
+            "KexAlgorithms=curve25519-sha256",
+            "-o",
+            "Ciphers=aes128-gcm@openssh.com",
+        ]
 
     def _shape(self, ns: list[str], dev: str, verb: str = "add") -> None:
         burst = max(16 << 10, int(self.rate * 1e6 / 8 / 100))  # 10 ms of rate, and whole GSO packets
-        sh(*ns, "tc", "qdisc", verb, "dev", dev, "root", "tbf", "rate", f"{self.rate}mbit",
-           "burst", str(burst), "latency", "5ms")
+        sh(
+            *ns,
+            "tc",
+            "qdisc",
+            verb,
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            f"{self.rate}mbit",
+            "burst",
+            str(burst),
+            "latency",
+            "5ms",
+        )
         if verb == "add":
             self.shaped.append((ns, dev))
 
@@ -119,10 +155,12 @@ class Lab:
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / "host_key"))
         conf = self.root / "sshd_config"
-        conf.write_text(f"HostKey {self.root / 'host_key'}\nAuthorizedKeysFile {self.key}.pub\n"
-                        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n"
-                        "StrictModes no\nUseDNS no\nMaxStartups 200\nMaxSessions 200\nLogLevel ERROR\n"
-                        "AcceptEnv SHLVL\n")
+        conf.write_text(
+            f"HostKey {self.root / 'host_key'}\nAuthorizedKeysFile {self.key}.pub\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n"
+            "StrictModes no\nUseDNS no\nMaxStartups 200\nMaxSessions 200\nLogLevel ERROR\n"
+            "AcceptEnv SHLVL\n"
+        )
         if not Path("/run/sshd").exists():  # sshd's privilege-separation dir (Debian makes it at boot)
             os.makedirs("/run/sshd", mode=0o755)
             self.made_run_sshd = True
@@ -143,13 +181,27 @@ class Lab:
             # at tens of Mbit/s a socket's default unsent backlog is seconds of data, which a
             # 25 Gb/s fleet link drains in a millisecond: bound it as that network would
             sh(*inside, "sysctl", "-q", "-w", "net.ipv4.tcp_notsent_lowat=16384")
-            self._shape(inside, "eth0")   # what the host sends
-            self._shape([], veth)         # what it receives
+            self._shape(inside, "eth0")  # what the host sends
+            self._shape([], veth)  # what it receives
             if i:
-                self.sshd.append(subprocess.Popen(
-                    [*inside, "/usr/sbin/sshd", "-D", "-e", "-f", str(conf), "-o", f"ListenAddress={address(i)}",
-                     "-o", f"PidFile={self.root / f'sshd{i}.pid'}"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                self.sshd.append(
+                    subprocess.Popen(
+                        [
+                            *inside,
+                            "/usr/sbin/sshd",
+                            "-D",
+                            "-e",
+                            "-f",
+                            str(conf),
+                            "-o",
+                            f"ListenAddress={address(i)}",
+                            "-o",
+                            f"PidFile={self.root / f'sshd{i}.pid'}",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
         deadline = time.monotonic() + 30
         for i in range(1, self.hosts + 1):
             while self.run_in(0, ["true"], host=i, check=False).returncode != 0:
@@ -204,12 +256,16 @@ def rsync_copy(lab: Lab, model: Path, root: Path, case: str, src: int, dst: int)
     to = dest(root, case, dst)
     os.makedirs(to, exist_ok=True)  # the hosts share this disk: their folders are made here
     if src == 0:
-        cmd = (f"ip netns exec {CONTROLLER} rsync -a --partial -e '{e}' {model}/ root@{address(dst)}:{to}/ && "
-               f"cd {to} && sha256sum --quiet --strict -c MANIFEST.sha256")
+        cmd = (
+            f"ip netns exec {CONTROLLER} rsync -a --partial -e '{e}' {model}/ root@{address(dst)}:{to}/ && "
+            f"cd {to} && sha256sum --quiet --strict -c MANIFEST.sha256"
+        )
     else:
-        cmd = (f"ip netns exec {ns_name(dst)} rsync -a --partial -e '{e}' "
-               f"root@{address(src)}:{dest(root, case, src)}/ {to}/ && "
-               f"cd {to} && sha256sum --quiet --strict -c MANIFEST.sha256")
+        cmd = (
+            f"ip netns exec {ns_name(dst)} rsync -a --partial -e '{e}' "
+            f"root@{address(src)}:{dest(root, case, src)}/ {to}/ && "
+            f"cd {to} && sha256sum --quiet --strict -c MANIFEST.sha256"
+        )
     return subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -225,17 +281,27 @@ def waves(lab: Lab, model: Path, root: Path, n: int, case: str) -> tuple[float, 
             if p.returncode:
                 raise SystemExit(f"wave {count}: copy to h{dst} failed: {err.decode()[-300:]}")
         have += [dst for _, dst in pairs]
-        todo = todo[len(pairs):]
+        todo = todo[len(pairs) :]
     return time.monotonic() - t0, count
 
 
-def chain_run(lab: Lab, model: Path, pm: pieces.PieceManifest, root: Path, n: int, case: str,
-              bwlimit: float | None) -> tuple[float, float, float]:
+def chain_run(
+    lab: Lab, model: Path, pm: pieces.PieceManifest, root: Path, n: int, case: str, bwlimit: float | None
+) -> tuple[float, float, float]:
     """(seconds in all, start-up before the first byte, first host whole to last), with the
     product's defaults (three rounds, slow hosts routed around)."""
-    hops = [chain.ssh_hop(f"h{i}", dest(root, case, i), address=address(i), user="root", port=22,
-                          controller_ssh=["ip", "netns", "exec", CONTROLLER, *lab.ssh], peer_ssh=lab.ssh)
-            for i in range(1, n + 1)]
+    hops = [
+        chain.ssh_hop(
+            f"h{i}",
+            dest(root, case, i),
+            address=address(i),
+            user="root",
+            port=22,
+            controller_ssh=["ip", "netns", "exec", CONTROLLER, *lab.ssh],
+            peer_ssh=lab.ssh,
+        )
+        for i in range(1, n + 1)
+    ]
     t0 = time.monotonic()
     marks: dict[str, float] = {}
     whole: list[float] = []
@@ -257,11 +323,19 @@ def chain_run(lab: Lab, model: Path, pm: pieces.PieceManifest, root: Path, n: in
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="8,32,64", help="comma-separated fleet sizes")
-    ap.add_argument("--copy-s", type=float, default=30.0,
-                    help="one copy's time over one link: sets each fleet's model size (see above)")
+    ap.add_argument(
+        "--copy-s",
+        type=float,
+        default=30.0,
+        help="one copy's time over one link: sets each fleet's model size (see above)",
+    )
     ap.add_argument("--rate-mbit", type=float, default=40.0, help="every link's rate, both ways, at most")
-    ap.add_argument("--aggregate-mbit", type=float, default=320.0,
-                    help="links x rate this machine is asked to carry at once (2 cores: ~700 measured)")
+    ap.add_argument(
+        "--aggregate-mbit",
+        type=float,
+        default=320.0,
+        help="links x rate this machine is asked to carry at once (2 cores: ~700 measured)",
+    )
     ap.add_argument("--pace", type=float, default=0.92, help="the chain's feed, as a share of the link rate")
     ap.add_argument("--piece-kib", type=int, default=pieces.DEFAULT_PIECE_SIZE >> 10)
     ap.add_argument("--out", type=Path)
@@ -291,15 +365,26 @@ def main() -> int:
             clean()
             t_chain, start, spread = chain_run(lab, model, pm, root, n, f"chain{n}", args.pace * rate * 1e6 / 8)
             clean()
-            out["fleets"].append({
-                "hosts": n, "rate_mbit": rate, "model_bytes": pm.total_bytes, "physical_limit_s": round(limit, 2),
-                "one_host_rsync_s": round(one_rsync, 2), "one_host_chain_s": round(one_chain, 2),
-                "waves": count, "waves_s": round(t_waves, 2), "chain_s": round(t_chain, 2),
-                "chain_start_s": round(start, 2), "one_host_chain_start_s": round(one_start, 2),
-                "chain_spread_s": round(spread, 2),
-                "chain_over_one_host": round(t_chain / one_chain, 2),
-                "waves_over_one_host": round(t_waves / one_rsync, 2),
-                "chain_over_limit": round(t_chain / limit, 2), "waves_over_limit": round(t_waves / limit, 2)})
+            out["fleets"].append(
+                {
+                    "hosts": n,
+                    "rate_mbit": rate,
+                    "model_bytes": pm.total_bytes,
+                    "physical_limit_s": round(limit, 2),
+                    "one_host_rsync_s": round(one_rsync, 2),
+                    "one_host_chain_s": round(one_chain, 2),
+                    "waves": count,
+                    "waves_s": round(t_waves, 2),
+                    "chain_s": round(t_chain, 2),
+                    "chain_start_s": round(start, 2),
+                    "one_host_chain_start_s": round(one_start, 2),
+                    "chain_spread_s": round(spread, 2),
+                    "chain_over_one_host": round(t_chain / one_chain, 2),
+                    "waves_over_one_host": round(t_waves / one_rsync, 2),
+                    "chain_over_limit": round(t_chain / limit, 2),
+                    "waves_over_limit": round(t_waves / limit, 2),
+                }
+            )
             print(out["fleets"][-1], file=sys.stderr, flush=True)
     finally:
         lab.close()

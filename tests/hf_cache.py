@@ -2,6 +2,7 @@
 hf:// sources offline: each file's content in blobs/<ETag> (the sha256 of an LFS file, the git
 blob sha1 of a regular one), snapshots/<commit>/<name> a relative link to its blob, and
 refs/<branch> holding the commit (huggingface_hub's scan_cache_dir reads it without a warning)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,7 @@ from huggingface_hub.utils.sha import git_hash
 
 __all__ = ["repo_folder", "add_revision", "files_of"]
 
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")   # what hub repos' .gitattributes send to LFS
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")  # what hub repos' .gitattributes send to LFS
 
 
 def repo_folder(cache: Path, repo_id: str) -> Path:
@@ -38,5 +39,8 @@ def add_revision(cache: Path, repo_id: str, commit: str, files: dict[str, bytes]
 
 def files_of(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
     """{relative name: content} of a model folder (what a repo of it would hold)."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name not in skip}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }

@@ -12,6 +12,7 @@ start, a changed profile is swapped in place; it returns the inventory path (the
 every time, rewritten for the shape asked). The session ends with `lab.down` only when this
 session brought the lab up and VFLEET_LAB_KEEP is not set (keeping it makes reruns fast).
 """
+
 from __future__ import annotations
 
 import os
@@ -40,17 +41,28 @@ class LabFleet:
 
     def __init__(self) -> None:
         from vfleet.lab import api
+
         self.api = api
         self.started_here = not any(s.pid for s in api.status())
         self.last: dict = {}
 
-    def ensure(self, hosts: int = DEFAULT_HOSTS, gpu_profile: str | None = None,
-               profiles: dict[str, str] | None = None, gateways: int | None = None) -> Path:
+    def ensure(
+        self,
+        hosts: int = DEFAULT_HOSTS,
+        gpu_profile: str | None = None,
+        profiles: dict[str, str] | None = None,
+        gateways: int | None = None,
+    ) -> Path:
         """Bring the lab to `hosts` hosts with these profiles; returns the inventory path."""
-        self.last = dict(hosts=hosts, gpu_profile=gpu_profile, profiles=profiles,
-                         gateways=gateways)
-        return self.api.up(hosts, gpu_profile=gpu_profile, profiles_by_host=profiles,
-                           gateways=gateways, backing=BACKING, echo=lambda _line: None).inventory
+        self.last = dict(hosts=hosts, gpu_profile=gpu_profile, profiles=profiles, gateways=gateways)
+        return self.api.up(
+            hosts,
+            gpu_profile=gpu_profile,
+            profiles_by_host=profiles,
+            gateways=gateways,
+            backing=BACKING,
+            echo=lambda _line: None,
+        ).inventory
 
     def pristine(self, hosts: int = DEFAULT_HOSTS) -> Path:
         """Hosts as `up` makes them, nothing deployed: a lab this session did not boot (left
@@ -90,9 +102,21 @@ def lab_inventory(lab: LabFleet) -> Path:
 # deploy a real vLLM and share one deployed fleet (built once, see `deployed`), any module
 # not named here among them; last the modules that reshape the lab around lab4 and deploy
 # fleets of their own: nothing after them needs the shared fleet put back.
-MODULE_ORDER = ["test_lab", "test_runner", "test_preflight_lab", "test_deploy", "test_faults", "test_faults_hosts",
-                "test_faults_restart", "test_bench_lab", "test_eval_lab", "test_status", "test_monitor", "test_rollout",
-                "test_rollout_gate"]
+MODULE_ORDER = [
+    "test_lab",
+    "test_runner",
+    "test_preflight_lab",
+    "test_deploy",
+    "test_faults",
+    "test_faults_hosts",
+    "test_faults_restart",
+    "test_bench_lab",
+    "test_eval_lab",
+    "test_status",
+    "test_monitor",
+    "test_rollout",
+    "test_rollout_gate",
+]
 RESHAPING_MODULES = ["test_models", "test_replica"]
 
 
@@ -130,7 +154,7 @@ def deployed(lab, tmp_path_factory):
 def _fleet_needed_after(items: list, module) -> bool:
     """Whether a test run after the last one of `module` uses the shared fleet."""
     last = max(i for i, item in enumerate(items) if item.module is module)
-    return any("deployed" in item.fixturenames for item in items[last + 1:])
+    return any("deployed" in item.fixturenames for item in items[last + 1 :])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -155,8 +179,9 @@ def fleet_put_back(request):
     if not report["summary"]["changed"]:
         return
     code, report, out = run_report("deploy", _FLEET["inv"], work / "again.json", timeout=600)
-    assert code == 0 and not report["summary"]["changed"], \
+    assert code == 0 and not report["summary"]["changed"], (
         f"after {module}, a deploy put the fleet back but the next one changed it again: {out[-3000:]}"
+    )
     # at module teardown pytest still captures fd 1: without this the line goes to the last test's capture
     plugins = request.config.pluginmanager
     reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")

@@ -1,5 +1,6 @@
 """Shared set-up for the tests that deploy a real vLLM on the lab (the same inventory
 `make demo` deploys), plus small helpers to run the CLI and read its JSON report."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,12 @@ from vfleet.lab.demo import ensure_model, write_deploy_inventory as _write
 
 API_KEY = "sk-lab-test-0123456789"
 
-__all__ = ["API_KEY", "ensure_model", "write_deploy_inventory", "vfleet", "run_report", "restarts",
-           "changed_targets"]
+__all__ = ["API_KEY", "ensure_model", "write_deploy_inventory", "vfleet", "run_report", "restarts", "changed_targets"]
 
 
-def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, extra: dict | None = None,
-                           host_vars: dict[str, dict] | None = None) -> Path:
+def write_deploy_inventory(
+    lab_inventory: Path, dest_dir: Path, extra: dict | None = None, host_vars: dict[str, dict] | None = None
+) -> Path:
     return _write(lab_inventory, dest_dir, API_KEY, extra, host_vars)
 
 
@@ -28,10 +29,13 @@ def vfleet(*args: str, timeout: float = 1800, env: dict[str, str] | None = None)
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
+
         def text(b: bytes | str | None) -> str:
             return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
-        return subprocess.CompletedProcess(argv, 124, text(exc.stdout) + f"\n[test] killed after {timeout:g}s\n",
-                                           text(exc.stderr))
+
+        return subprocess.CompletedProcess(
+            argv, 124, text(exc.stdout) + f"\n[test] killed after {timeout:g}s\n", text(exc.stderr)
+        )
 
 
 def run_report(task: str, inventory: Path, report: Path, *extra: str, timeout: float = 1800) -> tuple[int, dict, str]:

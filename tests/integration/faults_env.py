@@ -1,6 +1,7 @@
 """Helpers of the fault tests (tests/integration/test_faults*.py): commands on one lab host
 read from the JSON report, requests through the gateway, the argument lists of a run's
 process tree, a listener that plays a wedged sshd, a model that takes a while to copy."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ def on_host(inv: Path, host: str, command: str) -> str:
     """stdout of `command` on one host (read from the JSON report, not the terminal)."""
     with tempfile.TemporaryDirectory() as tmp:
         rep = Path(tmp) / "run.json"
-        p = vfleet("run", "--inventory", str(inv), "--limit", host, "--command", command, "--report", str(rep),
-                   timeout=120)
+        p = vfleet(
+            "run", "--inventory", str(inv), "--limit", host, "--command", command, "--report", str(rep), timeout=120
+        )
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         return json.loads(rep.read_text())["hosts"][host]["steps"][-1]["data"]["stdout"].strip()
 
@@ -32,8 +34,11 @@ def chat_through_gateway(n: int) -> list[int]:
     codes = []
     with httpx.Client(timeout=120) as client:
         for _ in range(n):
-            r = client.post(f"{GATEWAY}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"},
-                            json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            r = client.post(
+                f"{GATEWAY}/v1/chat/completions",
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+            )
             codes.append(r.status_code)
     return codes
 
@@ -54,7 +59,9 @@ def descendants_argv(root: int) -> list[str]:
     out = []
     for pid in tree:
         try:
-            out.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            out.append(
+                (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            )
         except OSError:
             pass
     return out
@@ -65,8 +72,12 @@ def run_watching_argv(*args: str, report: Path, timeout: float = 1200) -> tuple[
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "vfleet.cli", *args, "--report", str(report)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", *args, "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen: set[str] = set()
     stop = threading.Event()
 
@@ -133,8 +144,16 @@ def big_model(tmp_path: Path) -> Path:
 
 
 def staged_bytes(inv: Path, host: str) -> int:
-    p = vfleet("run", "--inventory", str(inv), "--limit", host, "--command",
-               "du -sb /srv/models/.staging 2>/dev/null | cut -f1", timeout=30)
+    p = vfleet(
+        "run",
+        "--inventory",
+        str(inv),
+        "--limit",
+        host,
+        "--command",
+        "du -sb /srv/models/.staging 2>/dev/null | cut -f1",
+        timeout=30,
+    )
     words = [ln.split()[1] for ln in p.stdout.splitlines() if ln.startswith(f"[{host}] ") and len(ln.split()) > 1]
     return int(words[0]) if words and words[0].isdigit() else 0
 

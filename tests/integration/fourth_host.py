@@ -9,6 +9,7 @@ shared inventory is put back to the 3-host shape at once (ensure(3) leaves a run
 on its core, but out of its inventory); lab4 joins `vllm` only in the module's own inventory. At the module's end `retire` stops and disables lab4's vLLM (its
 memory goes back to the 2-core, 24 GiB machine); the idle host (~20 MiB) stays, so the next
 module or a rerun reuses its venv instead of installing again (~110 s)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,5 +35,13 @@ def lab_inventory_with_lab4(lab, dest: Path) -> Path:
 
 def retire(inventory: Path) -> None:
     """Stop and disable lab4's vLLM; a later deploy enables and starts it again."""
-    vfleet("run", "--inventory", str(inventory), "--limit", EXTRA, "--command",
-           "systemctl disable --now vllm.service || true", timeout=300)
+    vfleet(
+        "run",
+        "--inventory",
+        str(inventory),
+        "--limit",
+        EXTRA,
+        "--command",
+        "systemctl disable --now vllm.service || true",
+        timeout=300,
+    )

@@ -3,6 +3,7 @@ are in tests/integration/test_models.py: the inventories with tenants, a fallbac
 tenants' key files and a CA made here, clients that keep every answer they receive (to look
 for vLLM's key in them afterwards), paced load threads, and the gateway's files, logs and
 journal read over SSH in Python (the keys looked for never travel in a command line)."""
+
 from __future__ import annotations
 
 import base64
@@ -33,15 +34,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
+from tests.integration.deploy_env import vfleet
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.connection import ConnectionSettings, open_connection
 from vfleet.engine.inventory.loader import load_inventory
-from tests.integration.deploy_env import vfleet
 
 # Files on the gateway (the shared interface of issue 24): written out
 # here, not imported, so that these tests say what the gateway must hold.
-GATEWAY_JS = "/etc/nginx/vfleet/gateway.js"          # 0600 root: the only file with vLLM's key
-TLS_KEY = "/etc/nginx/vfleet/tls/gateway.key"         # 0600 root when TLS is on
+GATEWAY_JS = "/etc/nginx/vfleet/gateway.js"  # 0600 root: the only file with vLLM's key
+TLS_KEY = "/etc/nginx/vfleet/tls/gateway.key"  # 0600 root when TLS is on
 ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
 
 # quiet: every model, a rate no test reaches; noisy: tiny-b only, 6 requests a minute one at a
@@ -52,7 +53,7 @@ ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
 # the flood's client got only 14 of its 20 r/s: on a machine that busy, the gateway answering 20
 # requests a second and vLLM taking one more chat each second are the lab's cores, not the limit.
 NOISY_PER_MIN = 6
-NOISY_RATE = NOISY_PER_MIN / 60                      # requests a second
+NOISY_RATE = NOISY_PER_MIN / 60  # requests a second
 TENANTS = {
     "quiet": {"rate": "100r/s", "burst": 200},
     "noisy": {"models": ["tiny-b"], "rate": f"{NOISY_PER_MIN}r/m", "burst": 0, "max_concurrent": 1},
@@ -107,31 +108,62 @@ def tls_files(dest: Path, ip: str) -> tuple[dict[str, str], Path]:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vfleet lab test CA")])
 
     def signed(subject: x509.Name, public, ca: bool, extensions: list[x509.ExtensionType]) -> x509.Certificate:
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name).public_key(public)
-                   .serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
-                   .add_extension(x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=False,
-                                                data_encipherment=False, key_agreement=False, key_cert_sign=ca,
-                                                crl_sign=ca, encipher_only=False, decipher_only=False), critical=True)
-                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=not ca,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=ca,
+                    crl_sign=ca,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        )
         for ext in extensions:
             builder = builder.add_extension(ext, critical=False)
         return builder.sign(ca_key, hashes.SHA256())
 
     ca = signed(ca_name, ca_key.public_key(), True, [])
-    cert = signed(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)]), key.public_key(), False,
-                  [x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
-                   x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])])
+    cert = signed(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)]),
+        key.public_key(),
+        False,
+        [
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+        ],
+    )
     dest.mkdir(parents=True, exist_ok=True)
     pem = serialization.Encoding.PEM
     (dest / "ca.crt").write_bytes(ca.public_bytes(pem))
     (dest / "gateway.crt").write_bytes(cert.public_bytes(pem))
-    write_secret(dest / "gateway.key", key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                         serialization.NoEncryption()).decode())
-    return ({"gateway_tls_cert_file": str(dest / "gateway.crt"), "gateway_tls_key_file": str(dest / "gateway.key"),
-             "gateway_tls_ca_file": str(dest / "ca.crt")}, dest / "ca.crt")
+    write_secret(
+        dest / "gateway.key",
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode(),
+    )
+    return (
+        {
+            "gateway_tls_cert_file": str(dest / "gateway.crt"),
+            "gateway_tls_key_file": str(dest / "gateway.key"),
+            "gateway_tls_ca_file": str(dest / "ca.crt"),
+        },
+        dest / "ca.crt",
+    )
 
 
 class Seen:
@@ -150,9 +182,11 @@ class Seen:
     def containing(self, secret: str) -> list[str]:
         """The answers that hold `secret` in a header or the body, described without it."""
         needle = secret.encode()
-        return [f"{status} {dict(headers)} {bytes(body[:200])!r}".replace(secret, "<SECRET>")
-                for status, headers, body in list(self.answers)
-                if needle in bytes(body) or any(secret in v for v in headers.values())]
+        return [
+            f"{status} {dict(headers)} {bytes(body[:200])!r}".replace(secret, "<SECRET>")
+            for status, headers, body in list(self.answers)
+            if needle in bytes(body) or any(secret in v for v in headers.values())
+        ]
 
 
 class _Tee(httpx.SyncByteStream):
@@ -177,8 +211,9 @@ class _Recording(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         r = self._inner.handle_request(request)
         sink = self._seen.add(r.status_code, r.headers)
-        return httpx.Response(r.status_code, headers=r.headers, stream=_Tee(r.stream, sink),
-                              extensions=r.extensions, request=request)
+        return httpx.Response(
+            r.status_code, headers=r.headers, stream=_Tee(r.stream, sink), extensions=r.extensions, request=request
+        )
 
     def close(self) -> None:
         self._inner.close()
@@ -193,29 +228,40 @@ def http_client(seen: Seen, verify: ssl.SSLContext | bool = True, timeout: float
 @dataclass
 class Outcome:
     """One request: when it was sent (monotonic), how long it took, what came back."""
+
     sent: float
     took: float
-    status: int | None               # None: no HTTP answer (connection error, timeout)
-    model: str = ""                  # the X-Vfleet-Model header
-    code: str | None = None          # the OpenAI-style error code
+    status: int | None  # None: no HTTP answer (connection error, timeout)
+    model: str = ""  # the X-Vfleet-Model header
+    code: str | None = None  # the OpenAI-style error code
     retry_after: str | None = None
-    body: bytes = b""                # error answers only
-    detail: str = ""                 # the model the body names, or what went wrong
+    body: bytes = b""  # error answers only
+    detail: str = ""  # the model the body names, or what went wrong
 
 
 def chat(client: openai.OpenAI, model: str, max_tokens: int = 4, **extra) -> Outcome:
     """One chat completion through the SDK, as an application sends it."""
     t0 = time.monotonic()
     try:
-        raw = client.chat.completions.with_raw_response.create(model=model, max_tokens=max_tokens, messages=HELLO,
-                                                               **extra)
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, max_tokens=max_tokens, messages=HELLO, **extra
+        )
         done = raw.parse()
-        return Outcome(t0, time.monotonic() - t0, raw.status_code, raw.headers.get("x-vfleet-model", ""),
-                       detail=done.model)
+        return Outcome(
+            t0, time.monotonic() - t0, raw.status_code, raw.headers.get("x-vfleet-model", ""), detail=done.model
+        )
     except openai.APIStatusError as e:
         h = e.response.headers
-        return Outcome(t0, time.monotonic() - t0, e.status_code, h.get("x-vfleet-model", ""), e.code,
-                       h.get("retry-after"), e.response.content, e.response.text[:300])
+        return Outcome(
+            t0,
+            time.monotonic() - t0,
+            e.status_code,
+            h.get("x-vfleet-model", ""),
+            e.code,
+            h.get("retry-after"),
+            e.response.content,
+            e.response.text[:300],
+        )
     except openai.APIConnectionError as e:
         return Outcome(t0, time.monotonic() - t0, None, detail=f"{type(e).__name__}: {e.__cause__ or e}")
 
@@ -275,8 +321,11 @@ class Stream:
 def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
     """Call `check` every half second until it is true; an HTTP error counts as not yet."""
     try:
-        Retrying(stop=stop_after_delay(timeout_s), wait=wait_fixed(0.5),
-                 retry=retry_if_result(lambda ok: not ok) | retry_if_exception_type(httpx.TransportError))(check)
+        Retrying(
+            stop=stop_after_delay(timeout_s),
+            wait=wait_fixed(0.5),
+            retry=retry_if_result(lambda ok: not ok) | retry_if_exception_type(httpx.TransportError),
+        )(check)
     except RetryError:
         raise AssertionError(f"{what}: not within {timeout_s:g} s") from None
 
@@ -289,9 +338,18 @@ def lab_host(inv: Path, name: str):
 def on_host(inv: Path, name: str, command: str, timeout: float = 120) -> str:
     """stdout of `command` on a lab host, over vfleet's own SSH connection (paramiko)."""
     host = lab_host(inv, name)
-    conn = open_connection(name, host.connection, ConnectionSettings(
-        address=host.address, user=host.user, port=host.port, key_file=host.key_file,
-        known_hosts_file=host.vars.get("known_hosts_file"), command_timeout=timeout))
+    conn = open_connection(
+        name,
+        host.connection,
+        ConnectionSettings(
+            address=host.address,
+            user=host.user,
+            port=host.port,
+            key_file=host.key_file,
+            known_hosts_file=host.vars.get("known_hosts_file"),
+            command_timeout=timeout,
+        ),
+    )
     try:
         r = conn.run(command)
     finally:
@@ -327,14 +385,15 @@ def remote_files(inv: Path, name: str, *roots: str) -> list[RemoteFile]:
 class Access:
     """The module's gateway with tenants: its inventories, the tenants' key files and keys,
     and everything the tests saw (answers, vfleet's output, figures for the closing note)."""
-    base: Path                       # today's gateway (the two-model inventory)
-    inv: Path                        # the same with tenants and the fallback
+
+    base: Path  # today's gateway (the two-model inventory)
+    inv: Path  # the same with tenants and the fallback
     work: Path
     key_dir: Path
     url: str
     keys: dict[str, str]
     started: float = field(default_factory=time.monotonic)
-    retired: list[str] = field(default_factory=list, repr=False)    # keys rotated out
+    retired: list[str] = field(default_factory=list, repr=False)  # keys rotated out
     seen: Seen = field(default_factory=Seen, repr=False)
     outputs: list[str] = field(default_factory=list, repr=False)
     figures: dict = field(default_factory=dict)
@@ -347,12 +406,18 @@ class Access:
             write_secret(key_path(key_dir, name), key)
         return cls(base=base, inv=access_inventory(base, work, key_dir), work=work, key_dir=key_dir, url=url, keys=keys)
 
-    def sdk(self, key: str, url: str | None = None, verify: ssl.SSLContext | bool = True,
-            timeout: float = 60) -> openai.OpenAI:
+    def sdk(
+        self, key: str, url: str | None = None, verify: ssl.SSLContext | bool = True, timeout: float = 60
+    ) -> openai.OpenAI:
         """The official SDK with a tenant's key (a tenant name) or any other key, no retries:
         each answer is the gateway's own."""
-        return openai.OpenAI(base_url=(url or self.url) + "/v1", api_key=self.keys.get(key, key), max_retries=0,
-                             timeout=timeout, http_client=http_client(self.seen, verify, timeout))
+        return openai.OpenAI(
+            base_url=(url or self.url) + "/v1",
+            api_key=self.keys.get(key, key),
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client(self.seen, verify, timeout),
+        )
 
     def vfleet(self, *args: str, timeout: float = 300):
         p = vfleet(*args, timeout=timeout)
@@ -362,7 +427,9 @@ class Access:
     def apply(self, inv: Path) -> None:
         """`vfleet gateway` with this inventory: nginx re-rendered and reloaded, nothing else."""
         p = self.vfleet("gateway", "--inventory", str(inv))
-        assert p.returncode == 0, f"vfleet gateway --inventory {inv.name}: exit {p.returncode}\n{self.outputs[-1][-3000:]}"
+        assert p.returncode == 0, (
+            f"vfleet gateway --inventory {inv.name}: exit {p.returncode}\n{self.outputs[-1][-3000:]}"
+        )
 
     @contextlib.contextmanager
     def tls(self):

@@ -18,6 +18,7 @@ Protocol: it floods until each thread has had an answer (connections up), pauses
 "ready"; then "on"/"off" lines on stdin switch the flood; at the end of stdin it prints one JSON
 object per request sent while on (the Outcome fields, times on the machine's monotonic clock,
 which both processes share) and a last one with the seconds it was on."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,7 +37,7 @@ from tests.integration.gateway_access_env import Outcome, Stream, chat
 
 THREADS = 4
 REPO = Path(__file__).resolve().parents[2]
-NICE = 19      # the noisy tenant's client runs on its own machine, not on the lab's two cores
+NICE = 19  # the noisy tenant's client runs on its own machine, not on the lab's two cores
 
 
 class NoisyFlood:
@@ -44,9 +45,13 @@ class NoisyFlood:
     of the requests sent while on and the seconds it was on."""
 
     def __init__(self, url: str, key_file: Path, model: str, per_second: float) -> None:
-        self._proc = subprocess.Popen([sys.executable, "-m", "tests.integration.noisy_flood", url, str(key_file),
-                                       model, str(per_second)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True, cwd=REPO)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.noisy_flood", url, str(key_file), model, str(per_second)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
         ready = self._proc.stdout.readline()
         if ready.strip() != "ready":
             self._proc.kill()
@@ -71,8 +76,7 @@ class NoisyFlood:
 
 def main(url: str, key_file: str, model: str, per_second: float) -> None:
     os.nice(NICE)
-    client = openai.OpenAI(base_url=url + "/v1", api_key=Path(key_file).read_text().strip(), max_retries=0,
-                           timeout=30)
+    client = openai.OpenAI(base_url=url + "/v1", api_key=Path(key_file).read_text().strip(), max_retries=0, timeout=30)
     switch = threading.Event()
     switch.set()
 
@@ -85,7 +89,7 @@ def main(url: str, key_file: str, model: str, per_second: float) -> None:
         while len(flood.outcomes) < THREADS:
             time.sleep(0.05)
         switch.clear()
-        time.sleep(1.0)               # the warm-up's last requests come back
+        time.sleep(1.0)  # the warm-up's last requests come back
         print("ready", flush=True)
         for line in sys.stdin:
             if line.strip() == "on":
@@ -94,7 +98,7 @@ def main(url: str, key_file: str, model: str, per_second: float) -> None:
             else:
                 switch.clear()
                 spans[-1] = (spans[-1][0], time.monotonic())
-        switch.set()                  # the threads waiting to send see the stop and end
+        switch.set()  # the threads waiting to send see the stop and end
     if spans and not spans[-1][1]:
         spans[-1] = (spans[-1][0], flood.ended)
     for o in flood.outcomes:

@@ -1,6 +1,7 @@
 """`vfleet deploy` end to end on the lab: a real vLLM (CPU build) on 2 hosts behind a real
 nginx, installed offline from the wheelhouse; then idempotency, a one-variable change, a
 killed weight transfer, a vLLM that cannot start, nginx -t protection and testinfra."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,15 @@ import time
 import httpx
 import pytest
 
-from tests.integration.deploy_env import (API_KEY, changed_targets, ensure_model, restarts, run_report, vfleet,
-                                          write_deploy_inventory)
+from tests.integration.deploy_env import (
+    API_KEY,
+    changed_targets,
+    ensure_model,
+    restarts,
+    run_report,
+    vfleet,
+    write_deploy_inventory,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -43,15 +51,23 @@ def test_first_deploy_serves_through_the_gateway(fleet):
     assert "curl" in report and "/v1/chat/completions" in report["curl"]
     # the curl line works (with the key exported, as printed)
     url = report["curl"].split("http://", 1)[1].split(" ", 1)[0]
-    r = httpx.post(f"http://{url}", headers={"Authorization": f"Bearer {API_KEY}"},
-                   json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
-                   timeout=60)
+    r = httpx.post(
+        f"http://{url}",
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        timeout=60,
+    )
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
     # the secret is in no report, and on no host in a unit, a process argument or the journal
     assert API_KEY not in json.dumps(report)
-    seen = vfleet("run", "--inventory", str(fleet["inv"]), "--command",
-                  "ps -eo args; cat /etc/systemd/system/vllm.service 2>/dev/null; "
-                  "journalctl -o cat --no-pager 2>/dev/null | tail -n 5000")
+    seen = vfleet(
+        "run",
+        "--inventory",
+        str(fleet["inv"]),
+        "--command",
+        "ps -eo args; cat /etc/systemd/system/vllm.service 2>/dev/null; "
+        "journalctl -o cat --no-pager 2>/dev/null | tail -n 5000",
+    )
     assert seen.returncode == 0 and "ExecStart=" in seen.stdout, seen.stderr[-2000:]
     assert API_KEY not in seen.stdout + seen.stderr
 
@@ -65,10 +81,13 @@ def test_every_process_of_a_serving_host_stays_on_its_core(fleet):
     state = LabState()
     for name in ("lab1", "lab2"):
         rec = state.load_host(name)
-        cmd = ("for p in $(pgrep -f 'vllm|VLLM'); do for t in /proc/$p/task/*; do "
-               "sed -n 's/^Cpus_allowed_list:\\s*//p' $t/status; done; done | sort | uniq -c")
-        out = subprocess.run(lab_hosts.ssh_cmd(state.key, state.known_hosts, rec.ip, cmd),
-                             capture_output=True, text=True, timeout=60).stdout
+        cmd = (
+            "for p in $(pgrep -f 'vllm|VLLM'); do for t in /proc/$p/task/*; do "
+            "sed -n 's/^Cpus_allowed_list:\\s*//p' $t/status; done; done | sort | uniq -c"
+        )
+        out = subprocess.run(
+            lab_hosts.ssh_cmd(state.key, state.known_hosts, rec.ip, cmd), capture_output=True, text=True, timeout=60
+        ).stdout
         counts = {line.split()[1]: int(line.split()[0]) for line in out.splitlines()}
         assert list(counts) == [rec.extra["cpus"]] and sum(counts.values()) > 10, (name, out)
 
@@ -87,8 +106,11 @@ def test_one_variable_changes_only_that_unit_and_restarts_only_that_host(fleet, 
     inv = write_deploy_inventory(fleet["lab"], tmp_path, host_vars={target: {"max_num_seqs": 4}})
     code, report, out = run_report("deploy", inv, tmp_path / "r.json", "--diff")
     assert code == 0, out[-3000:]
-    assert changed_targets(report, target) == ["unit /etc/systemd/system/vllm.service", "systemd daemon-reload",
-                                               "service vllm.service"], changed_targets(report, target)
+    assert changed_targets(report, target) == [
+        "unit /etc/systemd/system/vllm.service",
+        "systemd daemon-reload",
+        "service vllm.service",
+    ], changed_targets(report, target)
     assert "--max-num-seqs" in out and "+    --max-num-seqs 4" in out.replace("\\\n", "\n") or "-max-num-seqs" in out
     assert restarts(report) == {"lab1": 1, "lab2": 0, "lab3": 0}
     for other in ("lab2", "lab3"):
@@ -124,16 +146,26 @@ def test_killed_weight_transfer_leaves_live_model_and_resumes(fleet, tmp_path):
     shutil.copytree(ensure_model(), src)
     (src / "MANIFEST.sha256").unlink()
     (src / "extra-shard.bin").write_bytes(bytes(range(256)) * (40 * 4096))  # 40 MiB
-    inv = write_deploy_inventory(fleet["lab"], tmp_path, extra={"model_source": str(src), "weights_bwlimit": 8000,
-                                                                 "weights_fanout": False})
-    proc = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--limit", "lab1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    before = vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command",
-                    "readlink /srv/models/tiny").stdout
+    inv = write_deploy_inventory(
+        fleet["lab"], tmp_path, extra={"model_source": str(src), "weights_bwlimit": 8000, "weights_fanout": False}
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--limit", "lab1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    before = vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command", "readlink /srv/models/tiny").stdout
     deadline = time.time() + 60
     while time.time() < deadline:  # wait until rsync is writing into staging, then kill the run
-        r = vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command",
-                   "du -sb /srv/models/.staging 2>/dev/null | cut -f1")
+        r = vfleet(
+            "run",
+            "--inventory",
+            str(inv),
+            "--limit",
+            "lab1",
+            "--command",
+            "du -sb /srv/models/.staging 2>/dev/null | cut -f1",
+        )
         size = int((r.stdout.split("[lab1] ")[-1].split()[0:1] or ["0"])[0] or 0) if "[lab1]" in r.stdout else 0
         if size > 2_000_000:
             break
@@ -141,8 +173,15 @@ def test_killed_weight_transfer_leaves_live_model_and_resumes(fleet, tmp_path):
     proc.kill()
     subprocess.run(["pkill", "-f", f"rsync.*{src}"], check=False)
     proc.wait()
-    after = vfleet("run", "--inventory", str(inv), "--limit", "lab1", "--command",
-                   "readlink /srv/models/tiny; cd /srv/models/tiny/ && sha256sum --quiet -c MANIFEST.sha256 && echo OK")
+    after = vfleet(
+        "run",
+        "--inventory",
+        str(inv),
+        "--limit",
+        "lab1",
+        "--command",
+        "readlink /srv/models/tiny; cd /srv/models/tiny/ && sha256sum --quiet -c MANIFEST.sha256 && echo OK",
+    )
     assert "OK" in after.stdout
     live = [ln for ln in before.splitlines() if ln.startswith("[lab1]")][0]
     assert live in after.stdout  # still the old copy
@@ -158,8 +197,9 @@ def test_killed_weight_transfer_leaves_live_model_and_resumes(fleet, tmp_path):
 
 
 def test_vllm_that_cannot_start_fails_with_its_journal(fleet, tmp_path):
-    inv = write_deploy_inventory(fleet["lab"], tmp_path,
-                                 host_vars={"lab2": {"max_model_len": 99999999, "ready_timeout": 240}})
+    inv = write_deploy_inventory(
+        fleet["lab"], tmp_path, host_vars={"lab2": {"max_model_len": 99999999, "ready_timeout": 240}}
+    )
     code, report, out = run_report("service", inv, tmp_path / "bad.json", "--limit", "lab2")
     assert code == 1
     failed = [s for s in report["hosts"]["lab2"]["steps"] if s["status"] == "failed"][-1]
@@ -171,13 +211,27 @@ def test_vllm_that_cannot_start_fails_with_its_journal(fleet, tmp_path):
 def test_nginx_config_that_fails_test_is_never_loaded(fleet, tmp_path):
     broken = "echo 'this is not nginx' > /etc/nginx/conf.d/zz-broken.conf"
     assert vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "gateways", "--command", broken).returncode == 0
-    before = vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "gateways", "--command",
-                    "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf").stdout
+    before = vfleet(
+        "run",
+        "--inventory",
+        str(fleet["inv"]),
+        "--limit",
+        "gateways",
+        "--command",
+        "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf",
+    ).stdout
     inv = write_deploy_inventory(fleet["lab"], tmp_path, extra={"gateway_rate_burst": 77})
     code, report, out = run_report("gateway", inv, tmp_path / "gw.json")
     assert code == 1 and "rejected by nginx -t; the previous file was put back" in out
-    after = vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "gateways", "--command",
-                   "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf; rm -f /etc/nginx/conf.d/zz-broken.conf").stdout
+    after = vfleet(
+        "run",
+        "--inventory",
+        str(fleet["inv"]),
+        "--limit",
+        "gateways",
+        "--command",
+        "sha256sum /etc/nginx/conf.d/vfleet-gateway.conf; rm -f /etc/nginx/conf.d/zz-broken.conf",
+    ).stdout
     assert before.split("[lab3]")[1].split()[0] == after.split("[lab3]")[1].split()[0]
     r = httpx.get("http://10.213.0.13/health", timeout=10)
     assert r.status_code == 200  # nginx kept serving the old config
@@ -196,8 +250,15 @@ def test_planner_kv_capacity_matches_what_vllm_logs(fleet, tmp_path):
     p = vfleet("plan", "--inventory", str(fleet["inv"]), "--limit", "lab1", "--report", str(out))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-1000:]
     planned = json.loads(out.read_text())["hosts"]["lab1"]["capacity"]["kv_capacity_tokens"]
-    log = vfleet("run", "--inventory", str(fleet["inv"]), "--limit", "lab1", "--command",
-                 "journalctl -u vllm -o cat --no-pager | grep 'KV cache size' | tail -n 1").stdout
+    log = vfleet(
+        "run",
+        "--inventory",
+        str(fleet["inv"]),
+        "--limit",
+        "lab1",
+        "--command",
+        "journalctl -u vllm -o cat --no-pager | grep 'KV cache size' | tail -n 1",
+    ).stdout
     logged = parse_kv_cache_log(log)
     assert logged, log
     ratio = planned / logged

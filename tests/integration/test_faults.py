@@ -3,6 +3,7 @@ session fixture): a new unit that fails in `deploy --batch`, vLLM killed while s
 stop check, two controllers and a killed one. For each fault the other hosts finish, the
 report says what happened to which host, and a re-run converges with nothing left half done.
 Each test puts the fleet back as it found it (the tests after this module reuse it)."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,15 @@ import time
 
 import pytest
 
-from tests.integration.deploy_env import (API_KEY, changed_targets, restarts, run_report, vfleet,
-                                          write_deploy_inventory)
-from tests.integration.faults_env import (chat_through_gateway, lock_on, on_host, run_watching_argv,
-                                          step_messages, wait_serving)
+from tests.integration.deploy_env import API_KEY, changed_targets, restarts, run_report, vfleet, write_deploy_inventory
+from tests.integration.faults_env import (
+    chat_through_gateway,
+    lock_on,
+    on_host,
+    run_watching_argv,
+    step_messages,
+    wait_serving,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +32,24 @@ def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_pat
     batch) fails to start, goes back to its saved unit/env/venv/weights and serves; the batches
     stop, so lab2 is never restarted and its files are put back to what it serves."""
     inv = deployed["inv"]
-    unit_before = {h: on_host(inv, h, "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
-                                      "readlink /opt/vllm/current /srv/models/tiny") for h in ("lab1", "lab2")}
-    bad = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 5},
-                                 host_vars={"lab1": {"enforce_eager": True, "vllm_extra_args": ["--max-logprobs", BAD_VALUE]}})
-    code, report, out, argv = run_watching_argv("deploy", "--inventory", str(bad), "--batch", "1", "--diff",
-                                                "--skip-preflight", report=tmp_path / "bad.json")
+    unit_before = {
+        h: on_host(
+            inv,
+            h,
+            "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
+            "readlink /opt/vllm/current /srv/models/tiny",
+        )
+        for h in ("lab1", "lab2")
+    }
+    bad = write_deploy_inventory(
+        deployed["lab"],
+        tmp_path,
+        extra={"max_num_seqs": 5},
+        host_vars={"lab1": {"enforce_eager": True, "vllm_extra_args": ["--max-logprobs", BAD_VALUE]}},
+    )
+    code, report, out, argv = run_watching_argv(
+        "deploy", "--inventory", str(bad), "--batch", "1", "--diff", "--skip-preflight", report=tmp_path / "bad.json"
+    )
     assert code == 1, out[-4000:]
     assert argv and not [a for a in argv if API_KEY in a], "the key in a controller process's arguments"
     lab1 = report["hosts"]["lab1"]
@@ -47,8 +65,12 @@ def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_pat
     assert restarts(report)["lab2"] == 0
     # on the hosts: exactly the files they had, both serving, through the gateway too
     for h in ("lab1", "lab2"):
-        now = on_host(inv, h, "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
-                              "readlink /opt/vllm/current /srv/models/tiny")
+        now = on_host(
+            inv,
+            h,
+            "sha256sum /etc/systemd/system/vllm.service /etc/vllm/vllm.env; "
+            "readlink /opt/vllm/current /srv/models/tiny",
+        )
         assert now == unit_before[h], (h, now, unit_before[h])
     smoke = vfleet("smoke", "--inventory", str(inv))
     assert smoke.returncode == 0, smoke.stdout[-3000:]
@@ -56,8 +78,12 @@ def test_batch_deploy_whose_new_unit_fails_goes_back_and_stops(deployed, tmp_pat
     # hosts' process arguments, unit files or journal
     assert API_KEY not in out and API_KEY not in json.dumps(report)
     for h in ("lab1", "lab2"):
-        seen = on_host(inv, h, "ps -eo args; cat /etc/systemd/system/vllm.service; "
-                              "cat /var/lib/vfleet/rollback/vllm.service/unit; journalctl -o cat --no-pager | tail -n 3000")
+        seen = on_host(
+            inv,
+            h,
+            "ps -eo args; cat /etc/systemd/system/vllm.service; "
+            "cat /var/lib/vfleet/rollback/vllm.service/unit; journalctl -o cat --no-pager | tail -n 3000",
+        )
         assert "ExecStart=" in seen and API_KEY not in seen, h
         assert on_host(inv, h, "stat -c %a /var/lib/vfleet/rollback/vllm.service/env") == "600", h
     # re-run with the fleet's own inventory: nothing left half done, so nothing to change
@@ -94,8 +120,7 @@ def test_vllm_killed_while_serving_leaves_no_worker_and_the_gateway_routes_aroun
         assert failed["data"]["journal"], failed
     # systemd's Restart=on-failure brings it back; the fleet converges with no change
     wait_serving(inv, "lab2")
-    code, report, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3",
-                                   "--skip-preflight")
+    code, report, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3", "--skip-preflight")
     assert code == 0, out[-3000:]
     assert report["hosts"]["lab2"]["counts"]["changed"] == 0, changed_targets(report, "lab2")
 
@@ -126,10 +151,16 @@ def test_two_controllers_one_lock_and_a_killed_controller_converges(deployed, tm
     from tests.integration.faults_env import big_model
 
     inv = deployed["inv"]
-    slow = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(big_model(tmp_path)),
-                                                                     "weights_fanout": False, "weights_bwlimit": 300})
-    first = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(slow),
-                              "--limit", "lab1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    slow = write_deploy_inventory(
+        deployed["lab"],
+        tmp_path,
+        extra={"model_source": str(big_model(tmp_path)), "weights_fanout": False, "weights_bwlimit": 300},
+    )
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(slow), "--limit", "lab1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not lock_on(inv, "lab1") and time.monotonic() < deadline:
@@ -177,8 +208,11 @@ def test_controller_killed_during_the_rolling_phase_then_the_next_run_converges(
 
     inv = deployed["inv"]
     new = write_deploy_inventory(deployed["lab"], tmp_path, extra={"max_num_seqs": 7})
-    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new), "--batch", "1",
-                            "--skip-preflight"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new), "--batch", "1", "--skip-preflight"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and run.poll() is None:
@@ -193,8 +227,11 @@ def test_controller_killed_during_the_rolling_phase_then_the_next_run_converges(
     for h in ("lab1", "lab2"):
         unit = on_host(inv, h, "grep -o -- '--max-num-seqs [0-9]*' /etc/systemd/system/vllm.service")
         assert unit == "--max-num-seqs 8", (h, unit)
-        running = on_host(inv, h, "ps -o args= -p $(systemctl show -p MainPID --value vllm.service) "
-                                  "| grep -o -- '--max-num-seqs [0-9]*'")
+        running = on_host(
+            inv,
+            h,
+            "ps -o args= -p $(systemctl show -p MainPID --value vllm.service) | grep -o -- '--max-num-seqs [0-9]*'",
+        )
         assert running == unit, (h, running, unit)  # the process runs what the unit on disk says
     assert on_host(inv, "lab3", "grep -c ' down;  # ' /etc/nginx/conf.d/vfleet-gateway.conf || true") == "0"
     assert all(lock_on(inv, h) == "" for h in ("lab1", "lab2", "lab3"))
@@ -223,11 +260,17 @@ def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deploy
     inv = deployed["inv"]
     live = {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")}
     started = on_host(inv, "lab1", "systemctl show -p ExecMainStartTimestampMonotonic --value vllm.service")
-    new = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(big_model(tmp_path)),
-                                                                    "weights_fanout": False},
-                                 host_vars={"lab2": {"weights_bwlimit": 1000}})
-    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new),
-                            "--skip-preflight"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    new = write_deploy_inventory(
+        deployed["lab"],
+        tmp_path,
+        extra={"model_source": str(big_model(tmp_path)), "weights_fanout": False},
+        host_vars={"lab2": {"weights_bwlimit": 1000}},
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(new), "--skip-preflight"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and run.poll() is None:
@@ -240,8 +283,9 @@ def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deploy
         run.wait()
     try:
         assert on_host(inv, "lab1", "readlink /srv/models/tiny") != live["lab1"]  # switched ...
-        assert on_host(inv, "lab1", "systemctl show -p ExecMainStartTimestampMonotonic --value vllm.service") \
-            == started  # ... and never restarted
+        assert (
+            on_host(inv, "lab1", "systemctl show -p ExecMainStartTimestampMonotonic --value vllm.service") == started
+        )  # ... and never restarted
         assert on_host(inv, "lab2", "readlink /srv/models/tiny") == live["lab2"]  # lab2's copy unfinished
         assert lock_on(inv, "lab1").split()[1:2] == [str(run.pid)]
         code, report, out = run_report("deploy", new, tmp_path / "next.json", "--skip-preflight")
@@ -255,8 +299,15 @@ def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deploy
         assert "restart owed" in msgs or changed_targets(report, "lab1"), msgs
         assert restarts(report) == {"lab1": 1, "lab2": 1, "lab3": 0}, restarts(report)
         for h in ("lab1", "lab2"):  # each process started after its model link last changed
-            assert on_host(inv, h, "s=$(systemctl show -p ExecMainStartTimestamp --value vllm.service); "
-                                   "[ $(date -d \"$s\" +%s) -ge $(stat -c %Y /srv/models/tiny) ] && echo fresh") == "fresh"
+            assert (
+                on_host(
+                    inv,
+                    h,
+                    "s=$(systemctl show -p ExecMainStartTimestamp --value vllm.service); "
+                    '[ $(date -d "$s" +%s) -ge $(stat -c %Y /srv/models/tiny) ] && echo fresh',
+                )
+                == "fresh"
+            )
         assert all(lock_on(inv, h) == "" for h in ("lab1", "lab2", "lab3"))
         assert on_host(inv, "lab3", "grep -c ' down;  # ' /etc/nginx/conf.d/vfleet-gateway.conf || true") == "0"
         code, again, out = run_report("deploy", new, tmp_path / "again.json", "--skip-preflight")
@@ -267,5 +318,9 @@ def test_plain_deploy_killed_mid_run_then_the_next_plain_deploy_converges(deploy
         code, back, out = run_report("deploy", inv, tmp_path / "back.json", "--skip-preflight")
         assert code == 0, out[-3000:]
         for h in ("lab1", "lab2"):
-            on_host(inv, h, f"cd /srv/models/.versions && for d in *; do "
-                            f"[ \"$PWD/$d\" = {live[h]} ] || rm -rf -- \"$d\"; done; rm -rf /srv/models/.staging")
+            on_host(
+                inv,
+                h,
+                f"cd /srv/models/.versions && for d in *; do "
+                f'[ "$PWD/$d" = {live[h]} ] || rm -rf -- "$d"; done; rm -rf /srv/models/.staging',
+            )

@@ -1,6 +1,7 @@
 """Faults of hosts and their connections, on the lab's deployed fleet: an sshd that accepts and
 never answers, a disk too small for the weights, a host that goes away during the weight
 copy. The other hosts finish, the report names the host and the fault, a re-run converges."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def test_sshd_that_accepts_and_never_answers_times_out(lab_inventory, tmp_path):
         inv = tmp_path / "inventory.yaml"
         inv.write_text(yaml.safe_dump(data))
         t0 = time.monotonic()
-        code, report, out = run_report("run", inv, tmp_path / "r.json", "--command", "uname -n",
-                                       "--connect-timeout", "3", timeout=120)
+        code, report, out = run_report(
+            "run", inv, tmp_path / "r.json", "--command", "uname -n", "--connect-timeout", "3", timeout=120
+        )
         took = time.monotonic() - t0
     finally:
         mute.close()
@@ -78,8 +80,11 @@ def test_weight_copy_that_cannot_fit_fails_before_copying(deployed, tmp_path):
     assert code == 0, out[-3000:]
     assert report["hosts"]["lab1"]["counts"]["changed"] == 0, changed_targets(report, "lab1")
     assert {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")} == live
-    on_host(inv, "lab2", f"cd /srv/models/.versions && for d in *; do "
-                         f"[ \"$PWD/$d\" = {live['lab2']} ] || rm -rf -- \"$d\"; done")  # the 40 MiB copy
+    on_host(
+        inv,
+        "lab2",
+        f'cd /srv/models/.versions && for d in *; do [ "$PWD/$d" = {live["lab2"]} ] || rm -rf -- "$d"; done',
+    )  # the 40 MiB copy
 
 
 def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
@@ -93,12 +98,31 @@ def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
 
     inv = deployed["inv"]
     live = {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")}
-    big = write_deploy_inventory(deployed["lab"], tmp_path, extra={"model_source": str(big_model(tmp_path)),
-                                                                    "weights_fanout": False, "weights_bwlimit": 2000})
+    big = write_deploy_inventory(
+        deployed["lab"],
+        tmp_path,
+        extra={"model_source": str(big_model(tmp_path)), "weights_fanout": False, "weights_bwlimit": 2000},
+    )
     report_path = tmp_path / "gone.json"
-    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(big), "--limit",
-                            "lab1,lab2", "--report", str(report_path), "--connect-timeout", "5"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "weights",
+            "--inventory",
+            str(big),
+            "--limit",
+            "lab1,lab2",
+            "--report",
+            str(report_path),
+            "--connect-timeout",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while staged_bytes(inv, "lab2") < 2_000_000 and time.monotonic() < deadline and run.poll() is None:
@@ -132,10 +156,13 @@ def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
         assert code == 0, out[-3000:]
         assert {h: on_host(inv, h, "readlink /srv/models/tiny") for h in ("lab1", "lab2")} == live
         # a re-run of the deploy converges: lab2 serves again (started if its boot did not)
-        print("lab2 after its reboot:", on_host(inv, "lab2", "systemctl is-enabled vllm.service; "
-                                                              "systemctl is-active vllm.service; true"))
-        code, back, out = run_report("deploy", inv, tmp_path / "deploy-back.json", "--limit", "lab2,lab3",
-                                     "--skip-preflight")
+        print(
+            "lab2 after its reboot:",
+            on_host(inv, "lab2", "systemctl is-enabled vllm.service; systemctl is-active vllm.service; true"),
+        )
+        code, back, out = run_report(
+            "deploy", inv, tmp_path / "deploy-back.json", "--limit", "lab2,lab3", "--skip-preflight"
+        )
         assert code == 0, out[-3000:]
         assert back["hosts"]["lab2"]["smoke"]["host"]["chat completion"]["ok"], back["hosts"]["lab2"]["smoke"]
         converged = True
@@ -144,8 +171,7 @@ def test_host_that_goes_away_during_the_weight_copy(deployed, lab, tmp_path):
             run_report("weights", inv, tmp_path / "guard-weights.json", "--limit", "lab1,lab2")
             run_report("deploy", inv, tmp_path / "guard-deploy.json", "--limit", "lab2,lab3", "--skip-preflight")
     for h in ("lab1", "lab2"):
-        on_host(inv, h, f"cd /srv/models/.versions && for d in *; do "
-                        f"[ \"$PWD/$d\" = {live[h]} ] || rm -rf -- \"$d\"; done")
+        on_host(inv, h, f'cd /srv/models/.versions && for d in *; do [ "$PWD/$d" = {live[h]} ] || rm -rf -- "$d"; done')
 
 
 # Soak (make soak): a real pip install into a fresh root takes ~4.5 min; every run loses a host during the weight copy (above).
@@ -165,9 +191,25 @@ def test_host_that_goes_away_during_the_install(deployed, lab, tmp_path):
     fresh = write_deploy_inventory(deployed["lab"], tmp_path, extra={"vllm_root": root})
     for h in ("lab1", "lab2"):
         on_host(inv, h, f"rm -rf {root}")
-    run = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "install", "--inventory", str(fresh), "--limit",
-                            "lab1,lab2", "--report", str(tmp_path / "gone.json"), "--connect-timeout", "5"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "install",
+            "--inventory",
+            str(fresh),
+            "--limit",
+            "lab1,lab2",
+            "--report",
+            str(tmp_path / "gone.json"),
+            "--connect-timeout",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         size = "0"
@@ -196,10 +238,16 @@ def test_host_that_goes_away_during_the_install(deployed, lab, tmp_path):
         marker = f"{venv}/.vfleet-install.json"
         assert on_host(inv, "lab1", f"test -f {marker} && readlink {root}/current") == venv
         # lab2 back: the half-built venv is on its disk, unmarked and never linked
-        assert on_host(inv, "lab2", f"test -d {venv} && echo built-half; test -e {marker} || echo no-marker; "
-                                    f"readlink {root}/current || echo unlinked") == "built-half\nno-marker\nunlinked"
-        code, again, out = run_report("install", fresh, tmp_path / "again.json", "--limit", "lab1,lab2",
-                                      timeout=900)
+        assert (
+            on_host(
+                inv,
+                "lab2",
+                f"test -d {venv} && echo built-half; test -e {marker} || echo no-marker; "
+                f"readlink {root}/current || echo unlinked",
+            )
+            == "built-half\nno-marker\nunlinked"
+        )
+        code, again, out = run_report("install", fresh, tmp_path / "again.json", "--limit", "lab1,lab2", timeout=900)
         assert code == 0, out[-3000:]
         assert again["hosts"]["lab1"]["counts"]["changed"] == 0, changed_targets(again, "lab1")
         assert on_host(inv, "lab2", f"test -f {marker} && readlink {root}/current") == venv
@@ -207,8 +255,7 @@ def test_host_that_goes_away_during_the_install(deployed, lab, tmp_path):
         assert code == 0 and all(last["hosts"][h]["counts"]["changed"] == 0 for h in ("lab1", "lab2")), out[-3000:]
         converged = True
     finally:  # lab2 serves again (its boot does not start vLLM), the extra venvs go
-        code, back, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3",
-                                     "--skip-preflight")
+        code, back, out = run_report("deploy", inv, tmp_path / "back.json", "--limit", "lab2,lab3", "--skip-preflight")
         for h in ("lab1", "lab2"):
             on_host(inv, h, f"rm -rf {root}")
     assert converged and code == 0, out[-3000:]

@@ -1,6 +1,7 @@
 """Faults of rolling restarts on the lab's deployed fleet (2 vLLM hosts + 1 gateway): two
 clients sending back to back through the gateway during `vfleet restart --batch 1`, and two
 controllers restarting the same fleet at once. Each test leaves every host serving."""
+
 from __future__ import annotations
 
 import re
@@ -10,9 +11,9 @@ import time
 
 import pytest
 
-from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet
 from tests.integration.faults_env import GATEWAY, lock_on
+from vfleet.clients.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.integration
 
@@ -26,21 +27,27 @@ def restart_lab1_under_two_clients(inv, tmp_path, *, pause_s: float) -> dict:
     # per-address limit (20 r/s): a 429 is that limit, not the restart
     gen = LoadGenerator(GATEWAY, "tiny", API_KEY, concurrency=2, max_tokens=64, pause_s=pause_s).start()
     try:
-        code, report, out = run_report("restart", inv, tmp_path / "restart.json", "--batch", "1", "--limit", "lab1",
-                                       timeout=1500)
+        code, report, out = run_report(
+            "restart", inv, tmp_path / "restart.json", "--batch", "1", "--limit", "lab1", timeout=1500
+        )
     finally:
         gen.stop()
     load = gen.summary()
-    *last, total = out.strip().splitlines()[-2:]   # lab1's line, then the rollout's total
+    *last, total = out.strip().splitlines()[-2:]  # lab1's line, then the rollout's total
     print("two clients:", load, *last, total, sep="\n  ")
     assert code == 0, out[-4000:]
     assert load["requests"] >= 20 and load["failed"] == 0 and load["truncated"] == 0, load
     assert [ln.split(":")[0] for ln in last] == ["lab1"], last
     assert all("restarted in" in ln and "for vLLM to be ready" in ln for ln in last), last
     assert report["rollout"]["drained"] == [] and report["rollout"]["lines"] == last
-    assert re.fullmatch(r"rollout took \S+, 1 host restarted \((expected ~\S+|no estimate)\); their restarts "
-                        r"add up to \S+", total), total
-    assert re.search(r"^(expect ~\S+: 1 batch; |no estimate: no host has a measured restart yet)", out, re.M), out[-4000:]
+    assert re.fullmatch(
+        r"rollout took \S+, 1 host restarted \((expected ~\S+|no estimate)\); their restarts "
+        r"add up to \S+",
+        total,
+    ), total
+    assert re.search(r"^(expect ~\S+: 1 batch; |no estimate: no host has a measured restart yet)", out, re.M), out[
+        -4000:
+    ]
     smoke = vfleet("smoke", "--inventory", str(inv))
     assert smoke.returncode == 0, smoke.stdout[-3000:]
     return load
@@ -66,8 +73,12 @@ def test_a_second_restart_or_upgrade_on_a_fleet_being_restarted_is_refused(deplo
     stop at once with one line naming the first run, its pid and when its lock expires, and
     change nothing; the first one finishes and gives the lock back on every host."""
     inv = deployed["inv"]
-    first = subprocess.Popen([sys.executable, "-m", "vfleet.cli", "restart", "--inventory", str(inv), "--limit",
-                              "lab2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vfleet.cli", "restart", "--inventory", str(inv), "--limit", "lab2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not lock_on(inv, "lab3") and time.monotonic() < deadline:

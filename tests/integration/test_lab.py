@@ -1,5 +1,6 @@
 """The lab itself: real hosts that boot, talk SSH to the machine and to each other, replay
 their GPU profile, and leave nothing behind after `down` (also after a crash)."""
+
 from __future__ import annotations
 
 import os
@@ -21,14 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 def ssh(host_ip: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
     state = LabState()
-    return subprocess.run(lab_hosts.ssh_cmd(state.key, state.known_hosts, host_ip, command),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        lab_hosts.ssh_cmd(state.key, state.known_hosts, host_ip, command),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def inventory_hosts(path: Path) -> dict[str, dict]:
     data = yaml.safe_load(path.read_text())["all"]
-    return {name: hv for group in data["children"].values()
-            for name, hv in (group.get("hosts") or {}).items()}
+    return {name: hv for group in data["children"].values() for name, hv in (group.get("hosts") or {}).items()}
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +60,12 @@ def test_inventory_shape(lab_inventory):
 def test_hosts_are_distinct_running_systems(lab_inventory):
     seen_ids = set()
     for name, hv in inventory_hosts(lab_inventory).items():
-        res = ssh(hv["ansible_host"], "hostname; cat /etc/machine-id; systemctl is-system-running;"
-                  " ip route show default | wc -l; systemctl is-enabled nginx postgresql;"
-                  " systemctl is-active ssh; test -x /usr/sbin/nginx && echo nginx-installed")
+        res = ssh(
+            hv["ansible_host"],
+            "hostname; cat /etc/machine-id; systemctl is-system-running;"
+            " ip route show default | wc -l; systemctl is-enabled nginx postgresql;"
+            " systemctl is-active ssh; test -x /usr/sbin/nginx && echo nginx-installed",
+        )
         assert res.returncode != 255, res.stderr
         name_out, machine_id, state, default_routes, *rest = res.stdout.split()
         assert (name_out, state, default_routes) == (name, "running", "0")
@@ -72,8 +79,7 @@ def test_each_host_has_its_own_cgroup_tree(lab_inventory):
     # on one host wait on another host's processes.
     # Seen from the machine (inside, a cgroup namespace shows every host "/init.scope").
     for name in inventory_hosts(lab_inventory):
-        procs = subprocess.run(["ip", "netns", "pids", f"vfl-{name}"], capture_output=True,
-                               text=True).stdout.split()
+        procs = subprocess.run(["ip", "netns", "pids", f"vfl-{name}"], capture_output=True, text=True).stdout.split()
         assert procs
         for pid in procs:
             cg = Path(f"/proc/{pid}/cgroup").read_text()
@@ -88,9 +94,12 @@ def test_host_keys_are_unique_and_checked(lab_inventory):
 
 
 def test_ssh_and_rsync_between_hosts_by_name(lab_inventory):
-    res = ssh("10.213.0.11", "ssh -o BatchMode=yes lab2 hostname && "
-              "echo payload > /tmp/f && rsync -a /tmp/f lab3:/tmp/from-lab1 && "
-              "ssh -o BatchMode=yes lab3 cat /tmp/from-lab1")
+    res = ssh(
+        "10.213.0.11",
+        "ssh -o BatchMode=yes lab2 hostname && "
+        "echo payload > /tmp/f && rsync -a /tmp/f lab3:/tmp/from-lab1 && "
+        "ssh -o BatchMode=yes lab3 cat /tmp/from-lab1",
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["lab2", "payload"]
 
@@ -100,8 +109,11 @@ def test_nvidia_smi_follows_profile_in_place(lab, lab_inventory):
     inv = lab.ensure(3, profiles={"lab1": "v100-8-pcie", "lab2": "no-gpu"})
     try:
         assert inventory_hosts(inv)["lab1"]["gpu_profile"] == "v100-8-pcie"
-        res = ssh("10.213.0.11", "nvidia-smi --query-gpu=name,memory.total "
-                  "--format=csv,noheader,nounits | sort -u; nvidia-smi topo -m | head -2 | tail -1")
+        res = ssh(
+            "10.213.0.11",
+            "nvidia-smi --query-gpu=name,memory.total "
+            "--format=csv,noheader,nounits | sort -u; nvidia-smi topo -m | head -2 | tail -1",
+        )
         assert res.stdout.splitlines()[0] == "Tesla V100-PCIE-32GB, 32768"
         assert res.stdout.splitlines()[1].startswith("GPU0\t X \tPHB\tPHB\tPHB\tSYS")
         assert ssh("10.213.0.12", "nvidia-smi").returncode == 127
@@ -133,10 +145,8 @@ def test_a_host_beyond_n_that_died_is_forgotten_by_the_next_up(lab, lab_inventor
     finally:
         lab.ensure(3)
     assert list(pids()) == ["lab1", "lab2", "lab3"]
-    assert [ln.split(",")[0] for ln in LabState().known_hosts.read_text().splitlines()] == [
-        "lab1", "lab2", "lab3"]
-    assert "vfl-lab4" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                            text=True).stdout
+    assert [ln.split(",")[0] for ln in LabState().known_hosts.read_text().splitlines()] == ["lab1", "lab2", "lab3"]
+    assert "vfl-lab4" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "lab4" not in ssh("10.213.0.11", "cat /etc/hosts").stdout
 
 
@@ -161,11 +171,12 @@ def test_each_vllm_host_runs_on_a_core_of_its_own_and_cannot_leave_it(lab, lab_i
 
 
 def test_status_task_lists_hosts(lab_inventory):
-    code = ("from invoke import Collection, Program; from vfleet.cli.lab import lab; "
-            "ns = Collection(); ns.add_collection(lab); "
-            "Program(namespace=ns).run(['x', 'lab.status'])")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=REPO, timeout=60)
+    code = (
+        "from invoke import Collection, Program; from vfleet.cli.lab import lab; "
+        "ns = Collection(); ns.add_collection(lab); "
+        "Program(namespace=ns).run(['x', 'lab.status'])"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split() == ["HOST", "ADDRESS", "STATE", "PID", "PROFILE", "CPUS"]
@@ -180,11 +191,13 @@ def machine_residue() -> list[str]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found += [f"netns {ln.split()[0]}" for ln in netns.splitlines() if ln.startswith("vfl-")]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    found += [f"link {ln.split(':')[1].strip()}" for ln in links.splitlines()
-              if ln.split(":")[1].strip().startswith(("vfl-", "vfv-"))]
+    found += [
+        f"link {ln.split(':')[1].strip()}"
+        for ln in links.splitlines()
+        if ln.split(":")[1].strip().startswith(("vfl-", "vfv-"))
+    ]
     mounts = Path("/proc/self/mountinfo").read_text()
-    found += [f"mount {ln.split()[4]}" for ln in mounts.splitlines()
-              if "vfleet-lab" in ln or "/run/netns/vfl-" in ln]
+    found += [f"mount {ln.split()[4]}" for ln in mounts.splitlines() if "vfleet-lab" in ln or "/run/netns/vfl-" in ln]
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/vfleet-lab")]
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("vfleet-lab")]
     for proc in Path("/proc").iterdir():
@@ -207,8 +220,9 @@ def test_down_up_leaves_no_residue_also_after_a_crash(lab, lab_inventory):
         # plus the debris of a half-finished `up` (a namespace and veth, nothing else).
         os.kill(pids()["lab2"], signal.SIGKILL)
         subprocess.run(["ip", "netns", "add", "vfl-lab9"], check=True)
-        subprocess.run(["ip", "link", "add", "vfv-lab9", "type", "veth", "peer", "name", "eth0",
-                        "netns", "vfl-lab9"], check=True)
+        subprocess.run(
+            ["ip", "link", "add", "vfv-lab9", "type", "veth", "peer", "name", "eth0", "netns", "vfl-lab9"], check=True
+        )
         left = lab.down()
         assert not left, left
         assert machine_residue() == []

@@ -12,6 +12,7 @@ OpenAI SDK as an application uses it: three tenants with keys, limits and model 
 as tiny-b's fallback, a key rotated under load, TLS, `vfleet usage`, and vLLM's key found in no
 answer, gateway file or log (helpers: tests/integration/gateway_access_env.py). About 3-4
 minutes of lab time, most of it lab2's vLLM starting again after the fallback test."""
+
 from __future__ import annotations
 
 import json
@@ -22,20 +23,39 @@ import httpx
 import pytest
 import yaml
 
-from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
-from tests.integration.gateway_access_env import (ACCESS_LOG, GATEWAY_JS, HELLO, NOISY_PER_MIN, NOISY_RATE, TLS_KEY, Access,
-                                                  Outcome, Stream, chat, fixed, http_client, key_path, lab_host,
-                                                  new_key, on_host, p95, remote_files, wait_until)
 from tests.integration.fourth_host import lab_inventory_with_lab4, retire
+from tests.integration.gateway_access_env import (
+    ACCESS_LOG,
+    GATEWAY_JS,
+    HELLO,
+    NOISY_PER_MIN,
+    NOISY_RATE,
+    TLS_KEY,
+    Access,
+    Outcome,
+    Stream,
+    chat,
+    fixed,
+    http_client,
+    key_path,
+    lab_host,
+    new_key,
+    on_host,
+    p95,
+    remote_files,
+    wait_until,
+)
 from tests.integration.noisy_flood import NoisyFlood
 from tests.integration.test_rollout import gateway_url
+from vfleet.clients.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.integration
 
-MODELS = {"tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8,
-                                        "gateway_route_prefix": "a"}),
-          "tiny_b": (("lab2",), {"served_model_name": "tiny-b"})}
+MODELS = {
+    "tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8, "gateway_route_prefix": "a"}),
+    "tiny_b": (("lab2",), {"served_model_name": "tiny-b"}),
+}
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -45,7 +65,8 @@ def _two_models(lab_inv, dest):
     data = yaml.safe_load(path.read_text())
     hosts = data["all"]["children"]["vllm"].pop("hosts")
     data["all"]["children"]["vllm"]["children"] = {
-        group: {"hosts": {h: hosts[h] for h in members}, "vars": vars} for group, (members, vars) in MODELS.items()}
+        group: {"hosts": {h: hosts[h] for h in members}, "vars": vars} for group, (members, vars) in MODELS.items()
+    }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -67,8 +88,15 @@ def test_one_deploy_brings_up_both_models(two):
     assert rep["summary"]["failed"] == 0
     for host in ("lab1", "lab2", "lab4"):
         assert all(c["ok"] for c in rep["hosts"][host]["smoke"]["host"].values())
-    conf = vfleet("run", "--inventory", str(two["inv"]), "--limit", "gateways", "--command",
-                  "grep -E '^upstream|  # lab' /etc/nginx/conf.d/vfleet-gateway.conf").stdout
+    conf = vfleet(
+        "run",
+        "--inventory",
+        str(two["inv"]),
+        "--limit",
+        "gateways",
+        "--command",
+        "grep -E '^upstream|  # lab' /etc/nginx/conf.d/vfleet-gateway.conf",
+    ).stdout
     assert "upstream vfleet_model_1" in conf and "upstream vfleet_model_2" in conf
 
 
@@ -80,11 +108,12 @@ def test_routes_by_model_field_and_streams_through_the_gateway(two):
     finishes before its API server has sent the first events, so its metrics cannot say."""
     with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
         for model in ("tiny-a", "tiny-b"):
-            r = c.post("/v1/chat/completions", json={"model": model, "max_tokens": 4,
-                                                     "messages": [{"role": "user", "content": "hi"}]})
+            r = c.post(
+                "/v1/chat/completions",
+                json={"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+            )
             assert r.status_code == 200 and r.json()["model"] == model, r.text
-        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True,
-                "stream": True}
+        body = {"model": "tiny-b", "prompt": "once upon a time", "max_tokens": 480, "ignore_eos": True, "stream": True}
         with c.stream("POST", "/v1/completions", json=body) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
@@ -100,7 +129,7 @@ def test_models_list_unknown_model_and_ceiling(two):
     with httpx.Client(base_url=two["url"], headers=AUTH, timeout=120) as c:
         r = c.get("/v1/models")
         assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["tiny-a", "tiny-b"]
-        assert httpx.get(two["url"] + "/v1/models", timeout=30).status_code == 401   # a host checked the key
+        assert httpx.get(two["url"] + "/v1/models", timeout=30).status_code == 401  # a host checked the key
 
         r = c.post("/v1/completions", json={"model": "tiny-c", "prompt": "x"})
         assert r.status_code == 404
@@ -113,19 +142,21 @@ def test_models_list_unknown_model_and_ceiling(two):
         r = c.post("/v1/a/completions", json={"model": "tiny-a", "prompt": "x", "max_tokens": 8})
         assert r.status_code == 200 and r.json()["model"] == "tiny-a"
         r = c.post("/v1/completions", json={"model": "tiny-b", "prompt": "x", "max_tokens": 9})
-        assert r.status_code == 200       # tiny-b has no ceiling
+        assert r.status_code == 200  # tiny-b has no ceiling
 
 
 def _main_pid(inv, host: str) -> str:
-    out = vfleet("run", "--inventory", str(inv), "--limit", host, "--command",
-                 "systemctl show -p MainPID --value vllm.service").stdout
+    out = vfleet(
+        "run", "--inventory", str(inv), "--limit", host, "--command", "systemctl show -p MainPID --value vllm.service"
+    ).stdout
     return next(ln.split()[1] for ln in out.splitlines() if ln.startswith(f"[{host}] "))
 
 
 def test_restart_refuses_a_models_only_host(two):
     inv = two["inv"]
-    code, report, out = run_report("restart", inv, two["work"] / "refused.json", "--limit", "tiny_b",
-                                   "--batch", "100%", "--drain-timeout", "5")
+    code, report, out = run_report(
+        "restart", inv, two["work"] / "refused.json", "--limit", "tiny_b", "--batch", "100%", "--drain-timeout", "5"
+    )
     assert code != 0
     assert report["rollout"]["batches"] == [["lab2"]]
     steps = " ".join(s.get("message", "") for s in report["hosts"]["lab2"]["steps"])
@@ -143,11 +174,14 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
     inv = two["inv"]
     before = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
     # a steady stream with pauses per model (the 2-core lab boots the restarted host meanwhile)
-    loads = {model: LoadGenerator(two["url"], model, API_KEY, concurrency=1, max_tokens=8, pause_s=1.5).start()
-             for model in ("tiny-a", "tiny-b")}
+    loads = {
+        model: LoadGenerator(two["url"], model, API_KEY, concurrency=1, max_tokens=8, pause_s=1.5).start()
+        for model in ("tiny-a", "tiny-b")
+    }
     try:
-        code, report, out = run_report("restart", inv, two["work"] / "restart.json", "--limit", "tiny_a",
-                                       "--batch", "1", timeout=1800)
+        code, report, out = run_report(
+            "restart", inv, two["work"] / "restart.json", "--limit", "tiny_a", "--batch", "1", timeout=1800
+        )
     finally:
         for gen in loads.values():
             gen.stop()
@@ -169,13 +203,13 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
 # ---- issue 24: tenants, limits, fallback, TLS, usage (helpers: gateway_access_env.py) ----
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
-QUIET_THREADS, QUIET_EACH = 3, 8     # one quiet turn: 24 chats of 32 tokens each, under a second on the lab
+QUIET_THREADS, QUIET_EACH = 3, 8  # one quiet turn: 24 chats of 32 tokens each, under a second on the lab
 # Turns alone and beside the flood, ABBA: 1152 requests a side. The p95 of 384 was decided by the
 # ~12 hiccups of the lab's 2 cores that landed in each side's tail: with no flood at all, ratios
 # of 0.89-1.06 (client) and 0.97-1.33 (the gateway's own request times) in three runs.
 ROUNDS = 48
 QUIET_TOKENS = 32
-FLOOD_PER_S = 20 * NOISY_RATE         # the noisy tenant's flood: 20x its rate, from a process of its own
+FLOOD_PER_S = 20 * NOISY_RATE  # the noisy tenant's flood: 20x its rate, from a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -202,12 +236,13 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     def quiet_turn(flooded: bool) -> list[Outcome]:
         if flooded:
             flood.on()
-        time.sleep(0.3)               # the flood's threads are under way (or would be)
+        time.sleep(0.3)  # the flood's threads are under way (or would be)
         try:
             # 32 tokens each (ignore_eos): a reply of a few tokens is over in a few ms, and its p95
             # measures the machine's scheduling more than the gateway
-            return fixed(lambda: chat(quiet, "tiny-b", QUIET_TOKENS, extra_body={"ignore_eos": True}),
-                         QUIET_THREADS, QUIET_EACH)
+            return fixed(
+                lambda: chat(quiet, "tiny-b", QUIET_TOKENS, extra_body={"ignore_eos": True}), QUIET_THREADS, QUIET_EACH
+            )
         finally:
             if flooded:
                 flood.off()
@@ -227,11 +262,18 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
     base, flooded = p95(alone), p95(beside)
     overlapped = [q for q in beside if any(a.sent < q.sent + q.took and q.sent < a.sent + a.took for a in admitted)]
-    figures = {"quiet_p95_alone_s": round(base, 3), "quiet_requests_alone": len(alone),
-               "quiet_p95_beside_noise_s": round(flooded, 3), "quiet_requests_beside": len(beside),
-               "ratio": round(flooded / base, 3),
-               "noisy_sent_per_s": round(len(noise) / secs, 1), "noisy_429": len(refused), "noisy_200": len(admitted),
-               "noisy_client_cpu_s": round(flood_cpu, 1), "quiet_beside_an_admitted_noisy_request": len(overlapped)}
+    figures = {
+        "quiet_p95_alone_s": round(base, 3),
+        "quiet_requests_alone": len(alone),
+        "quiet_p95_beside_noise_s": round(flooded, 3),
+        "quiet_requests_beside": len(beside),
+        "ratio": round(flooded / base, 3),
+        "noisy_sent_per_s": round(len(noise) / secs, 1),
+        "noisy_429": len(refused),
+        "noisy_200": len(admitted),
+        "noisy_client_cpu_s": round(flood_cpu, 1),
+        "quiet_beside_an_admitted_noisy_request": len(overlapped),
+    }
     print(f"\nissue 24, tenants side by side: {json.dumps(figures)}")
     access.figures.update(noisy_429=len(refused), quiet_tiny_b=len(alone + beside))
     failed = [(o.status, o.detail) for o in alone + beside if o.status != 200]
@@ -239,11 +281,16 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     assert len(noise) / secs >= 10 * NOISY_RATE, f"the noisy tenant did not flood: {figures}"
     assert not [o for o in noise if o.status not in (200, 429)], [(o.status, o.detail) for o in noise][:5]
     assert len(refused) > len(noise) / 2, figures
-    bad = [(o.code, o.retry_after) for o in refused
-           if o.code not in ("rate_limit_exceeded", "concurrency_limit_exceeded") or not o.retry_after]
+    bad = [
+        (o.code, o.retry_after)
+        for o in refused
+        if o.code not in ("rate_limit_exceeded", "concurrency_limit_exceeded") or not o.retry_after
+    ]
     assert not bad, f"429s without an OpenAI-style code or Retry-After: {bad[:5]}"
     # burst 0: one request per interval of the rate, counted from before the flood's warm-up
-    assert 1 <= len(admitted) <= NOISY_RATE * wall + 1, f"{NOISY_PER_MIN}r/m let {len(admitted)} through in {wall:.1f} s: {figures}"
+    assert 1 <= len(admitted) <= NOISY_RATE * wall + 1, (
+        f"{NOISY_PER_MIN}r/m let {len(admitted)} through in {wall:.1f} s: {figures}"
+    )
     assert flooded <= 1.2 * base, f"quiet p95 beside the noise > 1.2 x alone: {figures}"
 
 
@@ -300,8 +347,9 @@ def test_a_model_without_hosts_falls_back_and_comes_back(access):
     client = access.sdk("quiet")
 
     def lab2_vllm(verb: str) -> None:
-        p = access.vfleet("run", "--inventory", str(access.base), "--limit", "lab2", "--command",
-                          f"systemctl {verb} vllm.service")
+        p = access.vfleet(
+            "run", "--inventory", str(access.base), "--limit", "lab2", "--command", f"systemctl {verb} vllm.service"
+        )
         assert p.returncode == 0, access.outputs[-1][-2000:]
 
     with Stream(lambda: chat(client, "tiny-b", 4), interval=0.25) as stream:
@@ -310,7 +358,7 @@ def test_a_model_without_hosts_falls_back_and_comes_back(access):
         try:
             lab2_vllm("stop")
             stopped = time.monotonic()
-            over = chat(client, "tiny-b", 9)          # tiny-b has no ceiling, tiny-a's is 8
+            over = chat(client, "tiny-b", 9)  # tiny-b has no ceiling, tiny-a's is 8
             time.sleep(3)
         finally:
             lab2_vllm("start")
@@ -322,15 +370,18 @@ def test_a_model_without_hosts_falls_back_and_comes_back(access):
     seq = stream.sorted()
     fell = [o for o in seq if stopped <= o.sent < starting]
     in_flight = [(o.status, o.detail) for o in seq if o.sent < stopped and o.status != 200]
-    print(f"\nissue 24, fallback: {len(fell)} requests fell back, {len(in_flight)} in flight at the stop failed "
-          f"{in_flight[:3]}, lab2 ready {ready - starting:.1f} s after its start, tiny-b back {back - ready:.1f} s later")
+    print(
+        f"\nissue 24, fallback: {len(fell)} requests fell back, {len(in_flight)} in flight at the stop failed "
+        f"{in_flight[:3]}, lab2 ready {ready - starting:.1f} s after its start, tiny-b back {back - ready:.1f} s later"
+    )
     assert {(o.status, o.model) for o in seq if o.sent + o.took < stopping} == {(200, "tiny-b")}, seq[:3]
     # vLLM answers what reaches it while it shuts down with 500 ("cannot schedule new futures
     # after shutdown"): a host stopped without a drain fails those (docs/gateway.md); only those
     caught = [o for o in seq if o.sent < stopped and o.status != 200]
     assert all(o.sent + o.took >= stopping for o in caught), [(o.sent - stopping, o.status) for o in caught]
-    assert fell and {(o.status, o.model, o.detail) for o in fell} == {(200, "tiny-a", "tiny-a")}, \
-        [(o.status, o.model, o.detail) for o in fell][:5]
+    assert fell and {(o.status, o.model, o.detail) for o in fell} == {(200, "tiny-a", "tiny-a")}, [
+        (o.status, o.model, o.detail) for o in fell
+    ][:5]
     # the fallback's own ceiling applies (tiny-a: 8): no model can take it now
     assert over.status == 503, f"max_tokens 9 sent to tiny-a's fallback: {over}"
     failed = [(o.status, o.detail) for o in seq if o.sent >= stopped and o.status != 200]
@@ -351,14 +402,21 @@ def test_tls_streams_through_the_sdk_and_reads_bodies_as_json(access, tls):
     inv, ca = tls
     url = access.url.replace("http://", "https://", 1)
     client = access.sdk("quiet", url=url, verify=ca)
-    chunks = list(client.chat.completions.create(model="tiny-b", messages=HELLO, max_tokens=16, stream=True,
-                                                 extra_body={"ignore_eos": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny-b", messages=HELLO, max_tokens=16, stream=True, extra_body={"ignore_eos": True}
+        )
+    )
     deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     ends = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert len(deltas) > 4 and ends == ["length"], (len(chunks), deltas, ends)
     schema = {"type": "object", "properties": {"max_tokens": {"type": "integer"}}, "required": ["max_tokens"]}
-    shaped = chat(client, "tiny-b", 16, response_format={"type": "json_schema",
-                                                         "json_schema": {"name": "limits", "schema": schema}})
+    shaped = chat(
+        client,
+        "tiny-b",
+        16,
+        response_format={"type": "json_schema", "json_schema": {"name": "limits", "schema": schema}},
+    )
     assert shaped.status == 200, f"a schema with a max_tokens property: {shaped}"
     body = b'{"model":"tiny-b","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"max_tokens":5}'
     auth = {"Authorization": f"Bearer {access.keys['quiet']}", "Content-Type": "application/json"}
@@ -367,7 +425,9 @@ def test_tls_streams_through_the_sdk_and_reads_bodies_as_json(access, tls):
     assert twice.status_code == 400, (twice.status_code, twice.text[:300])
     with http_client(access.seen) as plain:
         try:
-            r = plain.post(access.url + "/v1/chat/completions", headers=auth, content=body.replace(b',"max_tokens":5', b""))
+            r = plain.post(
+                access.url + "/v1/chat/completions", headers=auth, content=body.replace(b',"max_tokens":5', b"")
+            )
             answer = (r.status_code, r.text[:200])
         except httpx.TransportError as e:
             answer = (None, repr(e))
@@ -403,7 +463,7 @@ def test_vllm_key_is_in_no_answer_gateway_file_or_log(access):
     """Last, so it sees the whole module: vLLM's key (and no tenant key) in no answer this
     module's clients received, no file under /etc/nginx but the 0600 njs module, nothing under
     /var/log/nginx, no line of nginx's journal, no output of vfleet. ~10 s."""
-    with http_client(access.seen) as raw:      # answers vLLM itself wrote, an error among them
+    with http_client(access.seen) as raw:  # answers vLLM itself wrote, an error among them
         auth = {"Authorization": f"Bearer {access.keys['quiet']}"}
         raw.post(access.url + "/v1/chat/completions", headers=auth, json={"model": "tiny-b", "messages": "x"})
         raw.get(access.url + "/v1/models", headers=auth)

@@ -1,6 +1,7 @@
 """Preflight against real lab hosts replaying captured GPU profiles: the V100 box refuses
 bf16 with a float16 fix, a group that mixes drivers is flagged fleet-wide, and an audit from
 a snapshot gives the same report as the live one."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,16 @@ MIXED = {"lab1": "v100-8-pcie", "lab2": "a100-8-sxm", "lab3": "h200-1"}
 def mixed_fleet(lab, tmp_path_factory):
     lab_inv = lab.ensure(3, profiles=MIXED)
     data = yaml.safe_load(lab_inv.read_text())
-    data["all"]["vars"].update({"vllm_package": "vllm", "vllm_version": "0.11.0", "dtype": "bfloat16",
-                                "tensor_parallel_size": 4, "model_name": "qwen", "model_dir": "/srv/pf-models"})
+    data["all"]["vars"].update(
+        {
+            "vllm_package": "vllm",
+            "vllm_version": "0.11.0",
+            "dtype": "bfloat16",
+            "tensor_parallel_size": 4,
+            "model_name": "qwen",
+            "model_dir": "/srv/pf-models",
+        }
+    )
     inv = tmp_path_factory.mktemp("preflight") / "inv.yaml"
     inv.write_text(yaml.safe_dump(data))
     yield inv
@@ -52,8 +61,9 @@ def test_v100_with_bf16_fails_with_float16_fix(mixed_fleet, tmp_path):
 
 def test_group_with_two_drivers_is_flagged(mixed_fleet, tmp_path):
     out = tmp_path / "r.json"
-    vfleet("preflight", "--inventory", str(mixed_fleet), "--limit", "vllm", "--set", "dtype=float16",
-           "--report", str(out))
+    vfleet(
+        "preflight", "--inventory", str(mixed_fleet), "--limit", "vllm", "--set", "dtype=float16", "--report", str(out)
+    )
     report = json.loads(out.read_text())
     for host in ("lab1", "lab2"):
         c = checks(report, host)["fleet.driver:vllm"]
@@ -74,8 +84,19 @@ def test_snapshot_audit_equals_live_audit(mixed_fleet, tmp_path):
 
 def test_pre_upgrade_audit_names_what_breaks(mixed_fleet, tmp_path):
     out = tmp_path / "u.json"
-    vfleet("preflight", "--inventory", str(mixed_fleet), "--limit", "lab1", "--set", "dtype=float16",
-           "--set", "vllm_version=0.20.0", "--report", str(out))
+    vfleet(
+        "preflight",
+        "--inventory",
+        str(mixed_fleet),
+        "--limit",
+        "lab1",
+        "--set",
+        "dtype=float16",
+        "--set",
+        "vllm_version=0.20.0",
+        "--report",
+        str(out),
+    )
     c = checks(json.loads(out.read_text()), "lab1")
     assert c["vllm.gpu_support"]["status"] == "fail"  # no sm_70 in CUDA 13 builds
     assert c["vllm.driver"]["status"] == "fail"

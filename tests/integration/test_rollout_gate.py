@@ -8,6 +8,7 @@ steady load of chat requests through the gateway:
   the load is dropped, the run exits 1 and its last lines name the items that regressed.
 
 The gate file asks 24 tokens per reply at concurrency 1: quick enough on the lab's CPU vLLM."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet.lab.model.variants import STRONG_SCALE
-
 from tests.integration.deploy_env import write_deploy_inventory
 from tests.integration.faults_env import on_host
 from tests.integration.test_rollout import under_load
+from vfleet.lab.model.variants import STRONG_SCALE
 
 pytestmark = pytest.mark.integration
 
@@ -41,21 +41,22 @@ def gate_file(dest: Path) -> Path:
 # Soak (make soak): a rolling restart of both hosts plus two evals of the canary under load, ~6 min on the lab.
 @pytest.mark.soak
 def test_a_no_op_upgrade_passes_the_gate_and_rolls_every_host(deployed, tmp_path):
-    code, report, out, load = under_load(deployed["inv"], "upgrade", tmp_path / "up.json", "--batch", "1",
-                                         "--gate", str(gate_file(tmp_path)))
+    code, report, out, load = under_load(
+        deployed["inv"], "upgrade", tmp_path / "up.json", "--batch", "1", "--gate", str(gate_file(tmp_path))
+    )
     assert code == 0, out[-3000:]
     assert load["requests"] >= 10 and load["failed"] == 0 and load["truncated"] == 0, load
-    assert list(report["gate"]["hosts"]) == ["lab1"]   # the canary alone is judged
+    assert list(report["gate"]["hosts"]) == ["lab1"]  # the canary alone is judged
     verdict = report["gate"]["hosts"]["lab1"]
     assert verdict["passed"] and verdict["score_drop"] <= 0.03, verdict
-    assert verdict["divergence"] is not None and 0 <= verdict["divergence"] <= 0.10, verdict   # measured
+    assert verdict["divergence"] is not None and 0 <= verdict["divergence"] <= 0.10, verdict  # measured
     assert "divergence not measured" not in verdict["line"], verdict
     assert report["gate"]["settings"]["max_tokens"] == 24
     assert report["rollout"]["stopped"] is None and report["rollout"]["drained"] == []
     assert [len(b) for b in report["rollout"]["batches"]] == [1, 1]
     for host in ("lab1", "lab2"):
         assert report["hosts"][host]["rollout"]["restart_s"] > 0, report["hosts"][host]["rollout"]
-    baseline = tmp_path / "up-gate-baseline-lab1.json"   # beside --report, reusable as `baseline:`
+    baseline = tmp_path / "up-gate-baseline-lab1.json"  # beside --report, reusable as `baseline:`
     assert verdict["baseline"] == str(baseline) and json.loads(baseline.read_text())["items"]
     assert (tmp_path / "up-gate-candidate-lab1.json").exists()
     assert f"baseline saved in {baseline}" in out
@@ -83,12 +84,13 @@ def test_degraded_weights_are_stopped_at_the_canary_and_rolled_back(deployed, tm
     links = {h: on_host(live, h, MODEL_LINK) for h in ("lab1", "lab2")}
     lab2_started = on_host(live, "lab2", STARTED)
 
-    code, report, out, load = under_load(inv, "deploy", tmp_path / "deploy.json", "--batch", "1",
-                                         "--skip-preflight", "--gate", str(gate_file(tmp_path)))
+    code, report, out, load = under_load(
+        inv, "deploy", tmp_path / "deploy.json", "--batch", "1", "--skip-preflight", "--gate", str(gate_file(tmp_path))
+    )
     assert code == 1, out[-3000:]
     assert load["requests"] >= 10 and load["failed"] == 0 and load["truncated"] == 0, load
     assert report["rollout"]["stopped"].startswith("eval gate: the canary lab1 regressed"), report["rollout"]
-    assert report["rollout"]["drained"] == []   # lab1 serves again, back in the gateway
+    assert report["rollout"]["drained"] == []  # lab1 serves again, back in the gateway
     info = report["hosts"]["lab1"]["rollout"]
     assert info["rolled_back"] and info["error"].startswith("eval gate: FAILED"), info
     verdict = report["gate"]["hosts"]["lab1"]

@@ -1,5 +1,6 @@
 """The engine against real sshd/systemd lab hosts: parallelism, unreachable hosts, command
 timeouts, host key rejection, check mode, idempotency, handlers and the failure budget."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet.engine.inventory import load_inventory
 from vfleet.config.variables import SCHEMA
+from vfleet.engine.inventory import load_inventory
 from vfleet.engine.operations import ensure_directory, ensure_symlink, put_file, run_command
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play, RunOptions
@@ -76,6 +77,7 @@ def test_unreachable_host_does_not_stop_the_others(lab_inventory, tmp_path):
     def mutate(d):
         victim = sorted(all_hosts(d))[0]
         all_hosts(d)[victim]["ansible_port"] = 2  # nothing listens there: connection refused
+
     inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate), schema=SCHEMA)
     hosts = inv.select(None)
     play = Play("test", hosts, RunOptions(connect_timeout=3))
@@ -112,6 +114,7 @@ def test_unknown_host_key_is_rejected_and_opt_out_works(lab_inventory, tmp_path)
 
     def mutate(d):
         d["all"].setdefault("vars", {})["known_hosts_file"] = str(empty)
+
     inv = load_inventory(derived_inventory(lab_inventory, tmp_path, mutate), schema=SCHEMA)
     host = inv.select(None)[:1]
     play = Play("test", host, RunOptions())
@@ -133,6 +136,7 @@ def _file_ops(path: str):
         ensure_directory(ctx, path, mode="0750")
         put_file(ctx, f"{path}/app.conf", f"host={ctx.name}\nvalue=1\n", mode="0640", notify="reload")
         ensure_symlink(ctx, f"{path}/current", f"{path}/app.conf")
+
     return step
 
 
@@ -200,15 +204,43 @@ def test_max_fail_percentage_aborts_the_run(inv):
 
 def test_cli_run_reports_and_exit_codes(lab_inventory, tmp_path):
     report = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(lab_inventory),
-                        "--command", "uname -a", "--report", str(report)], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "run",
+            "--inventory",
+            str(lab_inventory),
+            "--command",
+            "uname -a",
+            "--report",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     assert "RECAP run" in p.stdout
     data = json.loads(report.read_text())
     assert data["task"] == "run" and data["summary"]["failed"] == 0
     assert all(h["status"] == "changed" for h in data["hosts"].values())
 
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "run", "--inventory", str(lab_inventory),
-                        "--command", "exit 3", "--limit", sorted(data["hosts"])[0]], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "run",
+            "--inventory",
+            str(lab_inventory),
+            "--command",
+            "exit 3",
+            "--limit",
+            sorted(data["hosts"])[0],
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 1
     assert "exit 3" in p.stdout

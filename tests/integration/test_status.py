@@ -1,6 +1,7 @@
 """`vfleet status` on the shared deployed lab fleet (lab1, lab2 serve tiny; lab3 is the
 gateway): a drained host, a host under load and a stopped host, each shown as it is, on the
 screen and in the JSON report. Everything changed here is put back (undrain, start and wait)."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from vfleet.clients.loadgen import LoadGenerator
 from tests.integration.deploy_env import API_KEY, vfleet
+from vfleet.clients.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.integration
 
-UNIT = "vllm.service"   # the lab deploy's service_name (vfleet/lab/demo.py keeps the default)
+UNIT = "vllm.service"  # the lab deploy's service_name (vfleet/lab/demo.py keeps the default)
 
 
 def status(inv: Path, report: Path) -> tuple[dict, str]:
@@ -67,15 +68,16 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
     gen = LoadGenerator(gateway_url(inv), "tiny", API_KEY, concurrency=2, max_tokens=64, pause_s=0.0).start()
     try:
         # lab1 drained: still running, out of the gateway; lab2 takes the whole load
-        data, out = status_until(inv, report, lambda d: (d["hosts"]["lab2"]["server"].get("running") or 0) >= 1,
-                                 "requests running on lab2")
+        data, out = status_until(
+            inv, report, lambda d: (d["hosts"]["lab2"]["server"].get("running") or 0) >= 1, "requests running on lab2"
+        )
         lab1, lab2 = data["hosts"]["lab1"], data["hosts"]["lab2"]
         assert lab1["gateways"] == {"lab3": "drained"} and lab1["unit"]["active"] == "active", lab1
         assert data["gateways"]["lab3"]["drained"] == ["lab1"]
         assert lab2["gateways"] == {"lab3": "in"} and lab2["unit"]["sub"] == "running"
         assert lab2["verdict"] not in ("idle", "unknown") and "running" in lab2["numbers"], lab2
         assert lab2["served"] == ["tiny"] and lab2["vllm_version"] and lab2["weights"].startswith("tiny-")
-        assert lab2["drift"]["changed"] == [], lab2["drift"]   # as deployed
+        assert lab2["drift"]["changed"] == [], lab2["drift"]  # as deployed
         row = next(line for line in out.splitlines() if line.startswith("lab1 "))
         assert "lab3:drained" in row and "active/running" in row
     finally:
@@ -84,8 +86,9 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
     # lab2 stopped (lab1 serves again): inactive, down on the gateway, no server numbers
     on_host(inv, "lab2", f"systemctl stop {UNIT}")
     try:
-        data, out = status_until(inv, report, lambda d: d["hosts"]["lab2"]["unit"]["active"] in ("inactive", "failed"),
-                                 "lab2 stopped")
+        data, out = status_until(
+            inv, report, lambda d: d["hosts"]["lab2"]["unit"]["active"] in ("inactive", "failed"), "lab2 stopped"
+        )
         lab2 = data["hosts"]["lab2"]
         assert lab2["gateways"] == {"lab3": "down"} and lab2["server"] == {} and lab2["verdict"] == "unknown"
         assert data["gateways"]["lab3"]["down"] == ["lab2"] and data["gateways"]["lab3"]["drained"] == []
@@ -97,19 +100,37 @@ def test_status_shows_a_drained_host_a_host_under_load_and_a_stopped_host(deploy
         # serving again means vLLM answers (its numbers are read), not only nginx's "in": a fresh-clone
         # run (stop 37) saw lab2 still down minutes later, in the tests after this one
         try:
-            status_until(inv, report, lambda d: d["hosts"]["lab2"]["gateways"] == {"lab3": "in"}
-                         and d["hosts"]["lab2"]["unit"]["sub"] == "running" and bool(d["hosts"]["lab2"]["server"]),
-                         "lab2 serving again", tries=60)
+            status_until(
+                inv,
+                report,
+                lambda d: (
+                    d["hosts"]["lab2"]["gateways"] == {"lab3": "in"}
+                    and d["hosts"]["lab2"]["unit"]["sub"] == "running"
+                    and bool(d["hosts"]["lab2"]["server"])
+                ),
+                "lab2 serving again",
+                tries=60,
+            )
             # and it answers: the restarted worker's first inference, here, not in the next test's
             # (stop 37: lab2's restarted worker died with SIGILL, exit -4, on its first request, made
             # while test_monitor deployed monitoring beside it; not understood yet)
             hostvars = json.loads(vfleet("inventory", "--inventory", str(inv)).stdout)["_meta"]["hostvars"]
             for _ in range(2):
-                r = httpx.post(f"http://{hostvars['lab2']['ansible_host']}:8000/v1/chat/completions",
-                               json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
-                               headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120)
+                r = httpx.post(
+                    f"http://{hostvars['lab2']['ansible_host']}:8000/v1/chat/completions",
+                    json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+                    headers={"Authorization": f"Bearer {API_KEY}"},
+                    timeout=120,
+                )
                 assert r.status_code == 200, r.text[:300]
         except (pytest.fail.Exception, AssertionError):
-            journal = vfleet("run", "--inventory", str(inv), "--limit", "lab2", "--command",
-                             f"systemctl status --no-pager {UNIT} | head -5; journalctl -u {UNIT} -n 40 --no-pager -o cat")
+            journal = vfleet(
+                "run",
+                "--inventory",
+                str(inv),
+                "--limit",
+                "lab2",
+                "--command",
+                f"systemctl status --no-pager {UNIT} | head -5; journalctl -u {UNIT} -n 40 --no-pager -o cat",
+            )
             pytest.fail(f"lab2 did not serve again after `systemctl start`:\n{journal.stdout[-6000:]}")

@@ -4,6 +4,7 @@ model_dir of its own (the served copy is not touched); each host's copy passes t
 `sha256sum -c` and its link points into .versions. A second run copies nothing; a host whose
 copy is removed is fed by the host that still holds it, not by the controller, and the
 controller reads the pieces' hashes it kept instead of hashing the model again."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,18 @@ MODEL_DIR = "/srv/models-chain"
 
 
 def weights(inv: Path, report: Path) -> tuple[int, dict, str]:
-    p = vfleet("weights", "--inventory", str(inv), "--report", str(report), "--set", "weights_distribution=chain",
-               "--set", f"model_dir={MODEL_DIR}", timeout=900)
+    p = vfleet(
+        "weights",
+        "--inventory",
+        str(inv),
+        "--report",
+        str(report),
+        "--set",
+        "weights_distribution=chain",
+        "--set",
+        f"model_dir={MODEL_DIR}",
+        timeout=900,
+    )
     return p.returncode, json.loads(report.read_text()) if report.exists() else {}, p.stdout + p.stderr
 
 
@@ -33,7 +44,7 @@ def on_hosts(inv: Path, command: str, limit: str = "lab1,lab2") -> dict[str, str
     for line in p.stdout.splitlines():
         for host in limit.split(","):
             if line.startswith(f"[{host}] "):
-                out[host] = line[len(host) + 3:]
+                out[host] = line[len(host) + 3 :]
     return out
 
 
@@ -44,8 +55,10 @@ def test_weights_by_chain_land_verified_and_a_holder_feeds_a_new_copy(deployed, 
         assert code == 0, out
         totals = report["weights"]
         assert totals["copies"] == 2 and totals["chain_rounds"] == 1 and totals["controller_bytes_sent"] > 0, totals
-        check = (f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
-                 f"echo $(readlink {MODEL_DIR}/tiny) $(ls -A {MODEL_DIR}/.staging | wc -l)")
+        check = (
+            f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
+            f"echo $(readlink {MODEL_DIR}/tiny) $(ls -A {MODEL_DIR}/.staging | wc -l)"
+        )
         for host, line in on_hosts(inv, check).items():  # verified, linked, nothing left in staging
             assert line.startswith(f"{MODEL_DIR}/.versions/tiny-") and line.endswith(" 0"), (host, line)
 
@@ -57,8 +70,9 @@ def test_weights_by_chain_land_verified_and_a_holder_feeds_a_new_copy(deployed, 
         code, report, out = weights(inv, tmp_path / "refill.json")
         assert code == 0, out
         assert report["weights"]["copies"] == 1 and report["weights"]["controller_bytes_sent"] == 0, report["weights"]
-        assert "their hashes kept from an earlier deploy" in out, out   # the controller did not re-read the model
-        assert on_hosts(inv, f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && echo ok",
-                        limit="lab2") == {"lab2": "ok"}
+        assert "their hashes kept from an earlier deploy" in out, out  # the controller did not re-read the model
+        assert on_hosts(
+            inv, f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && echo ok", limit="lab2"
+        ) == {"lab2": "ok"}
     finally:
         on_hosts(inv, f"rm -rf -- {MODEL_DIR}; echo gone")

@@ -3,6 +3,7 @@ Hugging Face cache on the controller (tests/hf_cache.py), resolved offline by hu
 copied by `vfleet weights` into a model_dir of its own (the served copy is not touched), and
 checked on each host by the host's own `sha256sum -c`. A branch that moves is a new copy that
 `--check` names, with its commit, before anything is copied."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,20 @@ MODEL_DIR = "/srv/models-hf"
 
 
 def weights(inv: Path, env: dict[str, str], report: Path, *extra: str) -> tuple[int, dict, str]:
-    p = vfleet("weights", "--inventory", str(inv), "--report", str(report), "--set", f"model_source=hf://{REPO}@main",
-               "--set", f"model_dir={MODEL_DIR}", *extra, timeout=900, env=env)
+    p = vfleet(
+        "weights",
+        "--inventory",
+        str(inv),
+        "--report",
+        str(report),
+        "--set",
+        f"model_source=hf://{REPO}@main",
+        "--set",
+        f"model_dir={MODEL_DIR}",
+        *extra,
+        timeout=900,
+        env=env,
+    )
     return p.returncode, json.loads(report.read_text()) if report.exists() else {}, p.stdout + p.stderr
 
 
@@ -36,7 +49,7 @@ def on_hosts(inv: Path, command: str) -> dict[str, str]:
     for line in p.stdout.splitlines():
         for host in ("lab1", "lab2"):
             if line.startswith(f"[{host}] "):
-                out[host] = line[len(host) + 3:]
+                out[host] = line[len(host) + 3 :]
     return out
 
 
@@ -52,8 +65,10 @@ def test_weights_from_an_hf_source_land_verified_pinned_and_a_moved_branch_shows
         totals = report["weights"]
         assert totals["hub_commit"] == FIRST and totals["copies"] == 2 and totals["controller_bytes_sent"] > 0, totals
         # each host: the link into a verified copy of plain files that passes the host's own check
-        check = (f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
-                 "echo files=$(find . -type f | wc -l) links=$(find . -type l | wc -l) readme=$(cat README.md)")
+        check = (
+            f"cd {MODEL_DIR}/tiny/ && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
+            "echo files=$(find . -type f | wc -l) links=$(find . -type l | wc -l) readme=$(cat README.md)"
+        )
         for host, line in on_hosts(inv, check).items():
             assert line == f"files={len(model) + 3} links=0 readme=# tiny, first commit", (host, line)
 
@@ -68,8 +83,9 @@ def test_weights_from_an_hf_source_land_verified_pinned_and_a_moved_branch_shows
         assert set(on_hosts(inv, "cat /srv/models-hf/tiny/README.md").values()) == {"# tiny, first commit"}
 
         # offline, a revision the cache does not hold: one line, nothing copied
-        code, _, out = weights(inv, env, tmp_path / "missing.json", "--set", "model_revision=v9",
-                               "--set", f"model_source=hf://{REPO}")
+        code, _, out = weights(
+            inv, env, tmp_path / "missing.json", "--set", "model_revision=v9", "--set", f"model_source=hf://{REPO}"
+        )
         assert code != 0 and "Traceback" not in out and "revision 'v9' is not in the Hugging Face cache" in out, out
     finally:
         on_hosts(inv, f"rm -rf -- {MODEL_DIR}; echo gone")

@@ -1,5 +1,6 @@
 """A quiet HTTP request handler that answers JSON: the base of the fake vLLM servers the unit
 tests start on 127.0.0.1."""
+
 from __future__ import annotations
 
 import json

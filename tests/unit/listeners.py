@@ -1,11 +1,12 @@
 """Fake servers on 127.0.0.1 with two listeners: the gateway's port and the vLLM host's, as on a
 real machine that is both (one port cannot be both: vfleet/config/cross_checks.py). The base of
 the bench tests' fakes of vLLM."""
+
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 class Server(ThreadingHTTPServer):

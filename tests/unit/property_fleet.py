@@ -4,11 +4,13 @@ deploy uses, fed in-process with the same fleet (vfleet.config.fleet.Fleet, as t
 Why in-process as well: render masks secrets, so a hostile api_key never reaches its quoting
 there; deploy writes the unmasked env file, and the commands it runs on a bare host (the
 plans, with every fact "missing") and prints (the curl line) are only seen this way."""
+
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
+from tests.unit.property_validators import Check, bash_check, env_file_values, exec_words, nginx_check, units_check
 from vfleet.cli.deploy_steps import curl_line
 from vfleet.cli.render_files import masked
 from vfleet.config.fleet import Fleet
@@ -25,7 +27,6 @@ from vfleet.roles.monitoring import _exporter as exporter
 from vfleet.roles.service import _unit as service_role
 from vfleet.roles.service._argv import vllm_argv
 from vfleet.roles.service._render import env_items, render_service
-from tests.unit.property_validators import Check, bash_check, env_file_values, exec_words, nginx_check, units_check
 
 __all__ = ["fleet_checks"]
 
@@ -44,7 +45,9 @@ def fleet_checks(inventory: Path, tmp: Path) -> tuple[list[Check], list[str]]:
         if units:
             checks.append(units_check(units, {f"{cfg.vllm_root}/current/bin/{n}" for n in ("vllm", "python", "ray")}))
         if (host_dir / "etc" / "nginx" / "conf.d" / "vfleet-gateway.conf").exists():
-            servers = {_server_address(b.address, b.port) for b in map(Backend.of, fleet.configs_of(fleet.serving_hosts))}
+            servers = {
+                _server_address(b.address, b.port) for b in map(Backend.of, fleet.configs_of(fleet.serving_hosts))
+            }
             prefix = tmp / f"nginx-{host_dir.name}"
             prefix.mkdir()
             checks.append(nginx_check(prefix, host_dir / "etc" / "nginx", servers))
@@ -57,8 +60,12 @@ def fleet_checks(inventory: Path, tmp: Path) -> tuple[list[Check], list[str]]:
     script = tmp / "commands.sh"
     script.write_text("".join(f"# {what!r}\n{cmd}\n" for what, cmd in commands))
     checks.append(bash_check(script))
-    failures += [f"{what}: deletes {target!r}" for what, cmd in commands for target in removed_paths(cmd)
-                 if target in ("/", "") or ".." in target.split("/")]
+    failures += [
+        f"{what}: deletes {target!r}"
+        for what, cmd in commands
+        for target in removed_paths(cmd)
+        if target in ("/", "") or ".." in target.split("/")
+    ]
     return checks, failures
 
 
@@ -69,7 +76,7 @@ def removed_paths(command: str) -> list[str]:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         words = list(lexer)
-    except ValueError:      # unbalanced quotes: bash -n reports it
+    except ValueError:  # unbalanced quotes: bash -n reports it
         return []
     out, in_rm = [], False
     for w in words:
@@ -90,13 +97,13 @@ def _lone_host(cfg: HostConfig, folder: Path) -> list[str]:
     meant = vllm_argv(masked(cfg), flag_available).argv
     if exec_words(unit) != meant:
         failures.append(f"gpu01 ExecStart= reads back as {exec_words(unit)!r}, vfleet meant {meant!r}")
-    rendered = (folder / cfg.env_file.lstrip("/"))
+    rendered = folder / cfg.env_file.lstrip("/")
     [(by_systemd, _)] = env_file_values([rendered])
     if by_systemd != dict(env_items(masked(cfg))):
         failures.append(f"gpu01 masked env file reads back as {by_systemd!r}")
     try:
         deployed = render_service(cfg, flag_available)
-    except ValueError as exc:   # RenderError, QuotingError: refused only when deploy renders
+    except ValueError as exc:  # RenderError, QuotingError: refused only when deploy renders
         return failures + [f"gpu01: render accepted the fleet, deploy's unmasked render refuses it: {exc}"]
     unmasked = folder.parent / "gpu01-unmasked.env"
     unmasked.write_text(deployed.env_text)
@@ -110,14 +117,27 @@ def _commands(fleet: Fleet) -> list[tuple[str, str]]:
     """Commands deploy runs on a bare host (every fact missing) and the curl line it prints."""
     cfg, gw = fleet.config("gpu01"), fleet.config("gw01")
     rendered = render_service(masked(cfg), flag_available)
-    changes = service_role.plan(cfg, rendered, {"user": False, "unit_file": MISSING, "env_file": MISSING,
-                                                "unit": NO_UNIT, "systemd": 252})
+    changes = service_role.plan(
+        cfg, rendered, {"user": False, "unit_file": MISSING, "env_file": MISSING, "unit": NO_UNIT, "systemd": 252}
+    )
     changes += install_role.plan(cfg, {"root": MISSING, "marker": MISSING, "current": None})
     backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
-    changes += gateway_role.plan(gw, render_files(backends, gw), {
-        "nginx": False, "njs": False, "conf": MISSING, "js": MISSING, "tls_cert": MISSING, "tls_key": MISSING,
-        "default_site": FileState("file", "0" * 64, "644", "root", "root"),
-        "drained": MISSING, "caps": MISSING, "unit": NO_UNIT})
+    changes += gateway_role.plan(
+        gw,
+        render_files(backends, gw),
+        {
+            "nginx": False,
+            "njs": False,
+            "conf": MISSING,
+            "js": MISSING,
+            "tls_cert": MISSING,
+            "tls_key": MISSING,
+            "default_site": FileState("file", "0" * 64, "644", "root", "root"),
+            "drained": MISSING,
+            "caps": MISSING,
+            "unit": NO_UNIT,
+        },
+    )
     changes += exporter.plan(gw, {"exporter": False, "unit": NO_UNIT, "defaults": MISSING})
     out = [(f"{c.action} {c.target}", c.command) for c in changes]
     out.append(("curl line", curl_line(gw, cfg.served_model_name)))

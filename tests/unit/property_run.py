@@ -8,6 +8,7 @@ traceback, or exits 0 and every file it wrote passes its real validator
 renderers deploy uses in-process: the unmasked env file (secrets round-trip byte for byte through
 systemd's reader and sh), the vLLM argv (ExecStart= read back equals it), and the shell commands
 deploy runs or prints (bash -n)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,10 +20,10 @@ from pathlib import Path
 from unittest import mock
 
 import vfleet.engine.runner
-from vfleet.cli.main import program
 from tests.unit.property_fleet import fleet_checks
 from tests.unit.property_support import Example, inventory_text, secret_tokens
 from tests.unit.property_validators import Check, promtool_check, run_checks
+from vfleet.cli.main import program
 
 __all__ = ["run_example", "cli"]
 
@@ -37,8 +38,11 @@ def cli(*argv: str) -> tuple[int, str, str]:
     def no_connection(*a, **k):
         raise AssertionError(f"render/monitor tried to connect: {a}")
 
-    with mock.patch.object(vfleet.engine.runner, "open_connection", no_connection), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        mock.patch.object(vfleet.engine.runner, "open_connection", no_connection),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             program.run(["vfleet", *argv])
             code = 0

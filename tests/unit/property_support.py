@@ -11,6 +11,7 @@ regular expressions accept by accident (a trailing newline before `$`, non-ASCII
 `\\d`), lone surrogates, very long strings, numbers at and past the schema's bounds, huge ints,
 negatives, NaN and infinities, wrong types, and containers where scalars belong.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,22 @@ from hypothesis import strategies as st
 
 from vfleet.config.variables import VARIABLES, Variable
 
-__all__ = ["SECRET_MARK", "SECRET_NUMBER", "LEVELS", "Setting", "Example", "BASE_VARS", "HOST_ADDRESSES",
-           "valid_values", "hostile_values", "values_for", "settings_of", "examples", "inventory_text",
-           "secret_tokens"]
+__all__ = [
+    "SECRET_MARK",
+    "SECRET_NUMBER",
+    "LEVELS",
+    "Setting",
+    "Example",
+    "BASE_VARS",
+    "HOST_ADDRESSES",
+    "valid_values",
+    "hostile_values",
+    "values_for",
+    "settings_of",
+    "examples",
+    "inventory_text",
+    "secret_tokens",
+]
 
 # Every generated secret carries one of these, so a leak is found by a plain substring search
 # (a secret of "a" would "leak" into every file). Not a word any renderer writes.
@@ -35,32 +49,132 @@ SECRET_NUMBER = 73577357735773577357
 # Where a generated value is set: all.vars or one host of each kind (a lone vLLM host, a replica
 # member, the gateway, the monitoring host). Host vars beat all.vars (Ansible's precedence).
 LEVELS = ("all", "gpu01", "gpu02", "gw01", "mon01")
-HOST_ADDRESSES = {"gpu01": "10.0.0.1", "gpu02": "10.0.0.2", "gpu03": "10.0.0.3", "gw01": "10.0.0.9",
-                  "mon01": "10.0.0.10"}
+HOST_ADDRESSES = {
+    "gpu01": "10.0.0.1",
+    "gpu02": "10.0.0.2",
+    "gpu03": "10.0.0.3",
+    "gw01": "10.0.0.9",
+    "mon01": "10.0.0.10",
+}
 # A fleet that renders every kind of file: one lone vLLM host, a two-member Ray replica, a
 # gateway, a monitoring host; secrets set (api_key, hf_token, a secret-named vllm_env entry).
 BASE_VARS: dict[str, Any] = {
-    "ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny", "model_source": "/srv/weights/tiny",
-    "api_key": f"sk-{SECRET_MARK}-api", "hf_token": f"hf_{SECRET_MARK}_token",
+    "ansible_user": "root",
+    "vllm_version": "0.32.0",
+    "model_name": "tiny",
+    "model_source": "/srv/weights/tiny",
+    "api_key": f"sk-{SECRET_MARK}-api",
+    "hf_token": f"hf_{SECRET_MARK}_token",
     "vllm_env": {"OMP_NUM_THREADS": "4", "PROPERTY_API_TOKEN": f"tok-{SECRET_MARK}-env"},
 }
 
 # Characters and words each target reads specially; joined into strings below.
-ATOMS = ["\n", "\r", "\x00", "\t", "\x1b[31m", "\x7f", "\x85", "\x9b", "\u2028", "\ufeff", "\u202e", "\ud800", "\udfff",
-         "$", "${HOME}", "$(id)", "`id`", "$$", "%", "%n", "%%", "%i", ";", "{", "}", "{}", "'", '"',
-         "\\", "\\n", " ", "  ", "-", "--", "-h", "..", "/", "../", "#", "&", "|", "<", ">", "*", "?", "[", "]",
-         "=", ",", ":", "@", "~", "!", "^", "\u0663", "\uff11", "\u00b2", "é", "✓", "\u00a0", "a", "Z", "0", "9",
-         "x.y", "/x", "--port", "rm -rf /", "\\\n", "' ; id ; '", '"; }', "include /etc/passwd;"]
+ATOMS = [
+    "\n",
+    "\r",
+    "\x00",
+    "\t",
+    "\x1b[31m",
+    "\x7f",
+    "\x85",
+    "\x9b",
+    "\u2028",
+    "\ufeff",
+    "\u202e",
+    "\ud800",
+    "\udfff",
+    "$",
+    "${HOME}",
+    "$(id)",
+    "`id`",
+    "$$",
+    "%",
+    "%n",
+    "%%",
+    "%i",
+    ";",
+    "{",
+    "}",
+    "{}",
+    "'",
+    '"',
+    "\\",
+    "\\n",
+    " ",
+    "  ",
+    "-",
+    "--",
+    "-h",
+    "..",
+    "/",
+    "../",
+    "#",
+    "&",
+    "|",
+    "<",
+    ">",
+    "*",
+    "?",
+    "[",
+    "]",
+    "=",
+    ",",
+    ":",
+    "@",
+    "~",
+    "!",
+    "^",
+    "\u0663",
+    "\uff11",
+    "\u00b2",
+    "é",
+    "✓",
+    "\u00a0",
+    "a",
+    "Z",
+    "0",
+    "9",
+    "x.y",
+    "/x",
+    "--port",
+    "rm -rf /",
+    "\\\n",
+    "' ; id ; '",
+    '"; }',
+    "include /etc/passwd;",
+]
 LONG = ["x" * 300, "9" * 400, "/" + "a/" * 2100, "é" * 5000]
-NUMBERS = [0, -1, 1, 2, 7, 2**31, 2**63, 2**64, 10**30, -(10**30), 10**400, 65535, 65536, 0.5, -0.0, 1.5, 1e308,
-           math.nan, math.inf, -math.inf]
+NUMBERS = [
+    0,
+    -1,
+    1,
+    2,
+    7,
+    2**31,
+    2**63,
+    2**64,
+    10**30,
+    -(10**30),
+    10**400,
+    65535,
+    65536,
+    0.5,
+    -0.0,
+    1.5,
+    1e308,
+    math.nan,
+    math.inf,
+    -math.inf,
+]
 WRONG_TYPES = [None, True, False, [], {}, "", [None], {"a": None}, [[1]], {"": ""}]
 
 
 def _hostile_text() -> st.SearchStrategy[str]:
-    return st.one_of(st.lists(st.sampled_from(ATOMS), min_size=1, max_size=5).map("".join),
-                     st.text(st.characters(codec=None, exclude_categories=()), max_size=12),
-                     st.sampled_from(LONG))
+    return st.one_of(
+        st.lists(st.sampled_from(ATOMS), min_size=1, max_size=5).map("".join),
+        st.text(st.characters(codec=None, exclude_categories=()), max_size=12),
+        st.sampled_from(LONG),
+    )
 
 
 def _schema_types(schema: dict[str, Any]) -> list[str]:
@@ -86,22 +200,38 @@ def valid_values(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
             options.append(st.sampled_from([v for v in (lo, hi) if v is not None] or [0]))
         elif t == "number":
             lo = schema.get("minimum", schema.get("exclusiveMinimum"))
-            options.append(st.floats(lo, schema.get("maximum"), allow_nan=False, allow_infinity=False,
-                                     exclude_min="exclusiveMinimum" in schema))
+            options.append(
+                st.floats(
+                    lo,
+                    schema.get("maximum"),
+                    allow_nan=False,
+                    allow_infinity=False,
+                    exclude_min="exclusiveMinimum" in schema,
+                )
+            )
         elif t == "string":
             options.append(_valid_string(schema))
         elif t == "array":
-            options.append(st.lists(valid_values(schema.get("items", {"type": "string"})), max_size=3,
-                                    unique_by=str if schema.get("uniqueItems") else None))
-        elif t == "object" and "properties" in schema:   # named keys: the required ones, some others
+            options.append(
+                st.lists(
+                    valid_values(schema.get("items", {"type": "string"})),
+                    max_size=3,
+                    unique_by=str if schema.get("uniqueItems") else None,
+                )
+            )
+        elif t == "object" and "properties" in schema:  # named keys: the required ones, some others
             props, required = schema["properties"], set(schema.get("required", []))
-            options.append(st.fixed_dictionaries(
-                {k: valid_values(v) for k, v in props.items() if k in required},
-                optional={k: valid_values(v) for k, v in props.items() if k not in required}))
+            options.append(
+                st.fixed_dictionaries(
+                    {k: valid_values(v) for k, v in props.items() if k in required},
+                    optional={k: valid_values(v) for k, v in props.items() if k not in required},
+                )
+            )
         elif t == "object":
             keys = _valid_string(schema.get("propertyNames", {"type": "string", "minLength": 1}))
-            options.append(st.dictionaries(keys, valid_values(schema.get("additionalProperties", {"type": "string"})),
-                                           max_size=3))
+            options.append(
+                st.dictionaries(keys, valid_values(schema.get("additionalProperties", {"type": "string"})), max_size=3)
+            )
     return st.one_of(options) if options else st.nothing()
 
 
@@ -118,28 +248,44 @@ def _valid_string(schema: dict[str, Any]) -> st.SearchStrategy[str]:
 def _mutated(schema: dict[str, Any]) -> st.SearchStrategy[str]:
     """A valid string with hostile text glued on before, after or both."""
     base = _valid_string(schema) if "string" in _schema_types(schema) else st.just("a")
-    return st.builds(lambda pre, v, post: pre + v + post, st.sampled_from(["", *ATOMS]), base,
-                     st.sampled_from(["", *ATOMS]))
+    return st.builds(
+        lambda pre, v, post: pre + v + post, st.sampled_from(["", *ATOMS]), base, st.sampled_from(["", *ATOMS])
+    )
 
 
 def hostile_values(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values around the schema: hostile strings, bounds +-1, wrong types, hostile containers."""
-    bounds = [b + d for key in ("minimum", "maximum", "exclusiveMinimum") if isinstance(schema.get(key), (int, float))
-              for b in [schema[key]] for d in (-1, 0, 1)]
+    bounds = [
+        b + d
+        for key in ("minimum", "maximum", "exclusiveMinimum")
+        if isinstance(schema.get(key), (int, float))
+        for b in [schema[key]]
+        for d in (-1, 0, 1)
+    ]
     text = _hostile_text()
     return st.one_of(
-        text, _mutated(schema), st.sampled_from(NUMBERS + bounds), st.sampled_from(WRONG_TYPES),
+        text,
+        _mutated(schema),
+        st.sampled_from(NUMBERS + bounds),
+        st.sampled_from(WRONG_TYPES),
         st.lists(st.one_of(text, _mutated(schema.get("items", {}))), min_size=1, max_size=3),
         st.dictionaries(st.one_of(text, st.from_regex(r"[A-Z_]{1,8}", fullmatch=True)), text, min_size=1, max_size=2),
-        st.builds(str, st.sampled_from(NUMBERS + bounds)))
+        st.builds(str, st.sampled_from(NUMBERS + bounds)),
+    )
 
 
 def _secret_values() -> st.SearchStrategy[Any]:
     """A secret: hostile, yet always carrying SECRET_MARK (or SECRET_NUMBER) so a leak is seen."""
-    marked = st.builds(lambda pre, post: pre + SECRET_MARK + post, _hostile_text() | st.just(""),
-                       _hostile_text() | st.just(""))
-    return st.one_of(marked, marked.map(lambda s: [s]), marked.map(lambda s: {s: s}),
-                     marked.map(lambda s: {"a": [s]}), st.just(SECRET_NUMBER))
+    marked = st.builds(
+        lambda pre, post: pre + SECRET_MARK + post, _hostile_text() | st.just(""), _hostile_text() | st.just("")
+    )
+    return st.one_of(
+        marked,
+        marked.map(lambda s: [s]),
+        marked.map(lambda s: {s: s}),
+        marked.map(lambda s: {"a": [s]}),
+        st.just(SECRET_NUMBER),
+    )
 
 
 def values_for(var: Variable, valid_weight: int = 1) -> st.SearchStrategy[Any]:
@@ -154,7 +300,7 @@ def values_for(var: Variable, valid_weight: int = 1) -> st.SearchStrategy[Any]:
 class Setting:
     name: str
     value: Any
-    level: str      # "all" or a host name
+    level: str  # "all" or a host name
 
 
 @dataclass(frozen=True)
@@ -174,12 +320,15 @@ def settings_of(var: Variable, valid_weight: int = 1) -> st.SearchStrategy[Setti
     return st.builds(Setting, st.just(var.name), values_for(var, valid_weight), st.sampled_from(LEVELS))
 
 
-def examples(variables: list[Variable] | None = None, max_vars: int = 3, valid_weight: int = 1) -> st.SearchStrategy[Example]:
+def examples(
+    variables: list[Variable] | None = None, max_vars: int = 3, valid_weight: int = 1
+) -> st.SearchStrategy[Example]:
     """1..max_vars distinct variables of `variables` (default: every row) set to generated values."""
     pool = variables or VARIABLES
     chosen = st.lists(st.sampled_from(pool), min_size=1, max_size=min(max_vars, len(pool)), unique_by=lambda v: v.name)
     return chosen.flatmap(lambda vs: st.tuples(*[settings_of(v, valid_weight) for v in vs])).map(
-        lambda t: Example.of(list(t)))
+        lambda t: Example.of(list(t))
+    )
 
 
 def inventory_text(example: Example, vllm_root: Path) -> str:
@@ -190,19 +339,27 @@ def inventory_text(example: Example, vllm_root: Path) -> str:
     def host(name: str) -> dict[str, Any]:
         return {"ansible_host": HOST_ADDRESSES[name], **at.get(name, {})}
 
-    data = {"all": {
-        "vars": {**BASE_VARS, "vllm_root": str(vllm_root), **at.get("all", {})},
-        "children": {
-            "vllm": {"children": {
-                "single": {"hosts": {"gpu01": host("gpu01")}},
-                "r1": {"vars": {"replica": "r1", "pipeline_parallel_size": 2},
-                       "hosts": {"gpu02": host("gpu02"), "gpu03": host("gpu03")}}}},
-            "gateways": {"hosts": {"gw01": host("gw01")}},
-            "monitoring": {"hosts": {"mon01": host("mon01")}}}}}
+    data = {
+        "all": {
+            "vars": {**BASE_VARS, "vllm_root": str(vllm_root), **at.get("all", {})},
+            "children": {
+                "vllm": {
+                    "children": {
+                        "single": {"hosts": {"gpu01": host("gpu01")}},
+                        "r1": {
+                            "vars": {"replica": "r1", "pipeline_parallel_size": 2},
+                            "hosts": {"gpu02": host("gpu02"), "gpu03": host("gpu03")},
+                        },
+                    }
+                },
+                "gateways": {"hosts": {"gw01": host("gw01")}},
+                "monitoring": {"hosts": {"mon01": host("mon01")}},
+            },
+        }
+    }
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=False, width=1 << 20)
 
 
 def secret_tokens() -> tuple[str, ...]:
     """What must never appear in a masked output, whatever the example set."""
     return (SECRET_MARK, str(SECRET_NUMBER))
-

@@ -11,6 +11,7 @@ Each validator runs as a child process; they are started together and waited for
 (an example costs the slowest, not the sum). A validator missing here FAILS the suite: CI's
 `make setup` installs nginx, systemd and prometheus, and a skipped check is no check.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,21 @@ from typing import Callable
 
 import pytest
 
+from tests.unit.test_quoting import systemd_read_env_value, systemd_read_words
 from vfleet.roles.gateway._nginx import NJS_MODULE
 from vfleet.roles.gateway._render import ACCESS_LOG
-from tests.unit.test_quoting import systemd_read_env_value, systemd_read_words
 
-__all__ = ["Check", "run_checks", "tool", "nginx_check", "units_check", "promtool_check", "bash_check",
-           "env_file_values", "exec_words"]
+__all__ = [
+    "Check",
+    "run_checks",
+    "tool",
+    "nginx_check",
+    "units_check",
+    "promtool_check",
+    "bash_check",
+    "env_file_values",
+    "exec_words",
+]
 
 _APT = {"nginx": "nginx", "systemd-analyze": "systemd", "promtool": "prometheus", "bash": "bash", "sh": "dash"}
 
@@ -44,6 +54,7 @@ def tool(name: str) -> str:
 @dataclass
 class Check:
     """One validator run: argv, and a judge of its result (None: passed; else why not)."""
+
     what: str
     argv: list[str]
     judge: Callable[[subprocess.CompletedProcess], str | None]
@@ -52,13 +63,25 @@ class Check:
 
 def run_checks(checks: list[Check]) -> list[str]:
     """Start every check, then wait for each: the failures, each naming its check."""
-    procs = [(c, subprocess.Popen(c.argv, cwd=c.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env={**os.environ, "LC_ALL": "C.UTF-8", "SYSTEMD_LOG_COLOR": "0"}))
-             for c in checks]
+    procs = [
+        (
+            c,
+            subprocess.Popen(
+                c.argv,
+                cwd=c.cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, "LC_ALL": "C.UTF-8", "SYSTEMD_LOG_COLOR": "0"},
+            ),
+        )
+        for c in checks
+    ]
     failures = []
     for c, p in procs:
         out, err = p.communicate(timeout=60)
-        r = subprocess.CompletedProcess(c.argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        r = subprocess.CompletedProcess(
+            c.argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        )
         why = c.judge(r)
         if why:
             failures.append(f"{c.what}: {why}")
@@ -89,10 +112,12 @@ def nginx_check(prefix: Path, nginx_dir: Path, addresses: set[str]) -> Check:
         f"pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{ worker_connections 64; }}\n"
         f"http {{\n access_log off;\n client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;\n"
         f" fastcgi_temp_path {prefix}/fcgi; uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;\n"
-        f" include {prefix}/conf.d/*.conf;\n}}\n")
+        f" include {prefix}/conf.d/*.conf;\n}}\n"
+    )
 
     def judge(r: subprocess.CompletedProcess) -> str | None:
         return None if r.returncode == 0 and "test is successful" in r.stderr else r.stderr.strip()[-1500:]
+
     return Check("nginx -t", [tool("nginx"), "-t", "-p", str(prefix), "-c", str(conf)], judge)
 
 
@@ -104,10 +129,15 @@ def units_check(units: list[Path], executables: set[str]) -> Check:
     """systemd-analyze verify on a host's units (drop-in folders beside them are read too).
     systemd warns with exit code 0 about a setting it ignores, so any output fails, except
     that an ExecStart= binary vfleet meant (`executables`) is missing on this machine."""
+
     def judge(r: subprocess.CompletedProcess) -> str | None:
-        bad = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()
-               and not ((m := _NOT_EXECUTABLE.match(ln)) and m.group(2) in executables)]
+        bad = [
+            ln
+            for ln in (r.stdout + r.stderr).splitlines()
+            if ln.strip() and not ((m := _NOT_EXECUTABLE.match(ln)) and m.group(2) in executables)
+        ]
         return "\n".join(bad)[-1500:] if bad else None
+
     return Check("systemd-analyze verify", [tool("systemd-analyze"), "verify", "--man=no", *map(str, units)], judge)
 
 
@@ -134,25 +164,36 @@ def env_file_values(paths: list[Path]) -> list[tuple[dict[str, str], dict[str, s
                 key, _, value = line.partition("=")
                 values[key] = systemd_read_env_value(value)
         by_systemd.append(values)
-    script = ('for f; do (set -a; . "$f" >/dev/null 2>&1 && exec env -0) || printf "%s\\000" "$UNREADABLE"; '
-              'printf "\\001\\000"; done')
-    r = subprocess.run([tool("env"), "-i", f"UNREADABLE={_SH_FAILED}=", tool("sh"), "-c", script, "sh",
-                        *map(str, paths)], capture_output=True)
+    script = (
+        'for f; do (set -a; . "$f" >/dev/null 2>&1 && exec env -0) || printf "%s\\000" "$UNREADABLE"; '
+        'printf "\\001\\000"; done'
+    )
+    r = subprocess.run(
+        [tool("env"), "-i", f"UNREADABLE={_SH_FAILED}=", tool("sh"), "-c", script, "sh", *map(str, paths)],
+        capture_output=True,
+    )
     assert r.returncode == 0, r.stderr.decode(errors="replace")
-    read = [dict(item.decode().partition("=")[::2] for item in chunk.split(b"\0") if item)
-            for chunk in r.stdout.split(b"\1\0")[:len(paths)]]
-    return [(want, {k: v for k, v in env.items() if k in want or k == _SH_FAILED}) for want, env in zip(by_systemd, read)]
+    read = [
+        dict(item.decode().partition("=")[::2] for item in chunk.split(b"\0") if item)
+        for chunk in r.stdout.split(b"\1\0")[: len(paths)]
+    ]
+    return [
+        (want, {k: v for k, v in env.items() if k in want or k == _SH_FAILED}) for want, env in zip(by_systemd, read)
+    ]
 
 
 # --- Prometheus, shell -------------------------------------------------------------------
 def promtool_check(folder: Path) -> Check:
     """promtool check config: the config, its rule files and file_sd targets together."""
+
     def judge(r: subprocess.CompletedProcess) -> str | None:
         return None if r.returncode == 0 else (r.stdout + r.stderr).strip()[-1500:]
+
     return Check("promtool check config", [tool("promtool"), "check", "config", "prometheus.yml"], judge, cwd=folder)
 
 
 def bash_check(script: Path) -> Check:
     def judge(r: subprocess.CompletedProcess) -> str | None:
         return None if r.returncode == 0 and not r.stderr.strip() else r.stderr.strip()[-1500:]
+
     return Check("bash -n", [tool("bash"), "-n", str(script)], judge)

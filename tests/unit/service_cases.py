@@ -4,13 +4,14 @@ roles.vllm_facts.flag_available that reads it, and the lab host's config.
 
 Every config is a real HostConfig (tests/unit/configs.py: inventory loader + schema, so the
 defaults are the schema's and invalid values are refused where an operator's would be)."""
+
 import re
 from pathlib import Path
 
-from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.service._argv import vllm_argv
 from tests.unit.configs import host_config
 from tests.unit.test_quoting import systemd_read_words
+from vfleet.config.hostconfig import HostConfig
+from vfleet.roles.service._argv import vllm_argv
 
 HELP = Path(__file__).resolve().parents[2] / "vfleet" / "config" / "data" / "vllm-0.32.0-help.txt"
 SECRET = "sk-lab 'very' \"secret\" $HOME %n;"
@@ -33,7 +34,7 @@ def _choices_from_help(path: Path, flag: str) -> set[str]:
     return set(m.group(1).split(","))
 
 
-FLAGS_0_32 = _flags_from_help(HELP)          # ground truth of vLLM 0.32.0 (--help=all)
+FLAGS_0_32 = _flags_from_help(HELP)  # ground truth of vLLM 0.32.0 (--help=all)
 FLAGS_OLD = FLAGS_0_32 - {"--shutdown-timeout"}
 
 
@@ -56,10 +57,18 @@ LAB = {
 
 # every engine variable set to something other than vLLM's default
 ENGINE = {
-    "tensor_parallel_size": 2, "pipeline_parallel_size": 2, "gpu_memory_utilization": 0.85,
-    "max_num_seqs": 64, "max_num_batched_tokens": 8192, "enable_chunked_prefill": True,
-    "enable_prefix_caching": False, "enforce_eager": True, "quantization": "awq",
-    "kv_cache_dtype": "fp8", "block_size": 32, "trust_remote_code": True,
+    "tensor_parallel_size": 2,
+    "pipeline_parallel_size": 2,
+    "gpu_memory_utilization": 0.85,
+    "max_num_seqs": 64,
+    "max_num_batched_tokens": 8192,
+    "enable_chunked_prefill": True,
+    "enable_prefix_caching": False,
+    "enforce_eager": True,
+    "quantization": "awq",
+    "kv_cache_dtype": "fp8",
+    "block_size": 32,
+    "trust_remote_code": True,
 }
 
 

@@ -1,6 +1,7 @@
 """Preflight's LoRA adapter checks (vfleet/roles/preflight/_adapter_facts.py, adapter_checks.py):
 an adapter's fit to its base model read from the shapes in its safetensors header, its rank
 against vLLM's choices, and an unreadable source, each a FAIL that names the tensor and the fix."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,15 +9,21 @@ import json
 import struct
 from pathlib import Path
 
+from tests.unit.configs import host_config
 from vfleet.config.lora import LoraAdapter
 from vfleet.roles.preflight._adapter_checks import check_adapters, projection_dims
 from vfleet.roles.preflight._adapter_facts import adapter_facts
 from vfleet.roles.preflight._check_base import FAIL, PASS
-from tests.unit.configs import host_config
 
 # the lab's tiny Llama (vfleet/lab/model/build_tiny_model.py Shape)
-TINY = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-        "intermediate_size": 512, "num_hidden_layers": 2}
+TINY = {
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+}
 PREFIX = "base_model.model.model.layers"
 
 
@@ -63,7 +70,7 @@ def test_an_adapter_of_another_base_model_is_refused_naming_the_tensor_and_the_f
     [c] = checks(host_config(), {"alpha": {"rank": 8, "base": None, "shapes": peft_shapes(TINY, 8, layers=3)}})
     assert c.status == FAIL and "is for layer 2, the model has 2 layers" in c.message
     [c] = checks(host_config(), {"alpha": {"rank": 16, "base": None, "shapes": peft_shapes(TINY, 8)}})
-    assert c.status == FAIL and "at rank 16" in c.message     # config and weights disagree on r
+    assert c.status == FAIL and "at rank 16" in c.message  # config and weights disagree on r
 
 
 def test_a_rank_vllm_cannot_serve_and_an_unreadable_source_fail_with_the_fix():
@@ -79,10 +86,15 @@ def test_facts_are_read_from_the_controllers_folder_header_only(tmp_path):
     (tmp_path / "empty").mkdir()
     broken = tmp_path / "broken"
     write_adapter(broken, 8, {})
-    (broken / "adapter_model.safetensors").write_bytes(struct.pack("<Q", 10 ** 6) + b"{}")
-    cfg = dataclasses.replace(host_config(), lora_adapters=(
-        LoraAdapter("alpha", str(good)), LoraAdapter("empty", str(tmp_path / "empty")),
-        LoraAdapter("broken", str(broken))))
+    (broken / "adapter_model.safetensors").write_bytes(struct.pack("<Q", 10**6) + b"{}")
+    cfg = dataclasses.replace(
+        host_config(),
+        lora_adapters=(
+            LoraAdapter("alpha", str(good)),
+            LoraAdapter("empty", str(tmp_path / "empty")),
+            LoraAdapter("broken", str(broken)),
+        ),
+    )
     facts = adapter_facts(cfg)
     assert facts["alpha"]["rank"] == 8 and facts["alpha"]["shapes"] == peft_shapes(TINY, 8)
     assert "no adapter_config.json there" in facts["empty"]["error"]
@@ -95,26 +107,42 @@ def test_the_planner_takes_the_adapters_slots_from_the_kv_cache():
     from vfleet.roles.preflight import _capacity as capacity
     from vfleet.roles.preflight._capacity.lora import lora_bytes_per_gpu, lora_reserve_bytes
     from vfleet.roles.preflight._capacity.model import ModelShape
+
     # a Llama-3.1-8B shape on an H200: rank 16, 2 slots, bf16
-    llama = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-             "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 128256,
-             "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    llama = {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    }
     shape = ModelShape.from_config(llama)
-    per_layer = (3 * 16 * 4096 + 6144 * 16) + (16 * 4096 + 4096 * 16) + (2 * 16 * 4096 + 2 * 14336 * 16) \
+    per_layer = (
+        (3 * 16 * 4096 + 6144 * 16)
+        + (16 * 4096 + 4096 * 16)
+        + (2 * 16 * 4096 + 2 * 14336 * 16)
         + (16 * 14336 + 4096 * 16)
+    )
     embeddings = 2 * (128256 * 16 + 4096 * 16)
     assert lora_bytes_per_gpu(shape, 16, 2, 2) == 2 * 2 * (32 * per_layer + embeddings)
     assert lora_bytes_per_gpu(shape, 16, 2, 2, tp=2) < lora_bytes_per_gpu(shape, 16, 2, 2)
     without = capacity.plan(llama, 143771, max_model_len=8192)
     with_lora = capacity.plan(llama, 143771, max_model_len=8192, lora=(16, 2))
     assert with_lora.lora_bytes_per_gpu == lora_bytes_per_gpu(shape, 16, 2, 2)
-    taken = (without.kv_cache_bytes_per_gpu - with_lora.kv_cache_bytes_per_gpu)
+    taken = without.kv_cache_bytes_per_gpu - with_lora.kv_cache_bytes_per_gpu
     # the stacks, and the second set of CUDA graphs and LoRA's profiling buffers (capacity/lora.py)
     assert taken == with_lora.lora_bytes_per_gpu + lora_reserve_bytes(16, 2, enforce_eager=False)
     assert lora_reserve_bytes(16, 2, enforce_eager=True) < lora_reserve_bytes(16, 2, enforce_eager=False)
     cfg = host_config({"lora_adapters": [{"name": "a", "source": "/x"}, {"name": "b", "source": "/y"}]})
-    facts = {"model_config": llama, "gpus": [{"memory_total_mib": 143771}],
-             "lora_adapters": {"a": {"rank": 8}, "b": {"rank": 12}}}
+    facts = {
+        "model_config": llama,
+        "gpus": [{"memory_total_mib": 143771}],
+        "lora_adapters": {"a": {"rank": 8}, "b": {"rank": 12}},
+    }
     assert capacity.plan_for_host(cfg, facts).lora_bytes_per_gpu == lora_bytes_per_gpu(shape, 16, 2, 2)
     facts["lora_adapters"]["b"] = {"error": "unreadable"}
-    assert capacity.plan_for_host(cfg, facts).lora_bytes_per_gpu == 0    # the adapter check fails instead
+    assert capacity.plan_for_host(cfg, facts).lora_bytes_per_gpu == 0  # the adapter check fails instead

@@ -1,6 +1,7 @@
 """A level whose load generator waited for a CPU is marked (vfleet/clients/bench/sweep.starved), from
 the numbers of a real lab level: 36 requests, 2.583 s waiting, E2E p50 78 ms (the stream read
 in one burst at the end), and the same level under SCHED_FIFO (1 ms waiting in all)."""
+
 from __future__ import annotations
 
 from vfleet.clients.bench.sweep import cpu_and_wait, starved

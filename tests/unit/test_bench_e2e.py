@@ -3,6 +3,7 @@
 max_num_seqs): past 4 concurrent requests, the rest wait, so throughput flattens while TTFT
 grows and the sweep must find its knee at 4. Each chunk carries TWO tokens, so a client that
 counted chunks would report half the tokens: the sweep must take them from `usage`."""
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.unit.json_handler import JsonHandler
 from tests.unit.listeners import Listeners, bench_inventory
 
@@ -33,7 +35,6 @@ class FakeVLLM(Listeners):
         fake = self
 
         class Handler(JsonHandler):
-
             def do_GET(self):
                 if self.path == "/metrics":
                     with fake.lock:
@@ -45,7 +46,8 @@ class FakeVLLM(Listeners):
                             "# HELP vllm:kv_cache_usage_perc KV.\n# TYPE vllm:kv_cache_usage_perc gauge\n"
                             f'vllm:kv_cache_usage_perc{{model_name="tiny"}} {fake.running / SLOTS}\n'
                             "# HELP vllm:num_preemptions Preempted.\n# TYPE vllm:num_preemptions counter\n"
-                            f'vllm:num_preemptions_total{{model_name="tiny"}} {fake.preemptions}\n')
+                            f'vllm:num_preemptions_total{{model_name="tiny"}} {fake.preemptions}\n'
+                        )
                     data = text.encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -92,10 +94,29 @@ class FakeVLLM(Listeners):
                     event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
                     for i in range(0, n, 2):  # two tokens a chunk
                         time.sleep(TOKEN_S)
-                        event({**base, "choices": [{"index": 0, "delta": {"content": "ab"},
-                                                    "finish_reason": "length" if i + 2 >= n else None}]})
-                    event({**base, "choices": [], "usage": {"prompt_tokens": len(prompt.split()) + 5,
-                                                            "completion_tokens": n, "total_tokens": 0}})
+                        event(
+                            {
+                                **base,
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "delta": {"content": "ab"},
+                                        "finish_reason": "length" if i + 2 >= n else None,
+                                    }
+                                ],
+                            }
+                        )
+                    event(
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": len(prompt.split()) + 5,
+                                "completion_tokens": n,
+                                "total_tokens": 0,
+                            },
+                        }
+                    )
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
                 finally:
@@ -117,16 +138,39 @@ def _inventory(tmp_path: Path, port: int, vllm_port: int) -> Path:
 
 
 def _vfleet(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True, timeout=180,
-                          cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
     inv = _inventory(tmp_path, fake.port, fake.vllm_port)
     out = tmp_path / "out"
-    p = _vfleet("bench", "--inventory", str(inv), "--concurrency", "1,2,4,8,16", "--requests", "24",
-                "--warmup", "2", "--input-len", "32", "--output-len", "10", "--out", str(out),
-                "--slo-ttft-p95", "80ms", "--metrics-interval", "0.02")
+    p = _vfleet(
+        "bench",
+        "--inventory",
+        str(inv),
+        "--concurrency",
+        "1,2,4,8,16",
+        "--requests",
+        "24",
+        "--warmup",
+        "2",
+        "--input-len",
+        "32",
+        "--output-len",
+        "10",
+        "--out",
+        str(out),
+        "--slo-ttft-p95",
+        "80ms",
+        "--metrics-interval",
+        "0.02",
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads((out / "bench.json").read_text())
     levels = {lv["value"]: lv for lv in data["levels"]}
@@ -156,8 +200,10 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
     assert a["slo"]["highest_level"] in (4, 8) and "TTFT p95" in a["slo"]["levels"]["16"]
     assert f"suggested max_num_seqs per vLLM host: {k}" in p.stdout
     # every request asked for usage, exact lengths, and no two prompts were the same
-    assert all(b["stream_options"] == {"include_usage": True} and b["ignore_eos"] and b["max_tokens"] == 10
-               for b in fake.bodies)
+    assert all(
+        b["stream_options"] == {"include_usage": True} and b["ignore_eos"] and b["max_tokens"] == 10
+        for b in fake.bodies
+    )
     assert len(fake.prompts) == 5 * 26 and len(set(fake.prompts)) == len(fake.prompts)
     # calibrated against /tokenize: the fake counts words, so 32 tokens are about 32 words
     assert data["prompts"]["calibrated"] and 28 <= len(fake.prompts[0].split()) <= 36
@@ -175,9 +221,26 @@ def test_sweep_end_to_end_usage_tokens_knee_files(fake, tmp_path):
 def test_rate_level_and_compare(fake, tmp_path):
     inv = _inventory(tmp_path, fake.port, fake.vllm_port)
     for name, rate in (("a", "20"), ("b", "20,40")):
-        p = _vfleet("bench", "--inventory", str(inv), "--rate", rate, "--requests", "20", "--warmup", "0",
-                    "--input-len", "16", "--output-len", "4", "--out", str(tmp_path), "--name", name,
-                    "--no-server-metrics")
+        p = _vfleet(
+            "bench",
+            "--inventory",
+            str(inv),
+            "--rate",
+            rate,
+            "--requests",
+            "20",
+            "--warmup",
+            "0",
+            "--input-len",
+            "16",
+            "--output-len",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--name",
+            name,
+            "--no-server-metrics",
+        )
         assert p.returncode == 0, p.stdout + p.stderr
     a = json.loads((tmp_path / "a.json").read_text())
     lv = a["levels"][0]
@@ -205,8 +268,20 @@ def test_unreachable_target_fails_cleanly(tmp_path):
     for s in socks:
         s.close()  # nothing listens there now
     inv = _inventory(tmp_path, port, vllm_port)
-    p = _vfleet("bench", "--inventory", str(inv), "--concurrency", "2", "--requests", "3", "--warmup", "0",
-                "--out", str(tmp_path), "--no-server-metrics")
+    p = _vfleet(
+        "bench",
+        "--inventory",
+        str(inv),
+        "--concurrency",
+        "2",
+        "--requests",
+        "3",
+        "--warmup",
+        "0",
+        "--out",
+        str(tmp_path),
+        "--no-server-metrics",
+    )
     assert p.returncode == 1 and "connect" in p.stdout and "Traceback" not in p.stderr
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["levels"][0]["errors"] == {"connect": 3}
@@ -217,9 +292,26 @@ def test_timings_match_what_the_server_did(fake, tmp_path):
     TOKEN_S per chunk of two tokens. At concurrency 1: TTFT = 3 x TOKEN_S, ITL = TOKEN_S,
     TPOT = (5 - 1) x TOKEN_S / (10 - 1) tokens. The measurement adds only loopback and parsing."""
     inv = _inventory(tmp_path, fake.port, fake.vllm_port)
-    p = _vfleet("bench", "--inventory", str(inv), "--host", "node1", "--concurrency", "1", "--requests", "12",
-                "--warmup", "1", "--input-len", "16", "--output-len", "10", "--out", str(tmp_path),
-                "--no-server-metrics")
+    p = _vfleet(
+        "bench",
+        "--inventory",
+        str(inv),
+        "--host",
+        "node1",
+        "--concurrency",
+        "1",
+        "--requests",
+        "12",
+        "--warmup",
+        "1",
+        "--input-len",
+        "16",
+        "--output-len",
+        "10",
+        "--out",
+        str(tmp_path),
+        "--no-server-metrics",
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     lv = json.loads((tmp_path / "bench.json").read_text())["levels"][0]
     ms = TOKEN_S * 1000

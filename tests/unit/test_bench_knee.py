@@ -1,4 +1,5 @@
 """The knee, the suggestions and the SLO verdict, on recorded level data."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.engine.errors import VfleetError
 from vfleet.clients.bench.knee import analyse, find_knee, highest_meeting, parse_duration
+from vfleet.engine.errors import VfleetError
 
 DATA = Path(__file__).parent / "data" / "bench"
 
@@ -49,8 +50,10 @@ def test_suggestions_split_over_hosts():
 
 
 def test_rate_mode_suggests_from_mean_inflight():
-    lv = [dict(x, mode="rate", value=float(x["value"]), mean_inflight=x["value"] * 1.5)
-          for x in levels("sweep_knee64.json")]
+    lv = [
+        dict(x, mode="rate", value=float(x["value"]), mean_inflight=x["value"] * 1.5)
+        for x in levels("sweep_knee64.json")
+    ]
     a = analyse(lv, n_hosts=2)
     assert "concurrency" not in a
     assert a["rate"]["knee"]["value"] == 64.0

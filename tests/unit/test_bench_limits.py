@@ -4,6 +4,7 @@ fake of vLLM and of the gateway on 127.0.0.1: the demo's case (max_model_len 512
 the prompts are counted through the vLLM host when the gateway answers 404 on /tokenize (as
 vfleet's does), an output that cannot fit is refused before sending, and the server's own
 error message is printed once per kind of failure."""
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,20 @@ from tests.unit.listeners import Listeners, bench_inventory
 
 KEY = "sk-fake-limits"
 MAX_LEN = 512
-TEMPLATE = 5        # the fake's chat template, in tokens (one word is one token here)
+TEMPLATE = 5  # the fake's chat template, in tokens (one word is one token here)
 
 
 def too_long(n: int) -> dict:
     """vLLM's 400 body for a request past max_model_len (vllm/entrypoints/openai/serving_engine.py)."""
-    return {"error": {"message": f"This model's maximum context length is {MAX_LEN} tokens. However, you requested "
-                                 f"{n} tokens. Please reduce the length of the messages or completion.",
-                      "type": "BadRequestError", "param": None, "code": 400}}
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {MAX_LEN} tokens. However, you requested "
+            f"{n} tokens. Please reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    }
 
 
 class Fake(Listeners):
@@ -59,11 +66,19 @@ class Fake(Listeners):
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
-                    for obj in ({"choices": [{"index": 0, "delta": {"content": "ab"}}]},
-                                {"choices": [], "usage": {"prompt_tokens": n - int(body["max_tokens"]),
-                                                          "completion_tokens": int(body["max_tokens"])}}):
+                    for obj in (
+                        {"choices": [{"index": 0, "delta": {"content": "ab"}}]},
+                        {
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": n - int(body["max_tokens"]),
+                                "completion_tokens": int(body["max_tokens"]),
+                            },
+                        },
+                    ):
                         self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
                     self.wfile.write(b"data: [DONE]\n\n")
+
             return Handler
 
         super().__init__(handler("gateway"), handler("vllm"))
@@ -74,15 +89,42 @@ def _inventory(tmp_path: Path, fake: Fake, **more: object) -> Path:
 
 
 def _bench(inv: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfleet.cli", "bench", "--inventory", str(inv), "--warmup", "0",
-                           "--no-server-metrics", "--out", str(out), *args], capture_output=True, text=True,
-                          timeout=180, cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "bench",
+            "--inventory",
+            str(inv),
+            "--warmup",
+            "0",
+            "--no-server-metrics",
+            "--out",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 def test_the_docs_example_on_the_demo_shortens_prompts_and_calibrates_through_the_host(tmp_path) -> None:
     with Fake() as fake:
-        p = _bench(_inventory(tmp_path, fake), tmp_path, "--concurrency", "1,4", "--requests", "12",
-                   "--input-len", "512", "--output-len", "128")
+        p = _bench(
+            _inventory(tmp_path, fake),
+            tmp_path,
+            "--concurrency",
+            "1,4",
+            "--requests",
+            "12",
+            "--input-len",
+            "512",
+            "--output-len",
+            "128",
+        )
     assert p.returncode == 0, p.stdout + p.stderr
     room = MAX_LEN - 128 - 32
     assert f"prompts shortened to {room} tokens; give --input-len {room} or less" in p.stdout
@@ -96,8 +138,18 @@ def test_the_docs_example_on_the_demo_shortens_prompts_and_calibrates_through_th
 
 def test_the_inventory_says_when_the_target_does_not(tmp_path) -> None:
     with Fake(models_max_len=None) as fake:
-        p = _bench(_inventory(tmp_path, fake, max_model_len=MAX_LEN), tmp_path, "--concurrency", "2",
-                   "--requests", "4", "--input-len", "512", "--output-len", "128")
+        p = _bench(
+            _inventory(tmp_path, fake, max_model_len=MAX_LEN),
+            tmp_path,
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--input-len",
+            "512",
+            "--output-len",
+            "128",
+        )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "(the inventory's max_model_len)" in p.stdout
 
@@ -117,8 +169,18 @@ def test_the_servers_message_once_per_kind(tmp_path) -> None:
     data = tmp_path / "long.jsonl"
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 600}]}) + "\n")
     with Fake() as fake:
-        p = _bench(_inventory(tmp_path, fake), tmp_path, "--concurrency", "1,4", "--requests", "8",
-                   "--dataset", str(data), "--output-len", "16")
+        p = _bench(
+            _inventory(tmp_path, fake),
+            tmp_path,
+            "--concurrency",
+            "1,4",
+            "--requests",
+            "8",
+            "--dataset",
+            str(data),
+            "--output-len",
+            "16",
+        )
     assert p.returncode == 1 and fake.prompts == []
     assert p.stdout.count("the server said: This model's maximum context length is 512 tokens") == 1
     assert "http_400 (8 of 8 requests)" in p.stdout

@@ -1,5 +1,6 @@
 """Per-level numbers from a recorded set of request timings, and the server's /metrics
 under the metric names of old and new vLLM."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,9 @@ DATA = Path(__file__).parent / "data" / "bench"
 
 
 def rec(i, start, ttft, chunks, end, out, prompt=100, ok=True, error=None, warmup=False):
-    return RequestRecord(i, start, end, ok, error, "", ttft, chunks, prompt if ok else None, out if ok else None,
-                         warmup)
+    return RequestRecord(
+        i, start, end, ok, error, "", ttft, chunks, prompt if ok else None, out if ok else None, warmup
+    )
 
 
 RECORDS = [
@@ -80,17 +82,25 @@ def test_metrics_old_names():
 
 
 def test_metrics_summed_over_label_sets():
-    text = ("# TYPE vllm:num_requests_running gauge\n"
-            'vllm:num_requests_running{engine="0"} 2\nvllm:num_requests_running{engine="1"} 3\n')
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0"} 2\nvllm:num_requests_running{engine="1"} 3\n'
+    )
     assert parse(text)[0] == {"running": 5.0}
 
 
 def test_sampler_summary_over_hosts_and_counter_delta():
     s = MetricsSampler({"a": "", "b": ""})
-    s.samples = {"a": [{"running": 1, "waiting": 0, "kv_cache_usage": 0.1, "preemptions": 10},
-                       {"running": 4, "waiting": 2, "kv_cache_usage": 0.5, "preemptions": 12}],
-                 "b": [{"running": 3, "waiting": 1, "kv_cache_usage": 0.9, "preemptions": 0},
-                       {"running": 3, "waiting": 1, "kv_cache_usage": 0.7, "preemptions": 1}]}
+    s.samples = {
+        "a": [
+            {"running": 1, "waiting": 0, "kv_cache_usage": 0.1, "preemptions": 10},
+            {"running": 4, "waiting": 2, "kv_cache_usage": 0.5, "preemptions": 12},
+        ],
+        "b": [
+            {"running": 3, "waiting": 1, "kv_cache_usage": 0.9, "preemptions": 0},
+            {"running": 3, "waiting": 1, "kv_cache_usage": 0.7, "preemptions": 1},
+        ],
+    }
     out = s.summary()
     assert out["running_max"] == 7 and out["waiting_max"] == 3
     assert out["kv_cache_usage_max"] == 0.9 and out["preemptions"] == 3
@@ -101,10 +111,16 @@ def test_a_levels_speculative_acceptance_is_the_accepted_share_of_its_draft_toke
     """Counters read at the level's first and last tick (vLLM's spec_decode counters only exist
     with speculative decoding on; without them the level has no spec_acceptance)."""
     s = MetricsSampler({"a": "", "b": ""})
-    s.samples = {"a": [{"spec_draft_tokens": 100, "spec_accepted_tokens": 60},
-                       {"spec_draft_tokens": 160, "spec_accepted_tokens": 96}],
-                 "b": [{"spec_draft_tokens": 0, "spec_accepted_tokens": 0},
-                       {"spec_draft_tokens": 40, "spec_accepted_tokens": 14}]}
+    s.samples = {
+        "a": [
+            {"spec_draft_tokens": 100, "spec_accepted_tokens": 60},
+            {"spec_draft_tokens": 160, "spec_accepted_tokens": 96},
+        ],
+        "b": [
+            {"spec_draft_tokens": 0, "spec_accepted_tokens": 0},
+            {"spec_draft_tokens": 40, "spec_accepted_tokens": 14},
+        ],
+    }
     assert s.summary()["spec_acceptance"] == round((36 + 14) / (60 + 40), 4)
     s.samples = {"a": [{"running": 1}, {"running": 2}]}
     assert "spec_acceptance" not in s.summary()

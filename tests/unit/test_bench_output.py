@@ -1,4 +1,5 @@
 """JSON/CSV shape, the PNG from level data, and bench.compare's output."""
+
 from __future__ import annotations
 
 import csv
@@ -19,8 +20,14 @@ def result(name: str = "sweep_knee64.json", scale: float = 1.0) -> dict:
     for x in lv:
         x["output_throughput"] *= scale
         x["server"] = {"running_max": x["value"], "waiting_max": 0, "kv_cache_usage_max": 0.5, "preemptions": 0}
-    return {"task": "bench", "model": "m", "target": {"url": "http://127.0.0.1:1"}, "levels": lv,
-            "settings": {"slo": {"ttft_p95_s": 2.0, "e2e_p95_s": 12.0}}, "analysis": analyse(lv, 1, 2.0, 12.0)}
+    return {
+        "task": "bench",
+        "model": "m",
+        "target": {"url": "http://127.0.0.1:1"},
+        "levels": lv,
+        "settings": {"slo": {"ttft_p95_s": 2.0, "e2e_p95_s": 12.0}},
+        "analysis": analyse(lv, 1, 2.0, 12.0),
+    }
 
 
 def test_csv_one_row_a_level_with_every_metric(tmp_path):
@@ -66,7 +73,10 @@ def test_compare_prints_change():
     assert [row["label"] for row in c["levels"]] == ["c=1", "c=4", "c=16", "c=64"] and c["only_in_a"] == ["c=128"]
     m = c["levels"][0]["metrics"]["out tok/s"]
     assert abs(m["change"] - 0.2) < 1e-9 and m["better"] is True
-    assert c["levels"][0]["metrics"]["TTFT p95 ms"]["change"] == 0 and c["levels"][0]["metrics"]["TTFT p95 ms"]["better"] is None
+    assert (
+        c["levels"][0]["metrics"]["TTFT p95 ms"]["change"] == 0
+        and c["levels"][0]["metrics"]["TTFT p95 ms"]["better"] is None
+    )
     con = Console(width=100, record=True)
     con.print(cmp.table(c, "A.json", "B.json"))
     text = con.export_text()

@@ -1,14 +1,15 @@
 """Prompts: synthetic ones distinct per request (prefix caching), calibrated to a token
 length; JSONL chat messages; ShareGPT files."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from vfleet.engine.errors import VfleetError
 from vfleet.clients.bench.client import request_body
 from vfleet.clients.bench.prompts import SyntheticPrompts, load_file
+from vfleet.engine.errors import VfleetError
 
 
 def test_synthetic_prompts_are_distinct_from_the_first_block():
@@ -33,10 +34,19 @@ def test_synthetic_calibration_against_a_tokenizer():
 
 def test_jsonl_messages(tmp_path):
     p = tmp_path / "p.jsonl"
-    p.write_text(json.dumps({"messages": [{"role": "system", "content": "be brief"},
-                                          {"role": "user", "content": "hi"}], "max_tokens": 7}) + "\n\n"
-                 + json.dumps([{"role": "user", "content": "bare list"}]) + "\n"
-                 + json.dumps({"prompt": "plain prompt"}) + "\n")
+    p.write_text(
+        json.dumps(
+            {
+                "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+                "max_tokens": 7,
+            }
+        )
+        + "\n\n"
+        + json.dumps([{"role": "user", "content": "bare list"}])
+        + "\n"
+        + json.dumps({"prompt": "plain prompt"})
+        + "\n"
+    )
     fp = load_file(str(p))
     assert fp.fmt == "jsonl" and len(fp.prompts) == 3
     assert fp.get(0).max_tokens == 7 and fp.get(0).messages[0]["role"] == "system"
@@ -55,12 +65,22 @@ def test_jsonl_errors_name_the_line(tmp_path):
 
 def test_sharegpt(tmp_path):
     p = tmp_path / "sg.json"
-    p.write_text(json.dumps([
-        {"id": "1", "conversations": [{"from": "human", "value": "What is KV cache?"},
-                                      {"from": "gpt", "value": "A cache."}, {"from": "human", "value": "more"}]},
-        {"id": "2", "conversations": [{"from": "gpt", "value": "answer first: unusable"}]},
-        {"id": "3", "conversations": [{"from": "system", "value": "sys"}, {"from": "human", "value": "Hi"}]},
-    ]))
+    p.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "1",
+                    "conversations": [
+                        {"from": "human", "value": "What is KV cache?"},
+                        {"from": "gpt", "value": "A cache."},
+                        {"from": "human", "value": "more"},
+                    ],
+                },
+                {"id": "2", "conversations": [{"from": "gpt", "value": "answer first: unusable"}]},
+                {"id": "3", "conversations": [{"from": "system", "value": "sys"}, {"from": "human", "value": "Hi"}]},
+            ]
+        )
+    )
     fp = load_file(str(p))
     assert fp.fmt == "sharegpt" and len(fp.prompts) == 2
     assert fp.get(0).messages == [{"role": "user", "content": "What is KV cache?"}]

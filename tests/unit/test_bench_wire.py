@@ -2,6 +2,7 @@
 `tcpdump -nn -tt -x` text: on one keep-alive connection to a small SSE server on
 127.0.0.5:18080, a GET (as vllm bench's first /v1/models) then two streamed requests (8 and 4
 tokens, 20 ms before the first, 5 ms apart)."""
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,7 @@ def text() -> str:
 def test_both_streams_on_the_connection_are_found_in_order_after_the_get(text):
     reqs = wire.requests(text, 18080)
     assert [(r.status, r.tokens) for r in reqs] == [(200, 8), (200, 4)]
-    assert reqs[0].port == reqs[1].port          # keep-alive: one connection, two requests
+    assert reqs[0].port == reqs[1].port  # keep-alive: one connection, two requests
     assert reqs[0].sent < reqs[0].first_content < reqs[0].done < reqs[1].sent
 
 
@@ -46,17 +47,25 @@ def test_a_retransmitted_segment_is_read_once(text):
     assert wire.requests("".join(again), 18080) == wire.requests(text, 18080)
     s = wire.Stream()
     s.add(1.0, 100, b"abcd")
-    s.add(2.0, 100, b"abcd")                      # whole segment again
-    s.add(3.0, 102, b"cdef")                      # overlaps: only "ef" is new
+    s.add(2.0, 100, b"abcd")  # whole segment again
+    s.add(3.0, 102, b"cdef")  # overlaps: only "ef" is new
     assert bytes(s.data) == b"abcdef" and s.time_at(5) == 3.0 and s.time_at(4) == 1.0
 
 
 def test_summary_counts_completed_streams_only(text):
     reqs = wire.requests(text, 18080)
-    reqs[1].done = None                           # a stream cut before [DONE]
+    reqs[1].done = None  # a stream cut before [DONE]
     s = wire.summary(reqs)
     assert (s["requests"], s["completed"], s["total_output_tokens"]) == (2, 1, 8)
     assert s["ttft_p50_ms"] == pytest.approx(reqs[0].ttft * 1000, abs=0.001)
-    assert s["mean_inflight"] == 1.0              # one stream, sent to [DONE]: the whole span
-    assert wire.summary([]) == {"requests": 0, "completed": 0, "total_output_tokens": 0, "output_throughput": None, "mean_inflight": None,
-                                "ttft_p50_ms": None, "tpot_p50_ms": None, "e2e_p50_ms": None}
+    assert s["mean_inflight"] == 1.0  # one stream, sent to [DONE]: the whole span
+    assert wire.summary([]) == {
+        "requests": 0,
+        "completed": 0,
+        "total_output_tokens": 0,
+        "output_throughput": None,
+        "mean_inflight": None,
+        "ttft_p50_ms": None,
+        "tpot_p50_ms": None,
+        "e2e_p50_ms": None,
+    }

@@ -1,6 +1,7 @@
 """vfleet/lab/model/build_tiny_model.py: needs torch/transformers/tokenizers (requirements-lab.txt);
 skipped where they are not installed. A build trains for about 20-30 s on 2 cores, so the tests
 share one build per session (lab_model) and only the determinism test builds a second one."""
+
 import json
 from pathlib import Path
 
@@ -32,21 +33,32 @@ def model_dir(tmp_path_factory):
 def test_build_is_deterministic_and_complete(model_dir, tmp_path):
     again = build_tiny_model(tmp_path / "again")
     ma, mb = make_manifest(model_dir), make_manifest(again)
-    assert ma["text"] == mb["text"]            # byte-identical builds
+    assert ma["text"] == mb["text"]  # byte-identical builds
     names = set(ma["files"])
-    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-            "tokenizer_config.json"} <= names
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    } <= names
     cfg = json.loads((model_dir / "config.json").read_text())
-    assert (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
-            cfg["head_dim"], cfg["num_hidden_layers"], cfg["dtype"]) == (256, 4, 2, 64, 2, "bfloat16")
+    assert (
+        cfg["hidden_size"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["head_dim"],
+        cfg["num_hidden_layers"],
+        cfg["dtype"],
+    ) == (256, 4, 2, 64, 2, "bfloat16")
     assert "chat_template" in json.loads((model_dir / "tokenizer_config.json").read_text())
 
 
 def test_chat_template_and_tokenizer_load(model_dir):
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                   add_generation_prompt=True)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert text.endswith("<|im_start|>assistant\n")
     assert tok.decode(tok("Hello, world")["input_ids"]) == "Hello, world"
 
@@ -69,12 +81,13 @@ def test_a_build_that_does_not_learn_its_answers_fails_and_leaves_dest_alone(tmp
     (dest / "keep").write_text("old model")
     with pytest.raises(TrainingFailed, match="after 3 training steps the smallest reply-token margin"):
         build_tiny_model(dest, TrainSettings(max_steps=3))
-    assert [p.name for p in tmp_path.iterdir()] == ["m"]          # no half-built folder left
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no half-built folder left
     assert [p.name for p in dest.iterdir()] == ["keep"]
 
 
 def test_deterministic_torch_gives_the_callers_settings_back():
     import torch
+
     from vfleet.lab.model.train import deterministic_torch
 
     before = torch.get_num_threads()

@@ -1,4 +1,5 @@
 """The smallest TP x PP that fits (vfleet/roles/preflight/_capacity/parallel.py), on public model shapes."""
+
 from __future__ import annotations
 
 import json

@@ -1,15 +1,16 @@
 """The capacity record preflight notes on a host's result (vfleet/roles/preflight/_capacity/record.py):
 later steps read it typed (the gateway's max_conns), and the report's `capacity` / `layout`
 entries keep the shapes they had when the plan travelled as dicts."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+from tests.unit.preflight_cases import QWEN
 from vfleet.engine.results import HostResult
 from vfleet.roles.preflight import _capacity as capacity
 from vfleet.roles.preflight._capacity.parallel import plan_parallel
 from vfleet.roles.preflight._capacity.record import CapacityRecord
-from tests.unit.preflight_cases import QWEN
 
 
 def _noted(record: CapacityRecord) -> HostResult:

@@ -3,13 +3,14 @@ line (Invoke's), so a docstring that breaks its first sentence across lines was 
 mid-sentence; a collection's default task was listed under two names (bench.bench (bench));
 and Invoke's automatic short flags gave plan's --max-num-batched-tokens and preflight's
 --nccl-bandwidth the short flag '-', shown as a nameless `--=STRING` and `--`."""
+
 from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from vfleet.cli import namespace
 from tests.unit.cli_run import vfleet_cli
+from vfleet.cli import namespace
 
 SENTENCE_END = re.compile(r"[.!?][)`'\"]?$")
 # A flag as Invoke's help prints it: -x STRING, --name=STRING, --name[=STRING], --[no-]name.
@@ -33,10 +34,19 @@ def listed() -> list[tuple[str, str]]:
 def test_list_names_each_task_once_by_one_name_with_a_whole_sentence():
     entries = listed()
     names = [n for n, _ in entries]
-    assert len(entries) == len(namespace.task_names), names      # every task, each once
+    assert len(entries) == len(namespace.task_names), names  # every task, each once
     assert len(set(names)) == len(names) and len({t for _, t in entries}) == len(entries), entries
-    assert not [n for n in names if "(" in n], names              # no alias: one name per task
-    assert {"bench", "bench.compare", "eval", "eval.compare", "eval.variants", "preflight", "preflight.capture", "deploy"} <= set(names)
+    assert not [n for n in names if "(" in n], names  # no alias: one name per task
+    assert {
+        "bench",
+        "bench.compare",
+        "eval",
+        "eval.compare",
+        "eval.variants",
+        "preflight",
+        "preflight.capture",
+        "deploy",
+    } <= set(names)
     for name, text in entries:
         assert SENTENCE_END.search(text), f"{name}: {text!r} stops mid-sentence"
         assert len(text) <= 100, f"{name}: {text!r} is long for a menu line"

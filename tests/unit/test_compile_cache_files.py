@@ -3,6 +3,7 @@ in bash on temporary folders: a source host's cache packed with its manifest and
 (cp -a, rsync's stand-in) to another host's staging folder at the identical path layout,
 installed entry by entry; a damaged copy installs nothing; an entry already there is kept; a
 dropped key removes its entries."""
+
 from __future__ import annotations
 
 import functools
@@ -13,12 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.configs import host_config
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.compile_cache._files import (CacheFiles, drop_command, install_command, list_command, pack_command,
-                                              parse_entries, read_key_command)
+from vfleet.roles.compile_cache._files import (
+    CacheFiles,
+    drop_command,
+    install_command,
+    list_command,
+    pack_command,
+    parse_entries,
+    read_key_command,
+)
 from vfleet.roles.compile_cache._key import key_of
 from vfleet.roles.compile_cache._stored import StoredCache, choose_entries, parse_stored
-from tests.unit.configs import host_config
 
 BACKBONE = "0a1b2c3d4e"
 AOT = "torch_aot_compile/" + "ab" * 32
@@ -37,10 +45,13 @@ def host(tmp: Path, name: str) -> CacheFiles:
 def fill(files: CacheFiles) -> None:
     """What vLLM 0.20 writes: a backbone entry with its inductor cache, an AOT entry, an old one."""
     base = Path(files.compiled)
-    for entry, rel, text in ((BACKBONE, "rank_0_0/backbone/computation_graph.py", "graph"),
-                             (BACKBONE, "rank_0_0/backbone/inductor_cache/fx/ab/cd", "kernel"),
-                             (AOT, "rank_0_0/model", "aot"), (AOT, "inductor_cache/x", "x"),
-                             (OLD, "rank_0_0/backbone/old.py", "old")):
+    for entry, rel, text in (
+        (BACKBONE, "rank_0_0/backbone/computation_graph.py", "graph"),
+        (BACKBONE, "rank_0_0/backbone/inductor_cache/fx/ab/cd", "kernel"),
+        (AOT, "rank_0_0/model", "aot"),
+        (AOT, "inductor_cache/x", "x"),
+        (OLD, "rank_0_0/backbone/old.py", "old"),
+    ):
         p = base / entry / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
@@ -52,8 +63,13 @@ def fill(files: CacheFiles) -> None:
 @functools.lru_cache(maxsize=1)
 def key():
     cfg = host_config({"vllm_version": "0.20.0"})
-    return key_of(cfg, gpu_model="NVIDIA H200", model="tiny-0123456789ab", argv=["vllm", "serve", "/m"],
-                  env=[("VLLM_CACHE_ROOT", cfg.vllm_cache_root), ("VLLM_API_KEY", "k")])
+    return key_of(
+        cfg,
+        gpu_model="NVIDIA H200",
+        model="tiny-0123456789ab",
+        argv=["vllm", "serve", "/m"],
+        env=[("VLLM_CACHE_ROOT", cfg.vllm_cache_root), ("VLLM_API_KEY", "k")],
+    )
 
 
 def packed(tmp: Path) -> tuple[CacheFiles, list[str]]:
@@ -79,10 +95,12 @@ def test_pack_then_install_on_another_host(tmp_path: Path) -> None:
     src, chosen = packed(tmp_path)
     export = Path(src.export(key().digest))
     manifest = (export / "MANIFEST.sha256").read_text()
-    assert "torch_compile_cache/0a1b2c3d4e/rank_0_0/backbone/computation_graph.py" in manifest and "key.json" in manifest
-    assert OLD not in manifest                    # another key's entry stays home
+    assert (
+        "torch_compile_cache/0a1b2c3d4e/rank_0_0/backbone/computation_graph.py" in manifest and "key.json" in manifest
+    )
+    assert OLD not in manifest  # another key's entry stays home
     assert not Path(str(export) + ".tmp").exists()
-    stored = parse_stored(bash(read_key_command(src)).stdout)     # the source now says what it holds
+    stored = parse_stored(bash(read_key_command(src)).stdout)  # the source now says what it holds
     assert stored is not None and stored.key == key().__class__.from_stored(key().stored())
     dst = host(tmp_path, "gpu02")
     copy_to(src, dst)
@@ -131,11 +149,11 @@ def test_warm_source_shares_what_its_key_recorded(tmp_path: Path) -> None:
     src, chosen = packed(tmp_path)
     entries = parse_entries(bash(list_command(src)).stdout.splitlines())
     stored = parse_stored(bash(read_key_command(src)).stdout)
-    again, why = choose_entries(entries, started_at=10 ** 10, stored=stored, key=key())
+    again, why = choose_entries(entries, started_at=10**10, stored=stored, key=key())
     assert sorted(again) == sorted(chosen) and "recorded" in why
-    every, why = choose_entries(entries, started_at=10 ** 10, stored=None, key=key())
+    every, why = choose_entries(entries, started_at=10**10, stored=None, key=key())
     assert sorted(every) == sorted([BACKBONE, AOT, OLD]) and "started warm" in why
-    assert choose_entries([], started_at=10 ** 10, stored=None, key=key())[0] == []
+    assert choose_entries([], started_at=10**10, stored=None, key=key())[0] == []
 
 
 def test_names_not_like_vllm_entries_are_refused(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The phase table `make demo` prints last, from a real lab deploy's report (trimmed to its
 steps: tests/unit/data/demo/deploy_report_lab.json, 154.5 s on the 2-core lab)."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,8 @@ def test_the_deploy_splits_by_step_group_at_its_slowest_host_slowest_first():
 def test_a_report_without_steps_gives_no_breakdown():
     assert deploy_breakdown({}) == []
     assert deploy_breakdown({"hosts": {"lab1": {"steps": [{"step": "install", "elapsed_s": None}]}}}) == [
-        ("install", 0.0)]
+        ("install", 0.0)
+    ]
 
 
 def test_the_table_names_each_phase_the_deploy_groups_and_the_total_from_the_start():
@@ -47,6 +49,7 @@ def test_mmss_rounds_to_the_second():
 
 def test_the_makefile_start_becomes_the_setup_phase(monkeypatch):
     import time
+
     monkeypatch.setenv("VFLEET_DEMO_STARTED", str(time.time() - 30))
     clock = demo._clock()
     assert clock.phases[0][0] == "setup (apt, venv)" and 29 < clock.phases[0][1] < 40

@@ -1,5 +1,6 @@
 """`deploy --batch`'s failure budget: the schema's default of 100 must not keep restarting
 batches on a unit that just failed; only a value someone set counts."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,8 +9,7 @@ from vfleet.cli.deploy_steps import _batch_budget
 
 
 def host(name, value=100, source="default"):
-    return SimpleNamespace(name=name, vars={"max_fail_percentage": value},
-                           sources={"max_fail_percentage": source})
+    return SimpleNamespace(name=name, vars={"max_fail_percentage": value}, sources={"max_fail_percentage": source})
 
 
 def play(*hosts, cli=None):

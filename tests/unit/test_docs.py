@@ -8,6 +8,7 @@ Checked in README.md and docs/*.md (not docs/evidence/, which holds historical r
   argument `foo_bar` as `--foo-bar`) or one of the core flags --help, --list, --version;
 - every `make TARGET` in a code span or block is a target of the Makefile.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 
 # Invoke's core flags the docs may use before or after a task name (takes a value?).
-CORE_FLAGS = {"--help": "optional", "-h": "optional", "--list": "optional", "-l": "optional",
-              "--version": False, "-V": False}
+CORE_FLAGS = {
+    "--help": "optional",
+    "-h": "optional",
+    "--list": "optional",
+    "-l": "optional",
+    "--version": False,
+    "-V": False,
+}
 
 # Words that stand for a task in prose ("`vfleet X` and `invoke X`", "`vfleet --help TASK`").
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*|\.\.\.)$")
@@ -32,13 +39,15 @@ PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*|\.\.\.)$")
 
 # ---- reading markdown -------------------------------------------------------------------
 
+
 @dataclass
 class Code:
     """A piece of code in a page: a code block's line or an inline code span."""
+
     path: Path
     line: int
     text: str
-    block: bool = False     # a line of a code block (not an inline span)
+    block: bool = False  # a line of a code block (not an inline span)
 
 
 def rel(path: Path) -> str:
@@ -111,7 +120,7 @@ PAGES = {path: split_page(path) for path in DOCS}
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: markup dropped, lower case, punctuation removed,
     spaces as hyphens."""
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)   # links keep their text
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # links keep their text
     text = text.replace("`", "").replace("*", "").strip().lower()
     text = re.sub(r"[^\w\- ]", "", text)
     return text.replace(" ", "-")
@@ -150,7 +159,7 @@ def links(path: Path):
 def all_links():
     for path in DOCS:
         for n, target in links(path):
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target):   # http:, https:, mailto:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
                 continue
             yield pytest.param(path, n, target, id=f"{rel(path)}:{n}:{target}")
 
@@ -161,8 +170,9 @@ def test_relative_link_points_to_something_that_exists(path, line, target):
     dest = (path.parent / file_part).resolve() if file_part else path
     assert dest.exists(), f"{rel(path)}:{line}: link to {target}: {file_part} does not exist"
     if anchor and dest.suffix == ".md":
-        assert anchor in anchors(dest), \
+        assert anchor in anchors(dest), (
             f"{rel(path)}:{line}: link to {target}: {rel(dest)} has no heading for #{anchor}"
+        )
 
 
 def test_links_were_found():
@@ -171,6 +181,7 @@ def test_links_were_found():
 
 
 # ---- commands ---------------------------------------------------------------------------
+
 
 def _contexts():
     out = {}
@@ -191,7 +202,7 @@ def words(text: str) -> list[str]:
         lex = shlex.shlex(text, posix=True, punctuation_chars=";&|<>()")
         lex.whitespace_split = True
         return list(lex)
-    except ValueError:       # an unbalanced quote in prose: plain words will do
+    except ValueError:  # an unbalanced quote in prose: plain words will do
         return text.split()
 
 
@@ -207,7 +218,7 @@ def takes_value(ctx, flag: str):
 def check_command(tool: str, rest: str) -> list[str]:
     """Problems of one command line (empty: fine)."""
     problems: list[str] = []
-    ws = words(rest.split("`", 1)[0])     # a command in a code block's `quote` ends there
+    ws = words(rest.split("`", 1)[0])  # a command in a code block's `quote` ends there
     ctx = None
     i = 0
     while i < len(ws):
@@ -225,7 +236,7 @@ def check_command(tool: str, rest: str) -> list[str]:
                 nxt = ws[i + 1] if i + 1 < len(ws) else None
                 if need == "optional":
                     if nxt is not None and not nxt.startswith("-") and nxt not in ENDS:
-                        if nxt in CONTEXTS:      # `vfleet --help deploy`
+                        if nxt in CONTEXTS:  # `vfleet --help deploy`
                             ctx = CONTEXTS[nxt]
                         i += 1
                 else:
@@ -238,7 +249,7 @@ def check_command(tool: str, rest: str) -> list[str]:
             ctx = CONTEXTS[w]
         elif ctx is None:
             if PLACEHOLDER.match(w):
-                return problems      # `vfleet X`, `vfleet TASK`: a placeholder, not a command
+                return problems  # `vfleet X`, `vfleet TASK`: a placeholder, not a command
             problems.append(f"{w!r} is not a task")
             return problems
         # else: a positional value of the task (`bench.compare A B`)
@@ -250,7 +261,7 @@ def joined(codes: list[Code]) -> list[Code]:
     """Code block lines with shell continuations (a trailing backslash) joined to the next."""
     out: list[Code] = []
     carry: Code | None = None
-    carry_next = 0   # the line a continued line goes on at
+    carry_next = 0  # the line a continued line goes on at
     for c in codes:
         if carry is not None and c.block and c.line == carry_next:
             carry = Code(c.path, carry.line, carry.text[:-1] + " " + c.text.strip(), block=True)
@@ -273,8 +284,8 @@ def commands():
     for path in DOCS:
         for c in joined(PAGES[path][0]):
             for m in COMMAND.finditer(c.text):
-                before = c.text[:m.start()].split()
-                if before and before[-1] in ("from", "import"):     # Python, not a shell line
+                before = c.text[: m.start()].split()
+                if before and before[-1] in ("from", "import"):  # Python, not a shell line
                     continue
                 yield pytest.param(c, m.group(1), m.group(2), id=f"{rel(path)}:{c.line}:{m.group(0)[:60]}")
 
@@ -294,10 +305,11 @@ def test_commands_were_found():
     assert check_command("vfleet", "--help drain") == []
     assert check_command("vfleet", "deploy --no-such-flag") == ["--no-such-flag is not a flag of task deploy"]
     assert check_command("vfleet", "deploi --check") == ["'deploi' is not a task"]
-    assert check_command("vfleet", "restart --batch 1 && vfleet nonsense") == []   # the second is its own match
+    assert check_command("vfleet", "restart --batch 1 && vfleet nonsense") == []  # the second is its own match
 
 
 # ---- make targets -----------------------------------------------------------------------
+
 
 def make_targets() -> set[str]:
     targets = set()
@@ -320,5 +332,4 @@ def make_uses():
 
 @pytest.mark.parametrize(("code", "target"), list(make_uses()))
 def test_documented_make_target_exists(code, target):
-    assert target in make_targets(), \
-        f"{rel(code.path)}:{code.line}: `make {target}`: no such target in the Makefile"
+    assert target in make_targets(), f"{rel(code.path)}:{code.line}: `make {target}`: no such target in the Makefile"

@@ -1,5 +1,6 @@
 """The engine on a local connection (`ansible_connection: local`): operations, check mode,
 diffs, handlers, the report and the CLI's exit codes. Real files, real shell, no SSH."""
+
 from __future__ import annotations
 
 import json
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.engine.inventory import load_inventory
 from vfleet.config.variables import SCHEMA
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.inventory import load_inventory
 from vfleet.engine.operations import ensure_directory, ensure_symlink, put_file, run_command
 from vfleet.engine.report import report_dict, write_json_atomic
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostFailed, Play, RunOptions
 from vfleet.roles.rollout._batches import batch_sizes
-from vfleet.engine.errors import VfleetError
 
 
 @pytest.fixture
@@ -36,9 +37,11 @@ def test_put_file_check_apply_idempotent_and_diff(local_inv, tmp_path):
     notified = []
     for check, expect in ((True, Status.CHANGED), (False, Status.CHANGED), (False, Status.OK)):
         play = play_for(local_inv, check=check, diff=True)
-        play.run_step("put", lambda ctx: put_file(ctx, str(target) + "." + ctx.name, "a=1\n", mode="0640",
-                                                  notify="h"),
-                      handlers={"h": lambda ctx: notified.append(ctx.name)})
+        play.run_step(
+            "put",
+            lambda ctx: put_file(ctx, str(target) + "." + ctx.name, "a=1\n", mode="0640", notify="h"),
+            handlers={"h": lambda ctx: notified.append(ctx.name)},
+        )
         for name, r in play.results.items():
             assert r.steps[-1].status is expect, (check, r.steps[-1])
         if check:
@@ -50,7 +53,9 @@ def test_put_file_check_apply_idempotent_and_diff(local_inv, tmp_path):
 
 def test_sensitive_file_diff_hides_content(local_inv, tmp_path):
     play = play_for(local_inv, check=True, diff=True)
-    play.run_step("put", lambda ctx: put_file(ctx, str(tmp_path / "env"), "VLLM_API_KEY=sk-hidden-value\n", sensitive=True))
+    play.run_step(
+        "put", lambda ctx: put_file(ctx, str(tmp_path / "env"), "VLLM_API_KEY=sk-hidden-value\n", sensitive=True)
+    )
     d = play.results["localhost"].steps[-1].diff
     assert "sk-hidden-value" not in d and "not shown" in d
 
@@ -58,10 +63,20 @@ def test_sensitive_file_diff_hides_content(local_inv, tmp_path):
 def test_symlink_and_directory(local_inv, tmp_path):
     d = tmp_path / "dir"
     play = play_for(local_inv)
-    play.run_step("a", lambda ctx: (ensure_directory(ctx, str(d), mode="0700"),
-                                    ensure_symlink(ctx, str(d / f"cur-{ctx.name}"), "/tmp")))
-    play.run_step("b", lambda ctx: (ensure_directory(ctx, str(d), mode="0700"),
-                                    ensure_symlink(ctx, str(d / f"cur-{ctx.name}"), "/tmp")))
+    play.run_step(
+        "a",
+        lambda ctx: (
+            ensure_directory(ctx, str(d), mode="0700"),
+            ensure_symlink(ctx, str(d / f"cur-{ctx.name}"), "/tmp"),
+        ),
+    )
+    play.run_step(
+        "b",
+        lambda ctx: (
+            ensure_directory(ctx, str(d), mode="0700"),
+            ensure_symlink(ctx, str(d / f"cur-{ctx.name}"), "/tmp"),
+        ),
+    )
     steps = play.results["localhost"].steps
     assert [s.status for s in steps] == [Status.CHANGED, Status.CHANGED, Status.OK, Status.OK]
     assert os.readlink(d / "cur-localhost") == "/tmp"
@@ -94,9 +109,18 @@ def test_command_timeout_local(local_inv):
     assert "timed out after 1s" in play.results["localhost"].steps[-1].message
 
 
-@pytest.mark.parametrize("spec,total,expected", [
-    ("1", 3, [1, 1, 1]), ("2", 3, [2, 1]), ("25%", 8, [2, 2, 2, 2]), ("1,25%,100%", 10, [1, 2, 7]),
-    ("100%", 2, [2]), ("10%", 3, [1, 1, 1]), ("1,50%", 5, [1, 2, 2])])
+@pytest.mark.parametrize(
+    "spec,total,expected",
+    [
+        ("1", 3, [1, 1, 1]),
+        ("2", 3, [2, 1]),
+        ("25%", 8, [2, 2, 2, 2]),
+        ("1,25%,100%", 10, [1, 2, 7]),
+        ("100%", 2, [2]),
+        ("10%", 3, [1, 1, 1]),
+        ("1,50%", 5, [1, 2, 2]),
+    ],
+)
 def test_batch_sizes_like_ansible_serial(spec, total, expected):
     assert batch_sizes(spec, total) == expected
 
@@ -126,16 +150,26 @@ def test_cli_invalid_inventory_exits_2_with_one_line_errors(tmp_path):
 
 def test_cli_inventory_masks_secrets_and_graphs(tmp_path, monkeypatch):
     inv = tmp_path / "inv.yaml"
-    inv.write_text("all:\n  vars:\n    api_key_env: VF_TEST_KEY\n  children:\n    vllm:\n      hosts:\n        gpu[01:02]:\n")
+    inv.write_text(
+        "all:\n  vars:\n    api_key_env: VF_TEST_KEY\n  children:\n    vllm:\n      hosts:\n        gpu[01:02]:\n"
+    )
     env = dict(os.environ, VF_TEST_KEY="sk-very-secret")
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "inventory", "--inventory", str(inv)], capture_output=True,
-                       text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "inventory", "--inventory", str(inv)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     assert "sk-very-secret" not in p.stdout
     data = json.loads(p.stdout)
     assert sorted(data["_meta"]["hostvars"]) == ["gpu01", "gpu02"]
-    g = subprocess.run([sys.executable, "-m", "vfleet.cli", "inventory", "--inventory", str(inv), "--graph"],
-                       capture_output=True, text=True, env=env)
+    g = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "inventory", "--inventory", str(inv), "--graph"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert "@vllm" in g.stdout and "gpu02" in g.stdout
 
 
@@ -146,9 +180,28 @@ def test_cli_limit_that_matches_nothing(local_inv):
 
 def test_cli_menu_lists_every_task_with_flag_help():
     p = vfleet("--list")
-    for name in ("deploy", "preflight", "preflight.capture", "plan", "weights", "install", "service", "gateway",
-                 "smoke", "verify", "restart", "upgrade", "drain", "undrain", "bench", "inventory", "run",
-                 "lab.up", "lab.down", "lab.status"):
+    for name in (
+        "deploy",
+        "preflight",
+        "preflight.capture",
+        "plan",
+        "weights",
+        "install",
+        "service",
+        "gateway",
+        "smoke",
+        "verify",
+        "restart",
+        "upgrade",
+        "drain",
+        "undrain",
+        "bench",
+        "inventory",
+        "run",
+        "lab.up",
+        "lab.down",
+        "lab.status",
+    ):
         assert f"  {name} " in p.stdout or f"({name})" in p.stdout, name
     for task in ("deploy", "restart", "preflight", "lab.up"):
         h = vfleet("--help", task)

@@ -1,12 +1,13 @@
 """eval.compare's verdict at its boundaries, the items it names, and the gate file."""
+
 from __future__ import annotations
 
 import pytest
 
-from vfleet.engine.errors import VfleetError
+from tests.unit.test_eval_report import item, report
 from vfleet.clients.eval.compare import Thresholds, compare
 from vfleet.clients.eval.gate_config import load_gate
-from tests.unit.test_eval_report import item, report
+from vfleet.engine.errors import VfleetError
 
 
 def scored(n_pass: int, n: int = 100, divergence: float | None = None, **measured):
@@ -28,10 +29,22 @@ def test_divergence_at_the_threshold_passes_and_over_it_fails(div, passed):
 
 
 def test_regressed_items_are_named_worst_first_and_setup_changes_listed():
-    a = report(item("capital-france", True), item("add-small", True), item("x", True), item("y", True),
-               vllm_version="0.19.1", dtype="bfloat16")
-    b = report(item("capital-france", False), item("add-small", False, error="HTTP 400: too long"),
-               item("x", True, 0.9), item("y", True, 0.4), vllm_version="0.20.0", dtype="bfloat16")
+    a = report(
+        item("capital-france", True),
+        item("add-small", True),
+        item("x", True),
+        item("y", True),
+        vllm_version="0.19.1",
+        dtype="bfloat16",
+    )
+    b = report(
+        item("capital-france", False),
+        item("add-small", False, error="HTTP 400: too long"),
+        item("x", True, 0.9),
+        item("y", True, 0.4),
+        vllm_version="0.20.0",
+        dtype="bfloat16",
+    )
     c = compare(a, b, Thresholds())
     assert not c.passed
     assert c.regressed[0].startswith("capital-france: passed -> failed (reply 'reply capital-france')")
@@ -75,21 +88,31 @@ def test_gate_file(tmp_path):
 def referenced(n: int, divergences: list[float | None], errors: dict[int, str] | None = None, **more):
     """B run against A over n items: item k has divergences[k] (scored_tokens 0 when None)."""
     errors = errors or {}
-    return report(*(item(f"i{k}", True, d, scored_tokens=0 if d is None else 5, error=errors.get(k))
-                    for k, d in enumerate(divergences)), **more)
+    return report(
+        *(
+            item(f"i{k}", True, d, scored_tokens=0 if d is None else 5, error=errors.get(k))
+            for k, d in enumerate(divergences)
+        ),
+        **more,
+    )
 
 
-@pytest.mark.parametrize("b,words", [
-    (referenced(4, [None] * 4), "divergence not measured: no item of A could be scored under B"),
-    (referenced(4, [0.01, 0.01, None, None], {2: "scoring the reference reply: HTTP 400: no prompt_logprobs"}),
-     "divergence not measured on 1 item(s): scoring failed (first: i2)"),
-    (referenced(4, [0.01, None, None, None]), "divergence measured on only 1 of 4 item(s) (fewer than half)"),
-])
+@pytest.mark.parametrize(
+    "b,words",
+    [
+        (referenced(4, [None] * 4), "divergence not measured: no item of A could be scored under B"),
+        (
+            referenced(4, [0.01, 0.01, None, None], {2: "scoring the reference reply: HTTP 400: no prompt_logprobs"}),
+            "divergence not measured on 1 item(s): scoring failed (first: i2)",
+        ),
+        (referenced(4, [0.01, None, None, None]), "divergence measured on only 1 of 4 item(s) (fewer than half)"),
+    ],
+)
 def test_a_divergence_not_measured_fails_when_b_ran_against_a(b, words):
     a = scored(4, 4)
     c = compare(a, b, Thresholds(), reference_required=True)
     assert not c.passed and words in c.line() and c.line().startswith("eval gate: FAILED")
-    assert not compare(a, b, Thresholds()).passed     # B carries divergence fields: it ran against A
+    assert not compare(a, b, Thresholds()).passed  # B carries divergence fields: it ran against A
 
 
 def test_the_gate_requires_a_divergence_and_half_the_items_are_enough():

@@ -4,6 +4,7 @@ parsing, scoring, divergence, files, exit codes), not vLLM. The fake tokenizes o
 character (id = code point), gives every generated token logprob -0.1, ends a reply with a stop
 token (id 3) in logprobs.content as some versions do, and scores a continuation at -0.1 - shift:
 a shift of 0.5 is a server that finds the reference replies 0.5 nats/token less likely."""
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,22 @@ REPLIES = {"capital of France": "Paris.", "two plus two": "5", "a JSON city": '`
 ITEMS = [
     {"id": "france", "messages": [{"role": "user", "content": "The capital of France?"}], "regex": "(?i)paris"},
     {"id": "sum", "messages": [{"role": "user", "content": "What is two plus two?"}], "answer": "4"},
-    {"id": "json", "messages": [{"role": "user", "content": "Give a JSON city."}],
-     "schema": {"type": "object", "required": ["city"]}},
+    {
+        "id": "json",
+        "messages": [{"role": "user", "content": "Give a JSON city."}],
+        "schema": {"type": "object", "required": ["city"]},
+    },
     {"id": "long", "messages": [{"role": "user", "content": "too long " * 5}], "answer": "x"},
 ]
 
 
 def _entry(tid: int, lp: float) -> dict:
-    return {"token": f"token_id:{tid}", "logprob": lp, "bytes": [],
-            "top_logprobs": [{"token": f"token_id:{tid}", "logprob": lp}, {"token": "token_id:32", "logprob": -2.5}]}
+    return {
+        "token": f"token_id:{tid}",
+        "logprob": lp,
+        "bytes": [],
+        "top_logprobs": [{"token": f"token_id:{tid}", "logprob": lp}, {"token": "token_id:32", "logprob": -2.5}],
+    }
 
 
 class FakeVLLM(Listeners):
@@ -51,19 +59,44 @@ class FakeVLLM(Listeners):
                     return self.send_json(401, {"error": {"message": "bad key"}})
                 user = body["messages"][0]["content"]
                 if "too long" in user:
-                    return self.send_json(400, {"error": {"message": "This model's maximum context length is 512 tokens",
-                                                          "type": "BadRequestError", "code": 400}})
+                    return self.send_json(
+                        400,
+                        {
+                            "error": {
+                                "message": "This model's maximum context length is 512 tokens",
+                                "type": "BadRequestError",
+                                "code": 400,
+                            }
+                        },
+                    )
                 if body.get("continue_final_message"):
                     prompt = [ord(ch) for ch in f"user\n{user}\nassistant\n{body['messages'][-1]['content']}"]
-                    scores = [None] + [{str(t): {"logprob": -0.1 - fake.shift, "rank": 1, "decoded_token": chr(t)}}
-                                       for t in prompt[1:]]
-                    return self.send_json(200, {"choices": [{"message": {"content": "x"}, "finish_reason": "length",
-                                                             "logprobs": None}],
-                                                "prompt_logprobs": scores, "prompt_token_ids": None})
+                    scores = [None] + [
+                        {str(t): {"logprob": -0.1 - fake.shift, "rank": 1, "decoded_token": chr(t)}} for t in prompt[1:]
+                    ]
+                    return self.send_json(
+                        200,
+                        {
+                            "choices": [{"message": {"content": "x"}, "finish_reason": "length", "logprobs": None}],
+                            "prompt_logprobs": scores,
+                            "prompt_token_ids": None,
+                        },
+                    )
                 reply = next(r for k, r in REPLIES.items() if k in user)
                 content = [_entry(ord(ch), -0.1) for ch in reply] + [_entry(EOS, -0.01)]
-                return self.send_json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                                         "logprobs": {"content": content}, "finish_reason": "stop"}]})
+                return self.send_json(
+                    200,
+                    {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": reply},
+                                "logprobs": {"content": content},
+                                "finish_reason": "stop",
+                            }
+                        ]
+                    },
+                )
 
         super().__init__(Handler, Handler)
 
@@ -83,19 +116,28 @@ def evalset(tmp_path):
 
 def test_run_eval_records_scores_and_per_item_errors(fake, evalset):
     target = EvalTarget(f"http://127.0.0.1:{fake.vllm_port}", "tiny", KEY, "node1")
-    r = run_eval(target, load_evalset(evalset), EvalSettings(seed=5, max_tokens=24, concurrency=3),
-                 measured={"model": "tiny"})
+    r = run_eval(
+        target, load_evalset(evalset), EvalSettings(seed=5, max_tokens=24, concurrency=3), measured={"model": "tiny"}
+    )
     by = {i.id: i for i in r.items}
-    assert [i.id for i in r.items] == ["france", "sum", "json", "long"]          # file order at concurrency 3
+    assert [i.id for i in r.items] == ["france", "sum", "json", "long"]  # file order at concurrency 3
     assert by["france"].passed and by["json"].passed and by["sum"].passed is False
     assert by["france"].token_ids == [ord(c) for c in "Paris."] + [EOS] and by["france"].finish_reason == "stop"
     assert by["france"].top_logprobs[0] == {str(ord("P")): -0.1, "32": -2.5}
     assert by["long"].error == "HTTP 400: This model's maximum context length is 512 tokens"
     assert by["long"].passed is False and r.score == 0.5 and r.divergence is None
-    assert r.target == {"label": "node1", "url": target.base_url, "model": "tiny"} and KEY not in json.dumps(r.to_dict())
+    assert r.target == {"label": "node1", "url": target.base_url, "model": "tiny"} and KEY not in json.dumps(
+        r.to_dict()
+    )
     sent = [b for b in fake.bodies if "logprobs" in b]
-    assert len(sent) == 4 and all(b["temperature"] == 0 and b["seed"] == 5 and b["max_tokens"] == 24
-                                  and b["return_tokens_as_token_ids"] and b["top_logprobs"] == 5 for b in sent)
+    assert len(sent) == 4 and all(
+        b["temperature"] == 0
+        and b["seed"] == 5
+        and b["max_tokens"] == 24
+        and b["return_tokens_as_token_ids"]
+        and b["top_logprobs"] == 5
+        for b in sent
+    )
 
 
 def _eval(inv, out, *more):
@@ -126,7 +168,7 @@ def test_cli_eval_reference_and_compare(fake, tmp_path, evalset):
     ok = vfleet_cli("eval.compare", str(out / "a.json"), str(out / "b.json"))
     assert ok.returncode == 0 and "eval gate: PASSED: score 0.50 -> 0.50" in ok.stdout, ok.stdout + ok.stderr
 
-    fake.shift = 0.5          # a degraded server: 0.5 nats/token less sure of A's words
+    fake.shift = 0.5  # a degraded server: 0.5 nats/token less sure of A's words
     c = _eval(inv, out, "--host", "node1", "--evalset", evalset, "--name", "c", "--reference", str(out / "a.json"))
     assert c.returncode == 0, c.stderr
     bad = vfleet_cli("eval.compare", str(out / "a.json"), str(out / "c.json"))
@@ -140,8 +182,9 @@ def test_cli_eval_reference_and_compare(fake, tmp_path, evalset):
 
 
 def test_limit_writes_one_report_a_host_and_batch_invariance_on_says_nothing(fake, tmp_path, evalset):
-    inv = bench_inventory(tmp_path, fake.port, fake.vllm_port, KEY, vllm_version='"0.32.0"',
-                          vllm_env="{VLLM_BATCH_INVARIANT: '1'}")
+    inv = bench_inventory(
+        tmp_path, fake.port, fake.vllm_port, KEY, vllm_version='"0.32.0"', vllm_env="{VLLM_BATCH_INVARIANT: '1'}"
+    )
     p = _eval(inv, tmp_path, "--limit", "vllm", "--evalset", evalset, "--report", str(tmp_path / "all.json"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "eval-node1.json").is_file() and "note:" not in p.stdout
@@ -154,7 +197,7 @@ def test_unreachable_target_and_bad_input_are_one_line(tmp_path, evalset):
         s.bind(("127.0.0.1", 0))
     ports = [s.getsockname()[1] for s in socks]
     for s in socks:
-        s.close()                  # nothing listens there now
+        s.close()  # nothing listens there now
     inv = bench_inventory(tmp_path, ports[0], ports[1], KEY)
     p = _eval(inv, tmp_path, "--host", "node1", "--evalset", evalset)
     assert p.returncode == 2 and p.stderr.startswith("error: node1: cannot reach http://127.0.0.1:"), p.stderr

@@ -1,14 +1,15 @@
 """Eval sets: the built-in one loads and its reference replies pass their own expectations; a
 hostile or broken file is refused with FILE:LINE, what is wrong and the fix, never a traceback."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from vfleet.engine.errors import VfleetError
 from vfleet.clients.eval.evalset import load_evalset
 from vfleet.clients.eval.scoring import score
+from vfleet.engine.errors import VfleetError
 
 MSG = [{"role": "user", "content": "Say hi."}]
 
@@ -27,8 +28,12 @@ def _write(tmp_path, *lines: str):
 
 
 def test_a_good_file_loads_in_order_blank_lines_skipped(tmp_path):
-    path = _write(tmp_path, json.dumps({"id": "a", "messages": MSG, "answer": "hi"}), "",
-                  json.dumps({"id": "b.2", "messages": MSG, "max_tokens": 8}))
+    path = _write(
+        tmp_path,
+        json.dumps({"id": "a", "messages": MSG, "answer": "hi"}),
+        "",
+        json.dumps({"id": "b.2", "messages": MSG, "max_tokens": 8}),
+    )
     a, b = load_evalset(path)
     assert (a.id, a.answer, a.expectation) == ("a", "hi", "answer")
     assert (b.id, b.expectation, b.max_tokens) == ("b.2", None, 8)

@@ -1,4 +1,5 @@
 """Scoring a reply against its item's one expectation; the reason names what was wrong."""
+
 from __future__ import annotations
 
 from vfleet.clients.eval.evalset import EvalItem

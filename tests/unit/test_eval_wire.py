@@ -1,5 +1,6 @@
 """Parsing what a real vLLM 0.32.0 answered (tests/unit/data/eval/, captured from the lab's CPU
 server) and the divergence arithmetic on those shapes."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def test_a_server_that_ignored_token_ids_is_named():
 
 def test_prompt_scores_from_prompt_logprobs_without_prompt_token_ids():
     data = capture("prompt-logprobs")
-    assert data["prompt_token_ids"] is None       # what 0.32.0 sent without return_token_ids
+    assert data["prompt_token_ids"] is None  # what 0.32.0 sent without return_token_ids
     got = wire.parse_prompt_scores(data)
     assert len(got.token_ids) == 15 and got.logprobs[0] is None
     # the prompt's own token is the first key; "2" (rank 57) before the top-1 "373"
@@ -43,10 +44,10 @@ def test_prompt_scores_from_prompt_logprobs_without_prompt_token_ids():
 
 def test_prompt_token_ids_are_used_when_sent():
     data = capture("prompt-logprobs")
-    data["prompt_token_ids"] = [9] + [373] * 14   # the top-1 of each entry, say
+    data["prompt_token_ids"] = [9] + [373] * 14  # the top-1 of each entry, say
     got = wire.parse_prompt_scores(data)
     assert got.token_ids[1] == 373 and got.logprobs[1] == pytest.approx(-5.522543430328369)
-    assert got.logprobs[-1] is None               # 373 is not in the last entry
+    assert got.logprobs[-1] is None  # 373 is not in the last entry
 
 
 def test_no_prompt_logprobs_is_an_error():
@@ -60,7 +61,7 @@ def _reference(n: int = 3):
 
 
 def test_the_same_server_scores_its_own_reply_at_zero_divergence():
-    """" help help help" generated, then scored as a continuation on the same server: the
+    """ " help help help" generated, then scored as a continuation on the same server: the
     prompt's last three logprobs are the generated ones, bit for bit."""
     ids, lps = _reference()
     d = divergence(ids, lps, wire.parse_prompt_scores(capture("prompt-logprobs")))
@@ -77,8 +78,9 @@ def test_divergence_is_absolute_so_sharper_tokens_and_mixed_signs_do_not_cancel(
     ids, lps = _reference()
     sharper = divergence(ids, [lp - 0.3 for lp in lps], wire.parse_prompt_scores(capture("prompt-logprobs")))
     assert sharper.value == pytest.approx(0.3) and sharper.signed == pytest.approx(-0.3)
-    mixed = divergence(ids, [lp + s for lp, s in zip(lps, (0.3, -0.3, 0.0))],
-                       wire.parse_prompt_scores(capture("prompt-logprobs")))
+    mixed = divergence(
+        ids, [lp + s for lp, s in zip(lps, (0.3, -0.3, 0.0))], wire.parse_prompt_scores(capture("prompt-logprobs"))
+    )
     assert mixed.value == pytest.approx(0.2) and mixed.signed == pytest.approx(0.0)
 
 

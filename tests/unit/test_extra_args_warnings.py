@@ -1,24 +1,30 @@
 """A host that runs with vLLM's protection widened on purpose (vllm_allow_unsafe, or
 trust_remote_code) says so in preflight (a `vllm.unsafe` warning per host) and in smoke (a
 printed warning line, kept in the report)."""
+
 from __future__ import annotations
 
 import io
 
 from rich.console import Console
 
+from tests.unit.configs import host_config
+from tests.unit.service_cases import LAB
 from vfleet.clients import smoke
+from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
 from vfleet.engine.report import report_dict
 from vfleet.engine.runner import Play, RunOptions
-from vfleet.config.variables import SCHEMA
 from vfleet.roles.preflight._checks import host_checks
 from vfleet.roles.preflight._unsafe_checks import check_unsafe
-from tests.unit.configs import host_config
-from tests.unit.service_cases import LAB
 
-DEV = {**LAB, "vllm_env": {"VLLM_SERVER_DEV_MODE": "1"}, "vllm_allow_unsafe": ["dev_mode", "local_media"],
-       "vllm_extra_args": ["--allowed-local-media-path", "/srv/media"], "trust_remote_code": True}
+DEV = {
+    **LAB,
+    "vllm_env": {"VLLM_SERVER_DEV_MODE": "1"},
+    "vllm_allow_unsafe": ["dev_mode", "local_media"],
+    "vllm_extra_args": ["--allowed-local-media-path", "/srv/media"],
+    "trust_remote_code": True,
+}
 
 
 def test_preflight_warns_per_host_for_each_widened_protection():

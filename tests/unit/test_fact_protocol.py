@@ -1,6 +1,7 @@
 """The engine's one fact protocol (vfleet/engine/fact_protocol.py), run for real under `sh` (and
 dash where installed): every fact's output comes back exactly as printed, under its own key;
 a fact that fails, exits, reads stdin or hangs spoils only itself; parallel facts overlap."""
+
 from __future__ import annotations
 
 import shutil
@@ -48,8 +49,9 @@ class Lines:
 
 def run(facts: dict[str, Any], shell: str = "sh", parallel: bool = False) -> tuple[dict[str, Any], float]:
     t0 = time.monotonic()
-    r = subprocess.run([shell, "-s"], input=fact_script(facts, parallel=parallel), capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [shell, "-s"], input=fact_script(facts, parallel=parallel), capture_output=True, text=True, timeout=60
+    )
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     return results(facts, read_outputs(r.stdout)), took
@@ -60,11 +62,11 @@ CASES = [
     ("printf 'no newline'", Output("no newline", "", 0)),
     ("printf 'two\\n\\n'", Output("two\n\n", "", 0)),
     ("echo out; echo err >&2; exit 3", Output("out\n", "err\n", 3)),
-    ("cat; echo after", Output("after\n", "", 0)),              # stdin is /dev/null, not the script
-    ("exit 7", Output("", "", 7)),                              # ends its own subshell only
-    ("nosuchcommand-vfleet", None),                             # checked below: 127 and a message
+    ("cat; echo after", Output("after\n", "", 0)),  # stdin is /dev/null, not the script
+    ("exit 7", Output("", "", 7)),  # ends its own subshell only
+    ("nosuchcommand-vfleet", None),  # checked below: 127 and a message
     (f"echo '{MARK} BEGIN x'", Output(f"{MARK} BEGIN x\n", "", 0)),
-    ("echo $LC_ALL", Output("C\n", "", 0)),                     # parsers read one language
+    ("echo $LC_ALL", Output("C\n", "", 0)),  # parsers read one language
 ]
 
 
@@ -87,17 +89,19 @@ def test_line_facts_read_stdout_lines_and_missing_sections() -> None:
 
 
 def test_a_fact_that_hangs_is_bounded_and_parallel_facts_overlap() -> None:
-    facts = {"hangs": Raw("echo started; sleep 30; echo never", timeout_s=1),
-             "slow1": Raw("sleep 1; echo one"), "slow2": Raw("sleep 1; echo two")}
+    facts = {
+        "hangs": Raw("echo started; sleep 30; echo never", timeout_s=1),
+        "slow1": Raw("sleep 1; echo one"),
+        "slow2": Raw("sleep 1; echo two"),
+    }
     got, took = run(facts, parallel=True)
     assert got["hangs"] == Output("started\n", "", 124)
     assert (got["slow1"].stdout, got["slow2"].stdout) == ("one\n", "two\n")
-    assert took < 2.8, took       # one after the other: 3 s or more (1 s each, the hung one cut at 1 s)
+    assert took < 2.8, took  # one after the other: 3 s or more (1 s each, the hung one cut at 1 s)
 
 
 def test_a_cut_off_output_keeps_only_its_complete_sections() -> None:
-    out = (f"{MARK} BEGIN a\n1\n\n{MARK} STDERR a\n\n{MARK} END a 0\n"
-           f"{MARK} BEGIN b\n2\n")
+    out = f"{MARK} BEGIN a\n1\n\n{MARK} STDERR a\n\n{MARK} END a 0\n{MARK} BEGIN b\n2\n"
     assert read_outputs(out) == {"a": Output("1\n", "", 0)}
     assert read_outputs("") == {}
 

@@ -2,6 +2,7 @@
 config is built once, however many steps need them, and the runner's host contexts hold those
 same configs. Counted on real task runs, in this process: `render` (every file deploy would
 write, replicas included) and `restart` (with a multi-host replica: the rollout over units)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -10,14 +11,14 @@ from pathlib import Path
 import pytest
 from invoke import Context
 
-from vfleet.engine import lock
-from vfleet.engine.inventory import load_inventory
+from vfleet.cli.common import make_play, select
+from vfleet.cli.options import TaskOptions
 from vfleet.config import replicas
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import SCHEMA
-from vfleet.cli.common import make_play, select
-from vfleet.cli.options import TaskOptions
+from vfleet.engine import lock
+from vfleet.engine.inventory import load_inventory
 
 INV = Path(__file__).parent / "data" / "replica" / "inventory.yaml"
 
@@ -45,11 +46,11 @@ def counted(monkeypatch) -> Counter:
 def test_the_model_answers_who_serves_routes_and_is_a_member():
     fleet = Fleet.of(load_inventory(INV, schema=SCHEMA))
     assert [h.name for h in fleet.vllm_hosts] == ["gpu01", "gpu02", "gpu03"]
-    assert [h.name for h in fleet.serving_hosts] == ["gpu01", "gpu03"]   # a worker serves no HTTP
+    assert [h.name for h in fleet.serving_hosts] == ["gpu01", "gpu03"]  # a worker serves no HTTP
     assert [h.name for h in fleet.gateways] == ["gw"] and fleet.monitoring_hosts == []
     assert fleet.members == {"gpu01", "gpu02"} and fleet.workers == {"gpu02"}
     assert fleet.replica_of("gpu02") is fleet.replicas["r1"] and fleet.replica_of("gpu03") is None
-    assert "ray==2.60.0" in fleet.config("gpu01").install_spec.pins   # a member's config is member_config's
+    assert "ray==2.60.0" in fleet.config("gpu01").install_spec.pins  # a member's config is member_config's
     assert fleet.configs_of(fleet.gateways) == [fleet.config("gw")]
 
 
@@ -86,5 +87,5 @@ def test_restart_with_a_replica_finds_it_once(counted, tmp_path, monkeypatch):
 
     monkeypatch.setattr(rolling.Rollout, "run", run)
     rollout.restart(Context(), inventory=str(inv))
-    assert seen == [("ReplicaRollout", ["gpu01", "gpu03"], ["gpu01", "gpu03"])]   # units, keyed by their head
+    assert seen == [("ReplicaRollout", ["gpu01", "gpu03"], ["gpu01", "gpu03"])]  # units, keyed by their head
     assert counted == Counter({"replicas": 1, "gpu01": 1, "gpu02": 1, "gpu03": 1, "gw": 1}), counted

@@ -1,5 +1,6 @@
 """The fleet lock's shell, run here against a lock file in a temp dir (no host needed):
 one taker wins, a live holder is named, an expired one is taken over, release is owner-only."""
+
 from __future__ import annotations
 
 import subprocess

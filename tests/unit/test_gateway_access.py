@@ -1,6 +1,7 @@
 """A gateway's tenants and TLS files (vfleet/config/gateway_access.py), through the real loader:
 a tenant list becomes typed values with its keys read once, and every hostile value is one line
 naming the key and the fix, never a key."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,11 +33,21 @@ def key_file(folder: Path, name: str, key: str, mode: int = 0o600) -> str:
     return str(path)
 
 
-def write_inventory(folder: Path, gw_vars: dict[str, Any], *, gateways: tuple[str, ...] = ("gw1",),
-                    vllm_vars: dict[str, Any] | None = None) -> Path:
-    data = {"all": {"children": {
-        "vllm": {"hosts": {"gpu01": {**LAB_VARS, **(vllm_vars or {})}}},
-        "gateways": {"hosts": {g: {} for g in gateways}, "vars": gw_vars}}}}
+def write_inventory(
+    folder: Path,
+    gw_vars: dict[str, Any],
+    *,
+    gateways: tuple[str, ...] = ("gw1",),
+    vllm_vars: dict[str, Any] | None = None,
+) -> Path:
+    data = {
+        "all": {
+            "children": {
+                "vllm": {"hosts": {"gpu01": {**LAB_VARS, **(vllm_vars or {})}}},
+                "gateways": {"hosts": {g: {} for g in gateways}, "vars": gw_vars},
+            }
+        }
+    }
     path = folder / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -63,13 +74,28 @@ def one_problem(folder: Path, gw_vars: dict[str, Any], **kw: Any) -> str:
 # ---------------------------------------------------------------------------- typed values
 def test_a_tenant_list_loads_into_typed_values(tmp_path, monkeypatch):
     monkeypatch.setenv("BATCH_KEY", KEY_B)
-    cfg = host_config({"gateway_tenants": [
-        {"name": "search", "key_file": key_file(tmp_path, "search", KEY_A), "rate": "10r/s",
-         "burst": 20, "models": ["tiny", "Qwen/Qwen2.5-7B"], "max_concurrent": 8, "max_tokens": 512},
-        {"name": "batch", "key_env": "BATCH_KEY", "rate": "60r/m"}]}, name="gw1", group="gateways")
+    cfg = host_config(
+        {
+            "gateway_tenants": [
+                {
+                    "name": "search",
+                    "key_file": key_file(tmp_path, "search", KEY_A),
+                    "rate": "10r/s",
+                    "burst": 20,
+                    "models": ["tiny", "Qwen/Qwen2.5-7B"],
+                    "max_concurrent": 8,
+                    "max_tokens": 512,
+                },
+                {"name": "batch", "key_env": "BATCH_KEY", "rate": "60r/m"},
+            ]
+        },
+        name="gw1",
+        group="gateways",
+    )
     assert cfg.gateway_tenants == (
         Tenant("search", KEY_A, "10r/s", 20, ("tiny", "Qwen/Qwen2.5-7B"), 8, 512),
-        Tenant("batch", KEY_B, "60r/m"))
+        Tenant("batch", KEY_B, "60r/m"),
+    )
     batch = cfg.gateway_tenants[1]
     assert (batch.burst, batch.models, batch.max_concurrent, batch.max_tokens) == (0, None, None, None)
     assert batch.key_sha256 == hashlib.sha256(KEY_B.encode()).hexdigest()
@@ -113,23 +139,29 @@ def tenant(**fields: Any) -> dict[str, Any]:
     return {"name": "search", "rate": "10r/s", **fields}
 
 
-@pytest.mark.parametrize("fields, where, words", [
-    ({"key_env": "SEARCH_KEY", "key_file": "/etc/k"}, "gateway_tenants[0]:", "set exactly one"),
-    ({}, "gateway_tenants[0]:", "neither key_file nor key_env"),
-    ({"key_file": "keys/search.key"}, "gateway_tenants[0].key_file:", "write it absolute"),
-    ({"key_file": "/nonexistent/search.key"}, "gateway_tenants[0].key_file:", "no such file"),
-    ({"key_env": "VFLEET_TEST_UNSET_KEY"}, "gateway_tenants[0].key_env:", "not set or empty"),
-])
+@pytest.mark.parametrize(
+    "fields, where, words",
+    [
+        ({"key_env": "SEARCH_KEY", "key_file": "/etc/k"}, "gateway_tenants[0]:", "set exactly one"),
+        ({}, "gateway_tenants[0]:", "neither key_file nor key_env"),
+        ({"key_file": "keys/search.key"}, "gateway_tenants[0].key_file:", "write it absolute"),
+        ({"key_file": "/nonexistent/search.key"}, "gateway_tenants[0].key_file:", "no such file"),
+        ({"key_env": "VFLEET_TEST_UNSET_KEY"}, "gateway_tenants[0].key_env:", "not set or empty"),
+    ],
+)
 def test_where_the_key_comes_from(tmp_path, fields, where, words):
     msg = one_problem(tmp_path, {"gateway_tenants": [tenant(**fields)]})
     assert f"vars.{where}" in msg and words in msg, msg
 
 
-@pytest.mark.parametrize("key, words", [
-    ("short-key", "9 characters long"),
-    (KEY_A[:8] + " " + KEY_A[8:], "no client can send"),
-    (KEY_A + "\u00e9", "no client can send"),
-])
+@pytest.mark.parametrize(
+    "key, words",
+    [
+        ("short-key", "9 characters long"),
+        (KEY_A[:8] + " " + KEY_A[8:], "no client can send"),
+        (KEY_A + "\u00e9", "no client can send"),
+    ],
+)
 def test_a_weak_or_unsendable_key_is_refused_unseen(tmp_path, key, words):
     path = key_file(tmp_path, "search", key)
     msg = one_problem(tmp_path, {"gateway_tenants": [tenant(key_file=path)]})
@@ -152,8 +184,10 @@ def test_duplicate_tenant_names(tmp_path):
 
 def test_two_tenants_with_one_key_are_both_named(tmp_path, monkeypatch):
     monkeypatch.setenv("BATCH_KEY", KEY_A)
-    tenants = [tenant(key_file=key_file(tmp_path, "a", KEY_A)),
-               {"name": "batch", "key_env": "BATCH_KEY", "rate": "1r/s"}]
+    tenants = [
+        tenant(key_file=key_file(tmp_path, "a", KEY_A)),
+        {"name": "batch", "key_env": "BATCH_KEY", "rate": "1r/s"},
+    ]
     msg = one_problem(tmp_path, {"gateway_tenants": tenants})
     assert "vars.gateway_tenants[1].key_env: tenants 'search' (gateway_tenants[0]) and 'batch'" in msg
     assert "give each tenant its own key" in msg
@@ -166,21 +200,27 @@ def test_a_tenant_key_equal_to_the_gateways_api_key(tmp_path):
 
 
 def test_a_tenant_key_equal_to_a_vllm_hosts_api_key(tmp_path):
-    (msg,) = problems(tmp_path, {"gateway_tenants": [tenant(key_file=key_file(tmp_path, "a", FLEET_KEY))]},
-                      vllm_vars={"api_key": FLEET_KEY})
+    (msg,) = problems(
+        tmp_path,
+        {"gateway_tenants": [tenant(key_file=key_file(tmp_path, "a", FLEET_KEY))]},
+        vllm_vars={"api_key": FLEET_KEY},
+    )
     assert "host 'gw1': vars.gateway_tenants: tenant 'search' has the same key as the api_key of host 'gpu01'" in msg
     assert FLEET_KEY not in msg
 
 
-@pytest.mark.parametrize("row, words", [
-    (tenant(name="vfleet", key_env="X"), "vars.gateway_tenants[0].name: expected"),
-    (tenant(name="Search Team", key_env="X"), "vars.gateway_tenants[0].name: expected"),
-    (tenant(key=KEY_A), "vars.gateway_tenants[0]: unknown key 'key'"),
-    ({"name": "search", "key_env": "X"}, "vars.gateway_tenants[0]: the key 'rate' is missing"),
-    (tenant(key_env="X", models=["qwen 7b"]), "vars.gateway_tenants[0].models[0]: expected"),
-    (tenant(key_env="X", rate="10r/h"), "vars.gateway_tenants[0].rate: expected"),
-    (tenant(key_env="X", max_tokens=0), "vars.gateway_tenants[0].max_tokens: expected"),
-])
+@pytest.mark.parametrize(
+    "row, words",
+    [
+        (tenant(name="vfleet", key_env="X"), "vars.gateway_tenants[0].name: expected"),
+        (tenant(name="Search Team", key_env="X"), "vars.gateway_tenants[0].name: expected"),
+        (tenant(key=KEY_A), "vars.gateway_tenants[0]: unknown key 'key'"),
+        ({"name": "search", "key_env": "X"}, "vars.gateway_tenants[0]: the key 'rate' is missing"),
+        (tenant(key_env="X", models=["qwen 7b"]), "vars.gateway_tenants[0].models[0]: expected"),
+        (tenant(key_env="X", rate="10r/h"), "vars.gateway_tenants[0].rate: expected"),
+        (tenant(key_env="X", max_tokens=0), "vars.gateway_tenants[0].max_tokens: expected"),
+    ],
+)
 def test_the_schema_refuses_bad_fields(tmp_path, row, words):
     msg = one_problem(tmp_path, {"gateway_tenants": [row]})
     assert words in msg, msg
@@ -191,8 +231,10 @@ def test_the_schema_refuses_bad_fields(tmp_path, row, words):
 def test_a_fallback_model_is_never_the_model_itself(tmp_path):
     msg = one_problem(tmp_path, {}, vllm_vars={"gateway_fallback_model": "tiny"})
     assert "vars.gateway_fallback_model is 'tiny', the model itself" in msg
-    assert fleet(tmp_path, {}, vllm_vars={"gateway_fallback_model": "tiny-awq"}).config(
-        "gpu01").gateway_fallback_model == "tiny-awq"
+    assert (
+        fleet(tmp_path, {}, vllm_vars={"gateway_fallback_model": "tiny-awq"}).config("gpu01").gateway_fallback_model
+        == "tiny-awq"
+    )
 
 
 def test_the_cli_prints_one_line_and_exits_2(tmp_path, capsys):
@@ -218,9 +260,28 @@ def test_a_key_file_others_can_read_warns(tmp_path, capsys):
 def pems(tmp_path_factory) -> dict[str, str]:
     """A real self-signed certificate and its key (openssl), as an operator would make them."""
     d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                    "-nodes", "-keyout", str(d / "gw.key"), "-out", str(d / "gw.crt"), "-days", "2",
-                    "-subj", "/CN=gw1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            str(d / "gw.key"),
+            "-out",
+            str(d / "gw.crt"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=gw1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     (d / "gw.key").chmod(0o600)
     return {"cert": str(d / "gw.crt"), "key": str(d / "gw.key"), "ca": str(d / "gw.crt")}
 
@@ -239,21 +300,27 @@ def test_tls_makes_the_gateway_https_and_its_clients_trust_the_ca(pems):
     assert no_ca.gateway_verify is True and no_ca.gateway_url.startswith("https://")
 
 
-@pytest.mark.parametrize("which, words", [
-    (("cert",), "vars.gateway_tls_cert_file is set but gateway_tls_key_file is not"),
-    (("key",), "vars.gateway_tls_key_file is set but gateway_tls_cert_file is not"),
-    (("ca",), "vars.gateway_tls_ca_file is set but the gateway has no TLS"),
-])
+@pytest.mark.parametrize(
+    "which, words",
+    [
+        (("cert",), "vars.gateway_tls_cert_file is set but gateway_tls_key_file is not"),
+        (("key",), "vars.gateway_tls_key_file is set but gateway_tls_cert_file is not"),
+        (("ca",), "vars.gateway_tls_ca_file is set but the gateway has no TLS"),
+    ],
+)
 def test_tls_files_both_or_neither(tmp_path, pems, which, words):
     assert words in one_problem(tmp_path, tls_vars(pems, *which))
 
 
-@pytest.mark.parametrize("var, text, words", [
-    ("cert", "hello\n", "not a PEM certificate"),
-    ("key", "-----BEGIN CERTIFICATE-----\nx\n", "not a PEM private key"),
-    ("key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nx\n", "decrypt it"),
-    ("key", "", "the file is empty"),
-])
+@pytest.mark.parametrize(
+    "var, text, words",
+    [
+        ("cert", "hello\n", "not a PEM certificate"),
+        ("key", "-----BEGIN CERTIFICATE-----\nx\n", "not a PEM private key"),
+        ("key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nx\n", "decrypt it"),
+        ("key", "", "the file is empty"),
+    ],
+)
 def test_a_tls_file_that_is_not_what_it_says(tmp_path, pems, var, text, words):
     bad = tmp_path / f"bad.{var}"
     bad.write_text(text)

@@ -3,38 +3,80 @@ and answers 404 with a JSON body for anything else: vLLM's administration under 
 (/v1/load_lora_adapter), its endpoints outside /v1 that its key does not guard, /metrics. Checked
 on the rendered text and on a real nginx on loopback in front of fake backends, including paths
 that nginx normalises (`..`, %-escapes, `//`): vLLM gets the checked path, never the raw one."""
+
 import json
 
 import pytest
 
+from tests.unit.gateway_cases import GW
+from tests.unit.test_gateway_models import TWO, _post, live  # noqa: F401  (live: the fixture)
 from vfleet.roles.gateway import _render as gr
 from vfleet.roles.gateway._endpoints import API_PATHS, V1_ENDPOINTS
 from vfleet.roles.gateway._models import OPENAI_PATHS
-from tests.unit.gateway_cases import GW
-from tests.unit.test_gateway_models import TWO, _post, live  # noqa: F401  (live: the fixture)
 
-
-ADMIN = ["/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/v1/a7b/load_lora_adapter",
-         "/v1/a7b/unload_lora_adapter", "/v1/responses/resp_1", "/v1/responses/resp_1/cancel",
-         "/v1/chat/completions/render", "/v1/realtime", "/v1/messages", "/v1/", "/v1/zzz/completions",
-         "/v2/embed", "/v1/models/", "/metrics", "/metrics/", "/tokenize", "/detokenize", "/invocations",
-         "/ping", "/version", "/load", "/pooling", "/classify", "/score", "/rerank", "/sleep", "/wake_up",
-         "/reset_prefix_cache", "/collective_rpc", "/server_info", "/start_profile", "/inference/v1/generate",
-         "/scale_elastic_ep", "/docs", "/openapi.json", "/"]
+ADMIN = [
+    "/v1/load_lora_adapter",
+    "/v1/unload_lora_adapter",
+    "/v1/a7b/load_lora_adapter",
+    "/v1/a7b/unload_lora_adapter",
+    "/v1/responses/resp_1",
+    "/v1/responses/resp_1/cancel",
+    "/v1/chat/completions/render",
+    "/v1/realtime",
+    "/v1/messages",
+    "/v1/",
+    "/v1/zzz/completions",
+    "/v2/embed",
+    "/v1/models/",
+    "/metrics",
+    "/metrics/",
+    "/tokenize",
+    "/detokenize",
+    "/invocations",
+    "/ping",
+    "/version",
+    "/load",
+    "/pooling",
+    "/classify",
+    "/score",
+    "/rerank",
+    "/sleep",
+    "/wake_up",
+    "/reset_prefix_cache",
+    "/collective_rpc",
+    "/server_info",
+    "/start_profile",
+    "/inference/v1/generate",
+    "/scale_elastic_ep",
+    "/docs",
+    "/openapi.json",
+    "/",
+]
 # raw request paths nginx normalises onto an admin path, or onto an allowed one
-SNEAKY = {"/v1/chat/completions/../load_lora_adapter": None,
-          "/v1/%6coad_lora_adapter": None,
-          "/v1/chat/completions/..%2Fload_lora_adapter": None,
-          "/v1//load_lora_adapter": None,
-          "/v1/load_lora_adapter/../chat/completions": "/v1/chat/completions",
-          "/v1//chat//completions": "/v1/chat/completions",
-          "/v1/a7b/../completions": "/v1/completions"}
+SNEAKY = {
+    "/v1/chat/completions/../load_lora_adapter": None,
+    "/v1/%6coad_lora_adapter": None,
+    "/v1/chat/completions/..%2Fload_lora_adapter": None,
+    "/v1//load_lora_adapter": None,
+    "/v1/load_lora_adapter/../chat/completions": "/v1/chat/completions",
+    "/v1//chat//completions": "/v1/chat/completions",
+    "/v1/a7b/../completions": "/v1/completions",
+}
 
 
 def test_allow_list_is_vllms_inference_api():
-    assert {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses",
-            "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/score", "/v1/rerank",
-            "/v2/rerank"} == set(API_PATHS)
+    assert {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/v1/models",
+        "/v1/responses",
+        "/v1/audio/transcriptions",
+        "/v1/audio/translations",
+        "/v1/score",
+        "/v1/rerank",
+        "/v2/rerank",
+    } == set(API_PATHS)
     assert not any("lora" in p or "tokenize" in p for p in API_PATHS)
 
 
@@ -60,8 +102,9 @@ def _api_map(conf: str) -> str:
 
 def _request(conn, method: str, path: str, body: dict | None = None):
     c = conn()
-    c.request(method, path, body=json.dumps(body) if body is not None else None,
-              headers={"Content-Type": "application/json"})
+    c.request(
+        method, path, body=json.dumps(body) if body is not None else None, headers={"Content-Type": "application/json"}
+    )
     r = c.getresponse()
     return r, r.read()
 
@@ -77,7 +120,7 @@ def test_live_admin_and_unknown_paths_answer_404_json_and_reach_no_host(live):  
             assert json.loads(body)["error"]["code"] == "not_found", path
     assert seen == []
     r, body = _request(conn, "GET", "/health")
-    assert r.status == 200 and json.loads(body)["status"] == "ok"      # smoke's check of the gateway
+    assert r.status == 200 and json.loads(body)["status"] == "ok"  # smoke's check of the gateway
 
 
 def test_live_normalised_paths_send_the_checked_path(live):  # noqa: F811
@@ -100,7 +143,7 @@ def test_live_each_allowed_endpoint_reaches_the_models_host(live, path):  # noqa
     assert r.status == 200, path
     r.read()
     assert seen[-1][:2] == ("b", path + "?trace=1")
-    if path.startswith("/v1/"):      # and behind the route prefix, the prefix taken out
+    if path.startswith("/v1/"):  # and behind the route prefix, the prefix taken out
         r = _post(conn, path.replace("/v1/", "/v1/a7b/", 1), {"input": "x"})
         assert r.status == 200, path
         r.read()

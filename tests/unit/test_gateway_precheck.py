@@ -2,6 +2,7 @@
 host (vfleet/roles/gateway/_precheck.py, vfleet/cli/deploy_steps.py check_gateways): a config the
 gateway cannot render, or one `nginx -t` rejects on the controller, is exit 2 with nothing
 connected. And what nginx -t taught about scale: an upstream zone sized by its servers."""
+
 import dataclasses
 import os
 import shutil
@@ -12,11 +13,11 @@ import pytest
 
 import vfleet.roles.gateway as gateway_face
 import vfleet.roles.gateway._precheck as precheck
+from tests.unit.gateway_cases import BACKENDS, GW
+from tests.unit.test_hostile_inputs import run_case
 from vfleet.roles.gateway import _render as gr
 from vfleet.roles.gateway._files import GatewayFiles, render_files
 from vfleet.roles.gateway._render import Backend
-from tests.unit.gateway_cases import BACKENDS, GW
-from tests.unit.test_hostile_inputs import run_case
 
 
 def _edited(files: GatewayFiles, edit: Callable[[str], str]) -> GatewayFiles:
@@ -41,8 +42,10 @@ def test_controller_nginx_accepts_host_names_it_cannot_resolve_and_any_listen_ad
 
 
 def test_controller_nginx_rejection_is_one_line_with_nginx_words():
-    files = _edited(render_files(BACKENDS[:1], GW, access_log=precheck.SCRATCH_LOG),
-                    lambda conf: conf.replace("least_conn;", "least_conn"))
+    files = _edited(
+        render_files(BACKENDS[:1], GW, access_log=precheck.SCRATCH_LOG),
+        lambda conf: conf.replace("least_conn;", "least_conn"),
+    )
     why = precheck.nginx_test(shutil.which("nginx"), files)
     assert why and "\n" not in why and "vfleet-nginx-t-" not in why, why
 
@@ -56,7 +59,9 @@ def test_controller_nginx_without_njs_leaves_the_test_to_each_gateway(monkeypatc
 
 def _fake_nginx(tmp_path: Path) -> str:
     script = tmp_path / "nginx"
-    script.write_text("#!/bin/sh\necho 'nginx: [emerg] 1#1: unknown directive \"bogus\" in conf.d/x.conf:3' >&2\nexit 1\n")
+    script.write_text(
+        "#!/bin/sh\necho 'nginx: [emerg] 1#1: unknown directive \"bogus\" in conf.d/x.conf:3' >&2\nexit 1\n"
+    )
     os.chmod(script, 0o755)
     return str(script)
 
@@ -69,7 +74,7 @@ def test_deploy_stops_before_any_host_when_nginx_t_rejects(task, tmp_path, monke
     case = {"args": [task], "code": 2}
     code, out, connections = run_case(case, tmp_path, monkeypatch, capsys)
     assert code == 2 and connections == [], out
-    assert 'error: gateway gw01: nginx -t (on the controller' in out
+    assert "error: gateway gw01: nginx -t (on the controller" in out
     assert 'unknown directive "bogus" in conf.d/x.conf:3; nothing was changed on any host' in out
 
 
@@ -83,7 +88,7 @@ def test_tasks_that_do_not_write_the_gateway_skip_its_checks(tmp_path, monkeypat
 def test_upstream_zone_grows_with_the_servers(n):
     servers = [{"server": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:8000"} for i in range(n)]
     kib = int(gr.upstream_zone_size(servers)[:-1])
-    assert kib >= 64 and kib * 1024 >= 64 * 1024 + n * 784     # measured: 784 KiB held 1,000 servers
+    assert kib >= 64 and kib * 1024 >= 64 * 1024 + n * 784  # measured: 784 KiB held 1,000 servers
 
 
 def test_nginx_t_accepts_one_model_of_2000_hosts():
@@ -93,6 +98,7 @@ def test_nginx_t_accepts_one_model_of_2000_hosts():
 
 
 # --- a controller without nginx: each gateway's own nginx -t, before any host changes -------------
+
 
 class _LocalConnection:
     """Runs a command here with bash (what a gateway host would run over SSH), and records it."""
@@ -149,10 +155,16 @@ def test_on_host_check_sends_every_file_as_a_root_only_tar():
 
 def test_on_host_check_refusal_is_nginx_words_in_one_line(monkeypatch):
     real = precheck.render_files
-    monkeypatch.setattr(precheck, "render_files",
-                        lambda bs, cfg, **kw: _edited(real(bs, cfg, **kw), lambda conf: "bogus_directive on;\n"))
-    with pytest.raises(precheck.HostFailed, match=r'^nginx -t on the gateway rejects the new config: '
-                                                  r'unknown directive "bogus_directive" in conf\.d/vfleet-gateway\.conf:1$'):
+    monkeypatch.setattr(
+        precheck,
+        "render_files",
+        lambda bs, cfg, **kw: _edited(real(bs, cfg, **kw), lambda conf: "bogus_directive on;\n"),
+    )
+    with pytest.raises(
+        precheck.HostFailed,
+        match=r"^nginx -t on the gateway rejects the new config: "
+        r'unknown directive "bogus_directive" in conf\.d/vfleet-gateway\.conf:1$',
+    ):
         precheck.check_on_host(_Ctx(_LocalConnection([])), BACKENDS[:1])
 
 
@@ -172,8 +184,9 @@ def test_on_host_check_leaves_a_gateway_without_njs_to_its_step(monkeypatch):
     from vfleet.roles.gateway._nginx import NJS_MODULE
 
     assert NJS_MODULE in precheck.ON_HOST_SCRIPT
-    monkeypatch.setattr(precheck, "ON_HOST_SCRIPT",
-                        precheck.ON_HOST_SCRIPT.replace(NJS_MODULE, "/nonexistent/ngx_http_js_module.so"))
+    monkeypatch.setattr(
+        precheck, "ON_HOST_SCRIPT", precheck.ON_HOST_SCRIPT.replace(NJS_MODULE, "/nonexistent/ngx_http_js_module.so")
+    )
     ctx = _Ctx(_LocalConnection([]))
     precheck.check_on_host(ctx, BACKENDS[:1])
     assert ctx.records[0][:2] == ("nginx -t", "skipped") and "njs module" in ctx.records[0][2]
@@ -182,21 +195,29 @@ def test_on_host_check_leaves_a_gateway_without_njs_to_its_step(monkeypatch):
 def test_deploy_without_controller_nginx_asks_the_gateway_first(tmp_path, monkeypatch, capsys):
     """The only command any host ran before the refusal is the gateway's nginx -t."""
     import vfleet.engine.runner
-    from vfleet.cli.main import program
     from tests.unit.test_hostile_inputs import _inventory
+    from vfleet.cli.main import program
 
     seen: list = []
     monkeypatch.setattr(gateway_face, "controller_nginx", lambda: None)
     monkeypatch.setattr(vfleet.engine.runner, "open_connection", lambda *a, **k: _LocalConnection(seen))
     real = precheck.render_files
-    monkeypatch.setattr(precheck, "render_files",
-                        lambda bs, cfg, **kw: _edited(real(bs, cfg, **kw),
-                                                      lambda conf: conf.replace("least_conn;", "least_conn bogus;")))
+    monkeypatch.setattr(
+        precheck,
+        "render_files",
+        lambda bs, cfg, **kw: _edited(
+            real(bs, cfg, **kw), lambda conf: conf.replace("least_conn;", "least_conn bogus;")
+        ),
+    )
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(SystemExit) as exc:
         program.run(["vfleet", "deploy", "--inventory", str(_inventory({}, tmp_path))])
     out = capsys.readouterr()
     assert exc.value.code == 2, out
-    assert "error: gateway gw01: nginx -t on the gateway rejects the new config: invalid number of arguments " \
-           "in \"least_conn\" directive" in out.err and "nothing was changed on any host" in out.err
+    assert (
+        "error: gateway gw01: nginx -t on the gateway rejects the new config: invalid number of arguments "
+        'in "least_conn" directive'
+        in out.err
+        and "nothing was changed on any host" in out.err
+    )
     assert len(seen) == 1 and "nginx -t" in seen[0]

@@ -2,17 +2,18 @@
 config it runs on loopback, and the reload command waits for the new id, failing with nginx's
 words when the master kept the old config (a refused reload that `systemctl reload` reports as
 success). Run here with `systemctl reload nginx` replaced by `true` against a real nginx."""
+
 from __future__ import annotations
 
 import dataclasses
 import subprocess
 import urllib.request
 
+from tests.unit.gateway_cases import gw
+from tests.unit.test_gateway_render import _free_port, _nginx_prefix, needs_nginx
 from vfleet.roles.gateway import _reload as reload
 from vfleet.roles.gateway._files import render_files
 from vfleet.roles.gateway._render import CONFIG_ID_PATH, Backend
-from tests.unit.gateway_cases import gw
-from tests.unit.test_gateway_render import _free_port, _nginx_prefix, needs_nginx
 
 
 def _wait_only(status_port: int, config_id: str, reload_as: str = "true") -> subprocess.CompletedProcess:
@@ -24,17 +25,22 @@ def test_every_change_of_a_file_changes_the_id():
     bs = [Backend("a1", "10.0.0.1", 8000, "a")]
     base = render_files(bs, gw())
     assert base.config_id and base.config_id in base.conf.content and len(base.config_id) == 16
-    assert render_files(bs, gw()).config_id == base.config_id                  # stable
-    assert render_files(bs, gw(), drained={"a1"}).config_id != base.config_id   # the conf
+    assert render_files(bs, gw()).config_id == base.config_id  # stable
+    assert render_files(bs, gw(), drained={"a1"}).config_id != base.config_id  # the conf
     other = dataclasses.replace(bs[0], max_tokens=5)
-    assert render_files([other], gw()).config_id != base.config_id             # the module too
+    assert render_files([other], gw()).config_id != base.config_id  # the module too
 
 
 @needs_nginx
 def test_the_wait_passes_on_the_new_id_and_fails_with_nginx_words_on_the_old(tmp_path, monkeypatch):
     status_port = _free_port()
-    cfg = gw({"gateway_port": _free_port(), "gateway_listen_address": "127.0.0.1",
-              "monitoring_gateway_status_port": status_port})
+    cfg = gw(
+        {
+            "gateway_port": _free_port(),
+            "gateway_listen_address": "127.0.0.1",
+            "monitoring_gateway_status_port": status_port,
+        }
+    )
     files = render_files([Backend("a1", "127.0.0.1", _free_port(), "a")], cfg)
     conf = _nginx_prefix(tmp_path, files, daemon=True)
     subprocess.run(["nginx", "-p", str(tmp_path), "-c", str(conf)], check=True, timeout=30)

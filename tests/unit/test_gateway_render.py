@@ -6,6 +6,7 @@ nginx is missing; the rendered text itself is tested in test_gateway_conf.py.
 The gateway's knobs come from the gateway host's HostConfig (tests/unit/configs.py builds it
 through the inventory loader and schema); the backends are Backend values, as Backend.of
 makes them from the vLLM hosts' configs."""
+
 import dataclasses
 import http.server
 import shutil
@@ -19,18 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.configs import host_config
+from tests.unit.gateway_cases import BACKENDS, GW, gw
 from vfleet.engine.errors import InventoryError
 from vfleet.roles.gateway import _render as gr
 from vfleet.roles.gateway._files import GatewayFiles, render_files
 from vfleet.roles.gateway._nginx import NJS_MODULE
 from vfleet.roles.gateway._render import Backend
-from tests.unit.configs import host_config
-from tests.unit.gateway_cases import BACKENDS, GW, gw
 
 needs_nginx = pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 
 
 # --- real nginx ---------------------------------------------------------------------
+
 
 def _nginx_prefix(tmp_path: Path, conf: "str | GatewayFiles", daemon: bool = False) -> Path:
     """A minimal nginx.conf (njs loaded) whose http{} includes conf.d/*.conf, like Debian's,
@@ -46,20 +48,21 @@ def _nginx_prefix(tmp_path: Path, conf: "str | GatewayFiles", daemon: bool = Fal
         (tmp_path / f.relative).write_text(f.content.replace(gr.ACCESS_LOG, str(tmp_path / "access.json")))
     conf = tmp_path / "nginx.conf"
     conf.write_text(
-        f"load_module {NJS_MODULE};\n" + ("" if daemon else "daemon off;\n") +
-        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
+        f"load_module {NJS_MODULE};\n"
+        + ("" if daemon else "daemon off;\n")
+        + f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
         "events { worker_connections 64; }\n"
         f"http {{\n access_log {tmp_path}/access.log;\n"
         f" client_body_temp_path {tmp_path}/body; proxy_temp_path {tmp_path}/proxy;\n"
         f" fastcgi_temp_path {tmp_path}/fcgi; uwsgi_temp_path {tmp_path}/uwsgi;"
         f" scgi_temp_path {tmp_path}/scgi;\n"
-        f" include {tmp_path}/conf.d/*.conf;\n}}\n")
+        f" include {tmp_path}/conf.d/*.conf;\n}}\n"
+    )
     return conf
 
 
 def _nginx_t(tmp_path: Path, conf: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(conf)],
-                          capture_output=True, text=True)
+    return subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(conf)], capture_output=True, text=True)
 
 
 # host names must resolve for nginx -t: use IPs only here
@@ -76,13 +79,23 @@ def test_nginx_t_accepts_rendered_config(tmp_path, drained):
 
 
 @needs_nginx
-@pytest.mark.parametrize("vars", [
-    {"gateway_port": 8080, "gateway_listen_address": "127.0.0.1", "gateway_rate_limit": "100r/m",
-     "gateway_rate_burst": 7, "gateway_client_max_body_size": "512k", "gateway_read_timeout": 5,
-     "gateway_max_fails": 0, "gateway_fail_timeout": 30},
-    {"gateway_listen_address": "::1", "gateway_client_max_body_size": "1G",
-     "gateway_fail_timeout": 1},
-], ids=["ipv4-knobs", "ipv6-listen"])
+@pytest.mark.parametrize(
+    "vars",
+    [
+        {
+            "gateway_port": 8080,
+            "gateway_listen_address": "127.0.0.1",
+            "gateway_rate_limit": "100r/m",
+            "gateway_rate_burst": 7,
+            "gateway_client_max_body_size": "512k",
+            "gateway_read_timeout": 5,
+            "gateway_max_fails": 0,
+            "gateway_fail_timeout": 30,
+        },
+        {"gateway_listen_address": "::1", "gateway_client_max_body_size": "1G", "gateway_fail_timeout": 1},
+    ],
+    ids=["ipv4-knobs", "ipv6-listen"],
+)
 def test_nginx_t_accepts_every_knob(tmp_path, vars):
     conf = _nginx_prefix(tmp_path, render_files(IP_BACKENDS, gw(vars), drained={"gpu01"}))
     r = _nginx_t(tmp_path, conf)
@@ -90,20 +103,30 @@ def test_nginx_t_accepts_every_knob(tmp_path, vars):
 
 
 @needs_nginx
-@pytest.mark.parametrize("var, value", [
-    ("gateway_rate_limit", "0r/s"), ("gateway_rate_limit", "1r/m"),
-    ("gateway_rate_limit", "100000r/s"), ("gateway_rate_burst", 0), ("gateway_rate_burst", 1),
-    ("gateway_client_max_body_size", "0"), ("gateway_client_max_body_size", "1k"),
-    ("gateway_read_timeout", 1), ("gateway_max_fails", 0), ("gateway_fail_timeout", 1),
-    ("gateway_port", 1), ("gateway_port", 65535),
-])
+@pytest.mark.parametrize(
+    "var, value",
+    [
+        ("gateway_rate_limit", "0r/s"),
+        ("gateway_rate_limit", "1r/m"),
+        ("gateway_rate_limit", "100000r/s"),
+        ("gateway_rate_burst", 0),
+        ("gateway_rate_burst", 1),
+        ("gateway_client_max_body_size", "0"),
+        ("gateway_client_max_body_size", "1k"),
+        ("gateway_read_timeout", 1),
+        ("gateway_max_fails", 0),
+        ("gateway_fail_timeout", 1),
+        ("gateway_port", 1),
+        ("gateway_port", 65535),
+    ],
+)
 def test_what_the_schema_accepts_nginx_accepts(tmp_path, var, value):
     """The schema is where an operator's value is refused, with its file and line: a value
     it lets through must not fail later at `nginx -t` on the gateway."""
     try:
         cfg = gw({var: value})
     except InventoryError:
-        return          # refused up front: fine
+        return  # refused up front: fine
     r = _nginx_t(tmp_path, _nginx_prefix(tmp_path, render_files(IP_BACKENDS, cfg)))
     assert r.returncode == 0, r.stderr
 
@@ -127,12 +150,14 @@ def test_fits_debians_stock_nginx_conf_once_default_site_is_gone(tmp_path):
     confd, sites = tmp_path / "conf.d", tmp_path / "sites-enabled"
     confd.mkdir()
     sites.mkdir()
-    text = (stock.replace("/etc/nginx/conf.d/*.conf", f"{confd}/*.conf")
-            .replace("/etc/nginx/sites-enabled/*", f"{sites}/*")
-            .replace("/run/nginx.pid", f"{tmp_path}/nginx.pid"))
+    text = (
+        stock.replace("/etc/nginx/conf.d/*.conf", f"{confd}/*.conf")
+        .replace("/etc/nginx/sites-enabled/*", f"{sites}/*")
+        .replace("/run/nginx.pid", f"{tmp_path}/nginx.pid")
+    )
     conf = tmp_path / "nginx.conf"
     conf.write_text(text)
-    (tmp_path / "modules").symlink_to(Path(NJS_MODULE).parent)   # modules-enabled/ loads njs from the prefix
+    (tmp_path / "modules").symlink_to(Path(NJS_MODULE).parent)  # modules-enabled/ loads njs from the prefix
     for f in render_files(BACKENDS[:2], GW, access_log=str(tmp_path / "access.json")).all:
         (tmp_path / f.relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f.relative).write_text(f.content)
@@ -147,6 +172,7 @@ def test_fits_debians_stock_nginx_conf_once_default_site_is_gone(tmp_path):
 
 
 # --- a live gateway on loopback in front of fake backends -----------------------------
+
 
 class _Backend(http.server.ThreadingHTTPServer):
     daemon_threads = True
@@ -199,18 +225,25 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
     a, b = _start_backend("a", hits), _start_backend("b", hits)
     port, status_port = _free_port(), _free_port()
     # the backends as a deploy makes them: Backend.of the vLLM hosts' configs
-    backends = [Backend.of(host_config({"vllm_port": srv.server_address[1]}, name=name,
-                                       address="127.0.0.1"))
-                for name, srv in (("a", a), ("b", b))]
+    backends = [
+        Backend.of(host_config({"vllm_port": srv.server_address[1]}, name=name, address="127.0.0.1"))
+        for name, srv in (("a", a), ("b", b))
+    ]
     conf_text = render_files(
         backends,
-        gw({"gateway_port": port, "gateway_listen_address": "127.0.0.1",
-            "gateway_rate_limit": "5r/s", "gateway_rate_burst": 3,
-            "monitoring_gateway_status_port": status_port}),
-        drained={"b"})
+        gw(
+            {
+                "gateway_port": port,
+                "gateway_listen_address": "127.0.0.1",
+                "gateway_rate_limit": "5r/s",
+                "gateway_rate_burst": 3,
+                "monitoring_gateway_status_port": status_port,
+            }
+        ),
+        drained={"b"},
+    )
     conf = _nginx_prefix(tmp_path, conf_text)
-    nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)],
-                             stderr=subprocess.PIPE)
+    nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)], stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -231,8 +264,9 @@ def test_live_gateway_streams_drains_and_hides_metrics(tmp_path):
 
         # streamed: the first event arrives before the backend's 1 s pause ends
         t0 = time.monotonic()
-        resp = urllib.request.urlopen(urllib.request.Request(
-            base + "/v1/chat/completions", data=b"{\"model\": \"tiny\"}", method="POST"), timeout=10)
+        resp = urllib.request.urlopen(
+            urllib.request.Request(base + "/v1/chat/completions", data=b'{"model": "tiny"}', method="POST"), timeout=10
+        )
         first = resp.readline()
         t_first = time.monotonic() - t0
         rest = resp.read()

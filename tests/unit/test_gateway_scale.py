@@ -2,27 +2,28 @@
 at 1k/10k/100k hosts): rendering (a per-name count made 100,000 hosts take 399 s), the changes of
 a drain or an undrain (vfleet.roles.gateway._nginx.plan_config, pure), and the rollout's batches.
 Bounds here are generous: they catch a quadratic step, not a slow machine."""
+
 import hashlib
 import json
 import time
 
 import pytest
 
+from tests.unit.gateway_cases import GW
 from vfleet.engine.facts import FileState, UnitState
-from vfleet.roles.gateway import _nginx as nginx
-from vfleet.roles.gateway import _render as gr
+from vfleet.roles.gateway import _nginx as nginx, _render as gr
 from vfleet.roles.gateway._files import GatewayFile, GatewayFiles, render_files
 from vfleet.roles.gateway._render import Backend
 from vfleet.roles.rollout._batches import batch_sizes, plan_batches
 from vfleet.roles.rollout._rolling import Rollout
-from tests.unit.gateway_cases import GW
 
 N = 20_000
 
 
 def _fleet(n: int, models: int = 1) -> list[Backend]:
-    return [Backend(f"gpu{i:06d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", 8000, f"m{i % models}")
-            for i in range(n)]
+    return [
+        Backend(f"gpu{i:06d}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", 8000, f"m{i % models}") for i in range(n)
+    ]
 
 
 def _on_host(f: GatewayFile) -> FileState:
@@ -31,15 +32,22 @@ def _on_host(f: GatewayFile) -> FileState:
 
 def _facts(files: GatewayFiles, drained: str | None = None) -> dict:
     """A running gateway (nginx and njs installed, no TLS) that serves `files`."""
-    return {"nginx": True, "njs": True, "unit": UnitState("enabled", "active"), "default_site": FileState("missing"),
-            "conf": _on_host(files.conf), "js": _on_host(files.supporting[0]),
-            "tls_cert": FileState("missing"), "tls_key": FileState("missing"),
-            "drained": FileState("file", "x", "644", content=drained) if drained else FileState("missing"),
-            "caps": FileState("missing")}
+    return {
+        "nginx": True,
+        "njs": True,
+        "unit": UnitState("enabled", "active"),
+        "default_site": FileState("missing"),
+        "conf": _on_host(files.conf),
+        "js": _on_host(files.supporting[0]),
+        "tls_cert": FileState("missing"),
+        "tls_key": FileState("missing"),
+        "drained": FileState("file", "x", "644", content=drained) if drained else FileState("missing"),
+        "caps": FileState("missing"),
+    }
 
 
 def test_render_of_many_hosts_and_many_models_is_fast():
-    for models in (1, N // 2):    # one model of N hosts; a model per two hosts (one scan per model was quadratic)
+    for models in (1, N // 2):  # one model of N hosts; a model per two hosts (one scan per model was quadratic)
         t0 = time.perf_counter()
         files = render_files(_fleet(N, models), GW, drained=[f"gpu{i:06d}" for i in range(0, N, 3)])
         assert time.perf_counter() - t0 < 20, models
@@ -69,7 +77,7 @@ def test_drain_and_undrain_plans_are_pure_and_fast():
     assert [c.action for c in drain] == [c.action for c in undrain] == ["drained state", "nginx config", "service"]
     assert drain[1].target == undrain[1].target == gr.GATEWAY_CONF_PATH
     assert drain[1].reason == undrain[1].reason == "content" and "systemctl reload nginx && " in drain[2].command
-    assert nginx.plan_config(GW, bs, _facts(files), drained=None) == []     # converged: nothing to do
+    assert nginx.plan_config(GW, bs, _facts(files), drained=None) == []  # converged: nothing to do
 
 
 def test_batches_of_one_over_100k_hosts_are_fast():

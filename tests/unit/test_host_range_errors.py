@@ -1,6 +1,7 @@
 """Hostile host ranges and --limit patterns: every mistake is one line naming the file and
 line (or --limit) and what to write instead, never a traceback, through the loader (YAML and
 INI) and through the `vfleet` command (exit 2)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,23 +9,23 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit.cli_run import vfleet_cli
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.errors import InventoryError, VfleetError
 from vfleet.engine.hostpatterns import has_host_range, match_limit
 from vfleet.engine.inventory import load_inventory
-from tests.unit.cli_run import vfleet_cli
 
 HOSTILE = [
-    ("gpu[01:100]", "zero-padded start and end must have the same width"),   # was a traceback
+    ("gpu[01:100]", "zero-padded start and end must have the same width"),  # was a traceback
     ("gpu[01:3]", "zero-padded start and end must have the same width"),
     ("gpu[a:Z]", "start and end must be the same case"),
     ("gpu[z:a]", "start after end"),
     ("gpu[1:4:0]", "step must be a whole number >= 1"),
     ("gpu[1:4:-1]", "step must be a whole number >= 1"),
-    ("gpu[1:3:" + "9" * 5000 + "]", "step must be a whole number >= 1"),       # int() refuses 5000 digits
+    ("gpu[1:3:" + "9" * 5000 + "]", "step must be a whole number >= 1"),  # int() refuses 5000 digits
     ("gpu[0:" + "1" * 5000 + "]", "must both be numbers or both single letters"),
-    ("gpu[１:３]", "must both be numbers or both single letters"),    # full-width digits: not what was written
-    ("gpu[²:³]", "must both be numbers or both single letters"),      # isdigit() but not int()
+    ("gpu[１:３]", "must both be numbers or both single letters"),  # full-width digits: not what was written
+    ("gpu[²:³]", "must both be numbers or both single letters"),  # isdigit() but not int()
     ("gpu[[1:2]]", "unbalanced brackets"),
     ("gpu[1:2]]", "unbalanced brackets"),
     ("gpu[1:2][", "unbalanced brackets"),
@@ -60,7 +61,7 @@ def test_a_bad_range_is_one_line_naming_file_and_line(tmp_path, write, pattern, 
     path = write(tmp_path, pattern)
     (msg,) = _errors(path)
     assert msg.startswith(f"{path}: line 3: ") and why in msg, msg
-    assert "\n" not in msg and len(msg) < 400, msg   # a 10,000-character key is shown cut
+    assert "\n" not in msg and len(msg) < 400, msg  # a 10,000-character key is shown cut
 
 
 def test_a_newline_in_a_range_is_escaped(tmp_path):

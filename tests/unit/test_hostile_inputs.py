@@ -1,6 +1,7 @@
 """Broken and hostile inputs through the real CLI: one clear line and exit 2, no traceback, no
 secret in any output, and nothing ran (no connection was even attempted: asserted on the
 runner's connection factory, not on timing). Cases: tests/unit/data/hostile/cases*.yaml."""
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,17 @@ import vfleet.engine.runner
 from vfleet.cli.main import program
 
 # cases.yaml and cases-<topic>.yaml: one file per class of input, so they grow apart.
-CASES = [case for path in sorted((Path(__file__).parent / "data" / "hostile").glob("cases*.yaml"))
-         for case in yaml.safe_load(path.read_text())]
-BASE_VARS = {"ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny",
-             "model_source": "/srv/weights/tiny"}
+CASES = [
+    case
+    for path in sorted((Path(__file__).parent / "data" / "hostile").glob("cases*.yaml"))
+    for case in yaml.safe_load(path.read_text())
+]
+BASE_VARS = {
+    "ansible_user": "root",
+    "vllm_version": "0.32.0",
+    "model_name": "tiny",
+    "model_source": "/srv/weights/tiny",
+}
 
 
 def _inventory(case: dict[str, Any], tmp: Path) -> Path:
@@ -30,12 +38,17 @@ def _inventory(case: dict[str, Any], tmp: Path) -> Path:
         path.write_text(case["inventory"])
         return path
     host = case.get("host", "gpu01")
-    data = {"all": {"vars": {**BASE_VARS, **case.get("vars", {})},
-                    "children": {"vllm": {"hosts": {host: case.get("host_vars") or {}}},
-                                 "gateways": {"hosts": {"gw01": {}}}}}}
+    data = {
+        "all": {
+            "vars": {**BASE_VARS, **case.get("vars", {})},
+            "children": {"vllm": {"hosts": {host: case.get("host_vars") or {}}}, "gateways": {"hosts": {"gw01": {}}}},
+        }
+    }
     text = yaml.safe_dump(data, sort_keys=False)
-    return path.write_text(text.replace("'{secret_file}'", str(tmp / "secret"))
-                           .replace("'{fifo}'", str(tmp / "fifo"))) and path
+    return (
+        path.write_text(text.replace("'{secret_file}'", str(tmp / "secret")).replace("'{fifo}'", str(tmp / "fifo")))
+        and path
+    )
 
 
 def run_case(case: dict[str, Any], tmp: Path, monkeypatch, capsys) -> tuple[int, str, list]:

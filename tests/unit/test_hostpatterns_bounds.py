@@ -2,6 +2,7 @@
 could run on for hours is refused before it runs (length, nested quantifiers, backreferences,
 too many repetitions), whatever slips through gives up at a deadline, and lookups of exact names
 do not scan the hosts once per term."""
+
 from __future__ import annotations
 
 import time
@@ -16,23 +17,41 @@ HOSTS = [f"gpu{i:05d}" for i in range(20000)]
 GROUPS = {"all": HOSTS, "vllm": HOSTS}
 
 
-@pytest.mark.parametrize("regex, words", [
-    ("(a+)+$", "nested quantifiers"), ("(a|aa)*$", "nested quantifiers"), ("(.*a){12}", "nested quantifiers"),
-    ("((ab)*c)+", "nested quantifiers"), ("(a?){25}a{25}", "nested quantifiers"), ("(x+x+)+y", "nested quantifiers"),
-    ("(a)\\1", "backreferences"), ("(?P<n>a)(?P=n)", "backreferences"),
-    ("a*a*a*a*b", "more than 3 repetitions"), ("g" * 201, "at most 200 characters"),
-    ("gpu[0-", "bad regular expression"),
-])
+@pytest.mark.parametrize(
+    "regex, words",
+    [
+        ("(a+)+$", "nested quantifiers"),
+        ("(a|aa)*$", "nested quantifiers"),
+        ("(.*a){12}", "nested quantifiers"),
+        ("((ab)*c)+", "nested quantifiers"),
+        ("(a?){25}a{25}", "nested quantifiers"),
+        ("(x+x+)+y", "nested quantifiers"),
+        ("(a)\\1", "backreferences"),
+        ("(?P<n>a)(?P=n)", "backreferences"),
+        ("a*a*a*a*b", "more than 3 repetitions"),
+        ("g" * 201, "at most 200 characters"),
+        ("gpu[0-", "bad regular expression"),
+    ],
+)
 def test_hazardous_regexes_are_refused_in_one_line(regex, words):
     with pytest.raises(VfleetError, match=words) as exc:
         match_limit("~" + regex, HOSTS, GROUPS)
     assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
 
 
-@pytest.mark.parametrize("regex, count", [
-    ("gpu0000[1-3]$", 3), ("gpu.*7$", 2000), ("(gpu|cpu)0001[0-9]", 10), ("gpu(\\d+)?$", 20000),
-    ("(gpu)+0000[12]", 2), ("(?i)GPU0000[1-4]", 4), ("[(]*gpu00001", 1), ("gpu\\d+0{2}$", 200),
-])
+@pytest.mark.parametrize(
+    "regex, count",
+    [
+        ("gpu0000[1-3]$", 3),
+        ("gpu.*7$", 2000),
+        ("(gpu|cpu)0001[0-9]", 10),
+        ("gpu(\\d+)?$", 20000),
+        ("(gpu)+0000[12]", 2),
+        ("(?i)GPU0000[1-4]", 4),
+        ("[(]*gpu00001", 1),
+        ("gpu\\d+0{2}$", 200),
+    ],
+)
 def test_ordinary_regexes_still_select(regex, count):
     assert len(match_limit("~" + regex, HOSTS, GROUPS)) == count
 
@@ -56,7 +75,7 @@ def test_a_slow_regex_gives_up_at_the_deadline(monkeypatch):
 
 
 def test_many_exact_names_are_looked_up_not_scanned():
-    names = ",".join(HOSTS[::2])          # 10,000 exact host names over 20,000 hosts
+    names = ",".join(HOSTS[::2])  # 10,000 exact host names over 20,000 hosts
     t0 = time.perf_counter()
     assert len(match_limit(names, HOSTS, GROUPS)) == 10000
     assert time.perf_counter() - t0 < 2.0

@@ -3,6 +3,7 @@
 Inventories are real files under tests/unit/data/inventories/; the tests run from that
 folder so messages carry the short paths an operator would see.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from vfleet.config.variables import SCHEMA
 from vfleet.engine.errors import InventoryError, VfleetError
 from vfleet.engine.inventory import Inventory, load_inventory, masked_vars, parse_set_args
-from vfleet.config.variables import SCHEMA
 
 DATA = Path(__file__).parent / "data" / "inventories"
 REPO = Path(__file__).resolve().parents[2]
@@ -30,73 +31,108 @@ def errors_of(path: str, overrides=None) -> list[str]:
 
 
 # ----------------------------------------------------------------------- one mistake each
-@pytest.mark.parametrize("path, message", [
-    ("bad/yaml_syntax.yaml",
-     "bad/yaml_syntax.yaml: line 5: YAML syntax error: expected <block end>, but found "
-     "'<block mapping start>'"),
-    ("bad/top_list.yaml",
-     "bad/top_list.yaml: expected a mapping of groups at the top level (an Ansible YAML "
-     "inventory starting with 'all:'), got a list"),
-    ("bad/nope.yaml", "bad/nope.yaml: no such file"),
-    ("bad", "bad: is a directory; give the inventory file (e.g. bad/hosts.yml)"),
-    ("bad/empty.yaml",
-     "bad/empty.yaml: the file is empty; expected an Ansible YAML inventory starting with 'all:'"),
-    ("bad/group_list.yaml",
-     "bad/group_list.yaml: line 3: all.children.vllm: expected a mapping with keys "
-     "hosts/children/vars, got a list"),
-    ("bad/unknown_group_key.yaml",
-     "bad/unknown_group_key.yaml: line 4: all.children.vllm: unknown key 'host' (a group takes "
-     "hosts, children, vars); did you mean 'hosts'?"),
-    ("bad/hosts_list.yaml",
-     "bad/hosts_list.yaml: line 2: all.hosts: expected a mapping of host names to their "
-     "variables, got a list (write 'gpu01:' not '- gpu01')"),
-    ("bad/host_scalar.yaml",
-     "bad/host_scalar.yaml: line 3: all.hosts.gpu01: expected a mapping of variables "
-     "(or nothing), got a number"),
-    ("bad/top_hosts.yaml",
-     "bad/top_hosts.yaml: line 1: top level: 'hosts' would be a group named 'hosts'; "
-     "put it under 'all:'"),
-    ("bad/duplicate_group.yaml",
-     "bad/duplicate_group.yaml: line 6: duplicate key 'vllm' (the earlier one would be "
-     "silently lost)"),
-    ("bad/bad_range.yaml",
-     "bad/bad_range.yaml: line 3: all.hosts: host range 'gpu[01-04]': expected [start:end] "
-     "or [start:end:step]"),
-    ("bad/range_reversed.yaml",
-     "bad/range_reversed.yaml: line 3: all.hosts: host range 'gpu[10:01]': start after end"),
-    ("bad/wrong_type.yaml",
-     "bad/wrong_type.yaml: line 4: host 'gpu01': vars.tensor_parallel_size: expected an "
-     "integer from 1 to 1024, got 'two'"),
-    ("bad/bad_enum.yaml",
-     "bad/bad_enum.yaml: line 3: group 'all': vars.dtype: expected one of: auto, float16, "
-     "half, bfloat16, float32, got 'bf16'"),
-    ("bad/typo.yaml",
-     "bad/typo.yaml: line 5: group 'vllm': unknown variable 'max_num_seq'; "
-     "did you mean 'max_num_seqs'?"),
-    ("bad/bad_port.yaml",
-     "bad/bad_port.yaml: line 4: host 'gpu01': vars.ansible_port: expected an integer from 1 "
-     "to 65535, got 70000"),
-    ("bad/cycle.yaml", "bad/cycle.yaml: group 'b': children form a cycle: a -> b -> a"),
-    ("bad/version_number.yaml",
-     "bad/version_number.yaml: line 3: group 'all': vars.vllm_version: expected a string like "
-     "'0.5.4' or '0.32.0', got 0.1 (a number: put it in quotes)"),
-    ("bad/nested_type.yaml",
-     "bad/nested_type.yaml: line 4: host 'gpu01': vars.vllm_env.NCCL_P2P_DISABLE: expected a "
-     "string, got 1 (a number: put it in quotes)"),
-    ("bad/host_vars_list/hosts.yaml",
-     "bad/host_vars_list/host_vars/gpu01.yml: expected a mapping of variables for host "
-     "'gpu01', got a list"),
-    ("bad/secret_file_missing/hosts.yaml",
-     "bad/secret_file_missing/hosts.yaml: line 3: group 'all': vars.api_key_file: cannot read "
-     "secret file 'bad/secret_file_missing/secrets/nope.txt' for api_key of host 'gpu01': "
-     "no such file"),
-    ("bad/secret_env_missing.yaml",
-     "bad/secret_env_missing.yaml: line 4: host 'gpu01': vars.api_key_env: environment "
-     "variable 'VFLEET_TEST_SURELY_UNSET' is not set or empty (needed for api_key of host "
-     "'gpu01')"),
-    ("bad/secret_twice.yaml",
-     "bad/secret_twice.yaml: line 4: host 'gpu01': set only one of api_key, api_key_file"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        (
+            "bad/yaml_syntax.yaml",
+            "bad/yaml_syntax.yaml: line 5: YAML syntax error: expected <block end>, but found '<block mapping start>'",
+        ),
+        (
+            "bad/top_list.yaml",
+            "bad/top_list.yaml: expected a mapping of groups at the top level (an Ansible YAML "
+            "inventory starting with 'all:'), got a list",
+        ),
+        ("bad/nope.yaml", "bad/nope.yaml: no such file"),
+        ("bad", "bad: is a directory; give the inventory file (e.g. bad/hosts.yml)"),
+        (
+            "bad/empty.yaml",
+            "bad/empty.yaml: the file is empty; expected an Ansible YAML inventory starting with 'all:'",
+        ),
+        (
+            "bad/group_list.yaml",
+            "bad/group_list.yaml: line 3: all.children.vllm: expected a mapping with keys "
+            "hosts/children/vars, got a list",
+        ),
+        (
+            "bad/unknown_group_key.yaml",
+            "bad/unknown_group_key.yaml: line 4: all.children.vllm: unknown key 'host' (a group takes "
+            "hosts, children, vars); did you mean 'hosts'?",
+        ),
+        (
+            "bad/hosts_list.yaml",
+            "bad/hosts_list.yaml: line 2: all.hosts: expected a mapping of host names to their "
+            "variables, got a list (write 'gpu01:' not '- gpu01')",
+        ),
+        (
+            "bad/host_scalar.yaml",
+            "bad/host_scalar.yaml: line 3: all.hosts.gpu01: expected a mapping of variables (or nothing), got a number",
+        ),
+        (
+            "bad/top_hosts.yaml",
+            "bad/top_hosts.yaml: line 1: top level: 'hosts' would be a group named 'hosts'; put it under 'all:'",
+        ),
+        (
+            "bad/duplicate_group.yaml",
+            "bad/duplicate_group.yaml: line 6: duplicate key 'vllm' (the earlier one would be silently lost)",
+        ),
+        (
+            "bad/bad_range.yaml",
+            "bad/bad_range.yaml: line 3: all.hosts: host range 'gpu[01-04]': expected [start:end] or [start:end:step]",
+        ),
+        (
+            "bad/range_reversed.yaml",
+            "bad/range_reversed.yaml: line 3: all.hosts: host range 'gpu[10:01]': start after end",
+        ),
+        (
+            "bad/wrong_type.yaml",
+            "bad/wrong_type.yaml: line 4: host 'gpu01': vars.tensor_parallel_size: expected an "
+            "integer from 1 to 1024, got 'two'",
+        ),
+        (
+            "bad/bad_enum.yaml",
+            "bad/bad_enum.yaml: line 3: group 'all': vars.dtype: expected one of: auto, float16, "
+            "half, bfloat16, float32, got 'bf16'",
+        ),
+        (
+            "bad/typo.yaml",
+            "bad/typo.yaml: line 5: group 'vllm': unknown variable 'max_num_seq'; did you mean 'max_num_seqs'?",
+        ),
+        (
+            "bad/bad_port.yaml",
+            "bad/bad_port.yaml: line 4: host 'gpu01': vars.ansible_port: expected an integer from 1 "
+            "to 65535, got 70000",
+        ),
+        ("bad/cycle.yaml", "bad/cycle.yaml: group 'b': children form a cycle: a -> b -> a"),
+        (
+            "bad/version_number.yaml",
+            "bad/version_number.yaml: line 3: group 'all': vars.vllm_version: expected a string like "
+            "'0.5.4' or '0.32.0', got 0.1 (a number: put it in quotes)",
+        ),
+        (
+            "bad/nested_type.yaml",
+            "bad/nested_type.yaml: line 4: host 'gpu01': vars.vllm_env.NCCL_P2P_DISABLE: expected a "
+            "string, got 1 (a number: put it in quotes)",
+        ),
+        (
+            "bad/host_vars_list/hosts.yaml",
+            "bad/host_vars_list/host_vars/gpu01.yml: expected a mapping of variables for host 'gpu01', got a list",
+        ),
+        (
+            "bad/secret_file_missing/hosts.yaml",
+            "bad/secret_file_missing/hosts.yaml: line 3: group 'all': vars.api_key_file: cannot read "
+            "secret file 'bad/secret_file_missing/secrets/nope.txt' for api_key of host 'gpu01': "
+            "no such file",
+        ),
+        (
+            "bad/secret_env_missing.yaml",
+            "bad/secret_env_missing.yaml: line 4: host 'gpu01': vars.api_key_env: environment "
+            "variable 'VFLEET_TEST_SURELY_UNSET' is not set or empty (needed for api_key of host "
+            "'gpu01')",
+        ),
+        ("bad/secret_twice.yaml", "bad/secret_twice.yaml: line 4: host 'gpu01': set only one of api_key, api_key_file"),
+    ],
+)
 def test_each_mistake_has_one_clear_line(path, message, monkeypatch):
     monkeypatch.delenv("VFLEET_TEST_SURELY_UNSET", raising=False)
     assert errors_of(path) == [message]
@@ -113,24 +149,25 @@ def test_group_value_reported_once_not_per_host():
     # the group where the fix goes.
     assert errors_of("bad/gpu_mem_range.yaml") == [
         "bad/gpu_mem_range.yaml: line 5: group 'vllm': vars.gpu_memory_utilization: expected "
-        "a number > 0 and <= 1, got 1.5"]
+        "a number > 0 and <= 1, got 1.5"
+    ]
 
 
 def test_all_problems_reported_together_in_file_order():
     assert errors_of("bad/several.yaml") == [
         "bad/several.yaml: line 4: host 'gpu01': vars.dtype: expected one of: auto, float16, "
         "half, bfloat16, float32, got 'bf16'",
-        "bad/several.yaml: line 5: host 'gpu01': vars.vllm_port: expected an integer from 1 to "
-        "65535, got 0",
-        "bad/several.yaml: line 7: host 'gpu02': unknown variable 'max_num_sqs'; did you mean "
-        "'max_num_seqs'?",
+        "bad/several.yaml: line 5: host 'gpu01': vars.vllm_port: expected an integer from 1 to 65535, got 0",
+        "bad/several.yaml: line 7: host 'gpu02': unknown variable 'max_num_sqs'; did you mean 'max_num_seqs'?",
     ]
 
 
 def test_secret_value_never_in_errors():
     (msg,) = errors_of("bad/secret_wrong_type.yaml")
-    assert msg == ("bad/secret_wrong_type.yaml: line 4: host 'gpu01': vars.api_key: expected a "
-                   "non-empty string, got a number (value hidden)")
+    assert msg == (
+        "bad/secret_wrong_type.yaml: line 4: host 'gpu01': vars.api_key: expected a "
+        "non-empty string, got a number (value hidden)"
+    )
     assert "12345" not in msg
 
 
@@ -142,21 +179,39 @@ def test_inventory_error_is_a_vfleet_error_with_lines():
 
 # ------------------------------------------------------------------------------- --set
 def test_parse_set_args_yaml_types_and_raw_text():
-    out = parse_set_args(["max_num_seqs=64", "vllm_version=0.10", "dtype=half",
-                          "host_key_checking=false", "max_model_len=", "model_name=a=b"])
-    assert out == {"max_num_seqs": 64, "vllm_version": 0.1, "dtype": "half",
-                   "host_key_checking": False, "max_model_len": None, "model_name": "a=b"}
+    out = parse_set_args(
+        [
+            "max_num_seqs=64",
+            "vllm_version=0.10",
+            "dtype=half",
+            "host_key_checking=false",
+            "max_model_len=",
+            "model_name=a=b",
+        ]
+    )
+    assert out == {
+        "max_num_seqs": 64,
+        "vllm_version": 0.1,
+        "dtype": "half",
+        "host_key_checking": False,
+        "max_model_len": None,
+        "model_name": "a=b",
+    }
     assert out.raw["vllm_version"] == "0.10"
 
 
-@pytest.mark.parametrize("item, message", [
-    ("max_num_seqs", "--set item 1 has no '=': expected NAME=VALUE (e.g. --set max_num_seqs=64)"),
-    ("=5", "--set '': not a variable name (letters, digits and '_', e.g. api_key); the value "
-           "is not shown"),
-    ("bad key=1", "--set 'bad key': not a variable name (letters, digits and '_', e.g. "
-                  "api_key); the value is not shown"),
-    ("x=[1, 2", "--set x: the value is not valid YAML; quote it"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("max_num_seqs", "--set item 1 has no '=': expected NAME=VALUE (e.g. --set max_num_seqs=64)"),
+        ("=5", "--set '': not a variable name (letters, digits and '_', e.g. api_key); the value is not shown"),
+        (
+            "bad key=1",
+            "--set 'bad key': not a variable name (letters, digits and '_', e.g. api_key); the value is not shown",
+        ),
+        ("x=[1, 2", "--set x: the value is not valid YAML; quote it"),
+    ],
+)
 def test_parse_set_args_errors(item, message):
     with pytest.raises(VfleetError) as exc:
         parse_set_args([item])
@@ -164,8 +219,7 @@ def test_parse_set_args_errors(item, message):
 
 
 def test_set_keeps_version_strings_and_types_numbers():
-    inv = load_inventory("good/ranges.yaml",
-                         parse_set_args(["vllm_version=0.10", "max_num_seqs=64"]), schema=SCHEMA)
+    inv = load_inventory("good/ranges.yaml", parse_set_args(["vllm_version=0.10", "max_num_seqs=64"]), schema=SCHEMA)
     h = inv.hosts["gpu01"]
     assert h.vars["vllm_version"] == "0.10"
     assert h.vars["max_num_seqs"] == 64
@@ -187,28 +241,31 @@ def prec() -> Inventory:
 
 
 def test_child_beats_parent_beats_all_and_host_beats_groups(prec):
-    assert prec.hosts["gpu01"].vars["vllm_port"] == 1004      # host
-    assert prec.hosts["gpu02"].vars["vllm_port"] == 1003      # child group h100
-    assert prec.hosts["lonely"].vars["vllm_port"] == 1001     # all
-    assert prec.hosts["gpu01"].vars["max_num_seqs"] == 2      # parent vllm over all
+    assert prec.hosts["gpu01"].vars["vllm_port"] == 1004  # host
+    assert prec.hosts["gpu02"].vars["vllm_port"] == 1003  # child group h100
+    assert prec.hosts["lonely"].vars["vllm_port"] == 1001  # all
+    assert prec.hosts["gpu01"].vars["max_num_seqs"] == 2  # parent vllm over all
 
 
 def test_equal_depth_is_alphabetical_later_wins(prec):
     g2 = prec.hosts["gpu02"].vars
-    assert g2["max_num_seqs"] == 9          # alpha < vllm < zeta: zeta wins
-    assert g2["vllm_host"] == "10.0.0.2"    # vllm beats alpha
+    assert g2["max_num_seqs"] == 9  # alpha < vllm < zeta: zeta wins
+    assert g2["vllm_host"] == "10.0.0.2"  # vllm beats alpha
     assert g2["model_name"] == "from-alpha"  # alpha (depth 1) beats all
 
 
 def test_group_vars_files_apply_at_their_groups_level(prec):
     g1 = prec.hosts["gpu01"].vars
     assert g1["gpu_memory_utilization"] == 0.6  # group_vars/all.yml beats inline all
-    assert g1["dtype"] == "half"               # ... but not the deeper group 'vllm'
-    assert g1["tensor_parallel_size"] == 4     # group_vars/h100.yml beats inline h100
-    assert g1["max_model_len"] == 2000         # group_vars/vllm/ files merged in name order
+    assert g1["dtype"] == "half"  # ... but not the deeper group 'vllm'
+    assert g1["tensor_parallel_size"] == 4  # group_vars/h100.yml beats inline h100
+    assert g1["max_model_len"] == 2000  # group_vars/vllm/ files merged in name order
     assert g1["model_dir"] == "/from/01"
-    assert prec.hosts["gpu01"].sources["tensor_parallel_size"].startswith(
-        "good/precedence/group_vars/h100.yml: line 1: group 'h100'")
+    assert (
+        prec.hosts["gpu01"]
+        .sources["tensor_parallel_size"]
+        .startswith("good/precedence/group_vars/h100.yml: line 1: group 'h100'")
+    )
 
 
 def test_host_vars_file_beats_inline_host_vars(prec):
@@ -258,7 +315,8 @@ def test_graph(prec):
         "  |  |  |--gpu02\n"
         "  |  |  |--gpu03\n"
         "  |--@zeta:\n"
-        "  |  |--gpu02\n")
+        "  |  |--gpu02\n"
+    )
 
 
 def test_to_list_json(prec):
@@ -268,7 +326,7 @@ def test_to_list_json(prec):
     assert out["vllm"] == {"children": ["h100"]}
     assert out["h100"] == {"hosts": ["gpu01", "gpu02", "gpu03"]}
     hv = out["_meta"]["hostvars"]["gpu01"]
-    assert hv["vllm_port"] == 1004 and "command_timeout" not in hv   # defaults left out
+    assert hv["vllm_port"] == 1004 and "command_timeout" not in hv  # defaults left out
 
 
 def test_select(prec):
@@ -276,21 +334,37 @@ def test_select(prec):
     assert [h.name for h in prec.select("vllm:!gpu02")] == ["gpu01", "gpu03"]
     assert [h.name for h in prec.select("vllm:&zeta")] == ["gpu02"]
     assert [h.name for h in prec.select("gpu0*")] == ["gpu01", "gpu02", "gpu03"]
-    with pytest.raises(VfleetError, match=r"--limit 'vlm' matches no host or group in "
-                                          r"good/precedence/hosts.yaml; known groups: all, alpha, "
-                                          r"h100, ungrouped, vllm, zeta; did you mean 'vllm'\?"):
+    with pytest.raises(
+        VfleetError,
+        match=r"--limit 'vlm' matches no host or group in "
+        r"good/precedence/hosts.yaml; known groups: all, alpha, "
+        r"h100, ungrouped, vllm, zeta; did you mean 'vllm'\?",
+    ):
         prec.select("vlm")
 
 
 # ------------------------------------------------------------------------------- ranges
 def test_ranges_in_host_names():
     inv = load_inventory("good/ranges.yaml", schema=SCHEMA)
-    assert list(inv.hosts) == ["gpu01", "gpu02", "gpu03", "node-a", "node-b", "node-c",
-                               "h1", "h5", "h9", "edge08.lab", "edge09.lab", "edge10.lab",
-                               "olda", "oldb"]
+    assert list(inv.hosts) == [
+        "gpu01",
+        "gpu02",
+        "gpu03",
+        "node-a",
+        "node-b",
+        "node-c",
+        "h1",
+        "h5",
+        "h9",
+        "edge08.lab",
+        "edge09.lab",
+        "edge10.lab",
+        "olda",
+        "oldb",
+    ]
     assert inv.hosts["gpu03"].vars["vllm_port"] == 9000
     assert inv.hosts["gpu03"].groups == ["all", "gpu", "spare"]
-    assert inv.hosts["edge09.lab"].port == 2222       # Ansible's 'name:port' host key
+    assert inv.hosts["edge09.lab"].port == 2222  # Ansible's 'name:port' host key
     assert inv.hosts["gpu01"].port == 22
 
 
@@ -298,7 +372,7 @@ def test_ranges_in_host_names():
 def test_secrets_from_file_env_and_inline(monkeypatch):
     monkeypatch.setenv("VFLEET_TEST_HF_TOKEN", "hf_from_env")
     inv = load_inventory("good/secrets/hosts.yaml", schema=SCHEMA)
-    assert inv.hosts["s1"].vars["api_key"] == "sk-from-file"   # stripped, relative path
+    assert inv.hosts["s1"].vars["api_key"] == "sk-from-file"  # stripped, relative path
     assert inv.hosts["s2"].vars["hf_token"] == "hf_from_env"
     assert inv.hosts["s3"].vars["api_key"] == "inline-key"
     shown = masked_vars(inv.hosts["s2"].vars, schema=SCHEMA)
@@ -310,15 +384,21 @@ def test_secrets_from_file_env_and_inline(monkeypatch):
 
 def test_masked_vars_hides_password_like_user_vars():
     assert masked_vars({"db_password": "x", "vllm_port": 1, "api_key": None}, schema=SCHEMA) == {
-        "db_password": "***", "vllm_port": 1, "api_key": None}
+        "db_password": "***",
+        "vllm_port": 1,
+        "api_key": None,
+    }
 
 
 # ----------------------------------------------------------------- shipped inventories
-@pytest.mark.parametrize("name, hosts", [
-    ("v100.yaml", ["v100-01"]),
-    ("h100.yaml", ["h100-01", "h100-02", "gw-01"]),
-    ("example-ansible/hosts.yml", ["gpu01", "gpu02", "gpu03"]),
-])
+@pytest.mark.parametrize(
+    "name, hosts",
+    [
+        ("v100.yaml", ["v100-01"]),
+        ("h100.yaml", ["h100-01", "h100-02", "gw-01"]),
+        ("example-ansible/hosts.yml", ["gpu01", "gpu02", "gpu03"]),
+    ],
+)
 def test_shipped_inventories_load(name, hosts):
     inv = load_inventory(REPO / "inventories" / name, schema=SCHEMA)
     assert list(inv.hosts) == hosts
@@ -327,11 +407,11 @@ def test_shipped_inventories_load(name, hosts):
 def test_example_ansible_inventory():
     inv = load_inventory(REPO / "inventories" / "example-ansible" / "hosts.yml", schema=SCHEMA)
     g2, g3 = inv.hosts["gpu02"], inv.hosts["gpu03"]
-    assert g2.address == "192.0.2.11" and g2.user == "ops"     # host_vars file
-    assert g3.port == 2222 and g3.vars["dtype"] == "float16"    # group_vars/l4.yml
-    assert g3.vars["max_num_seqs"] == 64                        # group_vars/vllm/ folder
-    assert g3.vars["ansible_become"] is True                    # Ansible's own vars pass
-    assert inv.hosts["gpu01"].vars["connect_timeout"] == 20     # group_vars/all.yml
+    assert g2.address == "192.0.2.11" and g2.user == "ops"  # host_vars file
+    assert g3.port == 2222 and g3.vars["dtype"] == "float16"  # group_vars/l4.yml
+    assert g3.vars["max_num_seqs"] == 64  # group_vars/vllm/ folder
+    assert g3.vars["ansible_become"] is True  # Ansible's own vars pass
+    assert inv.hosts["gpu01"].vars["connect_timeout"] == 20  # group_vars/all.yml
 
 
 # ---------------------------------------------------------------------------- connection
@@ -341,12 +421,12 @@ def test_connection_settings_and_aliases():
     assert (h["box1"].port, h["box2"].port) == (2201, 2200)
     assert h["box1"].user == "ops" and h["box1"].connection == "ssh"
     assert h["box3"].connection == "local"
-    assert h["box4"].connection == "ssh"                  # paramiko means ssh
+    assert h["box4"].connection == "ssh"  # paramiko means ssh
     assert h["box4"].address == "10.0.0.4"
     assert h["box4"].key_file == str(Path("~/.ssh/id_ed25519").expanduser())
     assert h["box2"].address == "box2" and h["box2"].key_file is None
     assert h["localhost"].connection == "local"
-    assert h["localhost2"].connection == "ssh"            # explicit setting wins
+    assert h["localhost2"].connection == "ssh"  # explicit setting wins
 
 
 def test_host_repr_hides_vars():

@@ -1,15 +1,16 @@
 """Values Python can hold but not print or encode, and names that would break a message's one
 line: each is one error naming the file (and line), never a traceback later."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from vfleet.config.variables import SCHEMA
 from vfleet.engine.errors import InventoryError
 from vfleet.engine.inventory import load_inventory, parse_set_args
 from vfleet.engine.inventory.ini import ini_value
-from vfleet.config.variables import SCHEMA
 
 HUGE = "1" * 5000
 
@@ -28,14 +29,14 @@ def yaml_inventory(tmp_path: Path, vars_text: str, name: str = "hosts.yml") -> P
     return path
 
 
-@pytest.mark.parametrize("value", [HUGE, "-" + HUGE, "0x" + "f" * 5000, "0" + "7" * 6000,
-                                   "0b" + "1" * 20000])
+@pytest.mark.parametrize("value", [HUGE, "-" + HUGE, "0x" + "f" * 5000, "0" + "7" * 6000, "0b" + "1" * 20000])
 @pytest.mark.parametrize("var", ["max_num_seqs", "my_own_setting"])
 def test_an_integer_too_long_to_print_is_one_line_with_the_file(tmp_path, var, value):
     path = yaml_inventory(tmp_path, f"    {var}: {value}\n")
     (msg,) = errors(path)
-    assert msg == (f"{path}: line 3: an integer too long to use (more than 4000 digits); no "
-                   "setting takes one: check the value")
+    assert msg == (
+        f"{path}: line 3: an integer too long to use (more than 4000 digits); no setting takes one: check the value"
+    )
 
 
 def test_a_long_but_printable_integer_reaches_the_schema(tmp_path):
@@ -54,21 +55,27 @@ def test_a_huge_integer_in_group_vars_names_that_file(tmp_path):
 
 def test_a_huge_integer_through_set_is_refused_without_a_traceback():
     from vfleet.engine.errors import VfleetError
+
     with pytest.raises(VfleetError, match="--set max_num_seqs: the value is not valid YAML"):
         parse_set_args([f"max_num_seqs={HUGE}"])
 
 
-@pytest.mark.parametrize("line", [f"gpu01 max_num_seqs={HUGE}", "gpu01 max_num_seqs=0x" + "f" * 5000,
-                                  f"gpu01 my_own=[{HUGE}]"])
+@pytest.mark.parametrize(
+    "line", [f"gpu01 max_num_seqs={HUGE}", "gpu01 max_num_seqs=0x" + "f" * 5000, f"gpu01 my_own=[{HUGE}]"]
+)
 def test_a_huge_integer_in_an_ini_inventory(tmp_path, line):
     path = tmp_path / "hosts.ini"
     path.write_text(f"[vllm]\n{line}\n")
     msgs = errors(path) if "my_own" not in line else None
     if msgs:
         (msg,) = msgs
-        assert msg.startswith(f"{path}: line 2: host 'gpu01': vars.max_num_seqs: expected an "
-                              "integer from 1 to 1048576 or null, got '") and len(msg) < 250
-    else:   # an unknown variable keeps the text, which prints
+        assert (
+            msg.startswith(
+                f"{path}: line 2: host 'gpu01': vars.max_num_seqs: expected an integer from 1 to 1048576 or null, got '"
+            )
+            and len(msg) < 250
+        )
+    else:  # an unknown variable keeps the text, which prints
         inv = load_inventory(path, schema=SCHEMA)
         assert isinstance(inv.hosts["gpu01"].vars["my_own"], str)
 
@@ -91,8 +98,9 @@ def test_a_lone_surrogate_is_one_line_with_the_line(tmp_path, where):
     path = tmp_path / "hosts.yml"
     path.write_text(text)
     (msg,) = errors(path)
-    assert msg == (f"{path}: line 3: a lone surrogate escape (like \\udc80) is not text; write "
-                   "the character itself, or remove it")
+    assert msg == (
+        f"{path}: line 3: a lone surrogate escape (like \\udc80) is not text; write the character itself, or remove it"
+    )
 
 
 def test_a_lone_surrogate_in_an_ini_value_is_refused_by_the_schema(tmp_path):
@@ -102,10 +110,14 @@ def test_a_lone_surrogate_in_an_ini_value_is_refused_by_the_schema(tmp_path):
     assert msg.startswith(f"{path}: line 2: host 'gpu01': vars.model_name: expected")
 
 
-@pytest.mark.parametrize("name, why", [
-    ('"x\\ny"', "has the control character U+000A"), ('"x\\u202ey"', "has the control character U+202E"),
-    ('"' + "v" * 300 + '"', "is longer than 255 characters"),
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ('"x\\ny"', "has the control character U+000A"),
+        ('"x\\u202ey"', "has the control character U+202E"),
+        ('"' + "v" * 300 + '"', "is longer than 255 characters"),
+    ],
+)
 def test_a_variable_name_that_would_break_the_line_is_an_error(tmp_path, name, why):
     path = yaml_inventory(tmp_path, f"    {name}: 1\n")
     (msg,) = errors(path)

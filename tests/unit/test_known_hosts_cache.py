@@ -1,5 +1,6 @@
 """Host keys come from a known_hosts file parsed once per process: a connection gets exactly the
 entries for its own address (plain, hashed, [host]:port), and an edited file is read again."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +26,7 @@ def _keys(files: list[Path], address: str, port: int = 22) -> paramiko.HostKeys:
 def test_only_this_hosts_entries_plain_hashed_and_port(tmp_path: Path) -> None:
     a, b, c = _pub(), _pub(), _pub()
     kh = tmp_path / "known_hosts"
-    kh.write_text(f"lab1,10.0.0.11 {a}\n{paramiko.HostKeys.hash_host('10.0.0.12')} {b}\n"
-                  f"[10.0.0.13]:2222 {c}\n")
+    kh.write_text(f"lab1,10.0.0.11 {a}\n{paramiko.HostKeys.hash_host('10.0.0.12')} {b}\n[10.0.0.13]:2222 {c}\n")
     one = _keys([kh], "10.0.0.11")
     assert list(one.keys()) == ["10.0.0.11"]
     assert one.lookup("10.0.0.11")["ssh-ed25519"].get_base64() == a.split()[1]

@@ -1,6 +1,7 @@
 """vfleet/lab/guest.py's masking, on a scratch image root: a unit enabled on the machine image is masked
 in a lab host, except those a deploy enables itself (DISABLE_ONLY: nginx, Prometheus, the nginx
 exporter), which are only unlinked, because `systemctl enable` refuses a masked unit."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """vfleet/lab/model/build_lora.py: the two LoRA adapters of the lab model, built with peft on the
 model built once per session (tests/unit/test_build_tiny_model.py); about 10-20 s of training on
 2 cores. Skipped where torch/transformers/peft are not installed (requirements-lab.txt)."""
+
 import json
 
 import pytest
@@ -10,8 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from tests.unit.test_build_tiny_model import lab_model  # noqa: E402
-from vfleet.lab.model.build_lora import (ADAPTERS, BUILD_STAMP, TARGET_MODULES, WORDS,  # noqa: E402
-                                         adapter_reply, build_lora_adapters)
+from vfleet.lab.model.build_lora import ADAPTERS, BUILD_STAMP, TARGET_MODULES, WORDS, adapter_reply, build_lora_adapters  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_adapter_configs_carry_rank_base_and_targets(built):
         ranks[name] = cfg["r"]
         assert cfg["peft_type"] == "LORA" and cfg["lora_alpha"] == 2 * cfg["r"]
         assert cfg["base_model_name_or_path"] == str(base.resolve())
-        assert cfg["target_modules"] == sorted(TARGET_MODULES)      # sorted: same bytes every build
+        assert cfg["target_modules"] == sorted(TARGET_MODULES)  # sorted: same bytes every build
         assert (folder / "adapter_model.safetensors").is_file()
         assert json.loads((folder / BUILD_STAMP).read_text())["rank"] == cfg["r"]
     assert ranks == {a.name: a.rank for a in ADAPTERS} == {"tiny-alpha": 8, "tiny-bravo": 16}
@@ -48,5 +48,4 @@ def test_rebuild_with_the_same_recipe_is_skipped(built):
     before = {name: (folder / "adapter_model.safetensors").stat().st_mtime_ns for name, folder in out.items()}
     again = build_lora_adapters(base, next(iter(out.values())).parent)
     assert again == out
-    assert {name: (folder / "adapter_model.safetensors").stat().st_mtime_ns
-            for name, folder in again.items()} == before
+    assert {name: (folder / "adapter_model.safetensors").stat().st_mtime_ns for name, folder in again.items()} == before

@@ -1,5 +1,6 @@
 """vfleet/lab/model/variants.py: degraded and no-op copies of the trained lab model, measured with
 transformers' greedy decoding on the built-in eval set (24 references)."""
+
 import pytest
 
 pytest.importorskip("torch")
@@ -10,8 +11,7 @@ from safetensors import safe_open  # noqa: E402
 
 from tests.unit.test_build_tiny_model import lab_model  # noqa: E402
 from vfleet.lab.model.train import wrong_answers  # noqa: E402
-from vfleet.lab.model.variants import (STRONG_SCALE, TINY_SCALE, main, perturb_weights,  # noqa: E402
-                                       resave_unchanged)
+from vfleet.lab.model.variants import STRONG_SCALE, TINY_SCALE, main, perturb_weights, resave_unchanged  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,7 @@ def _tensors(folder):
 
 def _same_tensors(a, b) -> bool:
     import torch
+
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -41,7 +42,7 @@ def test_the_tiny_scale_changes_the_weights_but_no_answer(model_dir, tmp_path):
     (orig, _), (changed, meta) = _tensors(model_dir), _tensors(small)
     assert orig.keys() == changed.keys()
     moved = sum(int((orig[k] != changed[k]).sum()) for k in orig)
-    assert moved > sum(t.numel() for t in orig.values()) / 2      # measured: 82% of the numbers
+    assert moved > sum(t.numel() for t in orig.values()) / 2  # measured: 82% of the numbers
     assert meta == {"format": "pt"}
     assert wrong_answers(small) == []
 
@@ -63,13 +64,12 @@ def test_resave_unchanged_has_other_bytes_and_the_same_tensors(model_dir, tmp_pa
     assert (same / "model.safetensors").read_bytes() != (model_dir / "model.safetensors").read_bytes()
     (orig, _), (copied, meta) = _tensors(model_dir), _tensors(same)
     assert _same_tensors(orig, copied) and meta is None
-    assert wrong_answers(same) == []                            # loads without the metadata block
-    twice = resave_unchanged(same, tmp_path / "twice")        # a file without metadata gets one
+    assert wrong_answers(same) == []  # loads without the metadata block
+    twice = resave_unchanged(same, tmp_path / "twice")  # a file without metadata gets one
     assert (twice / "model.safetensors").read_bytes() == (model_dir / "model.safetensors").read_bytes()
 
 
-def test_cli_writes_a_copy_with_its_manifest_and_refuses_a_folder_without_weights(
-        model_dir, tmp_path, capsys):
+def test_cli_writes_a_copy_with_its_manifest_and_refuses_a_folder_without_weights(model_dir, tmp_path, capsys):
     assert main(["resave", str(model_dir), str(tmp_path / "r"), "--manifest"]) == 0
     assert "model.safetensors" in (tmp_path / "r" / "MANIFEST.sha256").read_text()
     assert main(["perturb", str(tmp_path / "nothing"), str(tmp_path / "p")]) == 2

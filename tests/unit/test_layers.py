@@ -18,6 +18,7 @@ Every module under vfleet/ is parsed with ast; nothing is imported, so the test 
 modules whose dependencies are missing here. A new package under vfleet/ must be given a layer
 below (the test fails until it is).
 """
+
 from __future__ import annotations
 
 import ast
@@ -38,12 +39,12 @@ def layer_rank(layer: str) -> int:
 
 @dataclass(frozen=True)
 class Import:
-    source: str          # importing module, dotted
-    target: str          # imported vfleet module (or package), dotted
-    names: tuple         # the names taken from it (`from X import a, b`), empty for `import X`
+    source: str  # importing module, dotted
+    target: str  # imported vfleet module (or package), dotted
+    names: tuple  # the names taken from it (`from X import a, b`), empty for `import X`
     line: int
-    module_level: bool   # executed when the module is imported (not inside a function)
-    type_only: bool      # under `if TYPE_CHECKING:`
+    module_level: bool  # executed when the module is imported (not inside a function)
+    type_only: bool  # under `if TYPE_CHECKING:`
 
     def where(self) -> str:
         path = module_path(self.source).relative_to(ROOT)
@@ -88,13 +89,14 @@ def _resolve_relative(source: str, level: int, module: str | None) -> str:
     if not is_package(source):
         base = base[:-1]
     if level > 1:
-        base = base[:len(base) - (level - 1)]
+        base = base[: len(base) - (level - 1)]
     return ".".join(base + ([module] if module else []))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(source: str) -> list[Import]:
@@ -140,8 +142,10 @@ ALL_IMPORTS = [imp for name in MODULES for imp in imports_of(name)]
 
 def test_every_module_is_in_a_layer():
     unknown = sorted({layer_of(m) for m in MODULES} - set(LAYERS) - {ROOT_LAYER})
-    assert not unknown, (f"packages under vfleet/ with no layer: {unknown}; add each to LAYERS in "
-                         f"tests/unit/test_layers.py and to docs/architecture.md")
+    assert not unknown, (
+        f"packages under vfleet/ with no layer: {unknown}; add each to LAYERS in "
+        f"tests/unit/test_layers.py and to docs/architecture.md"
+    )
 
 
 def test_imports_only_go_down_the_layers():
@@ -173,9 +177,12 @@ def reaches_into_a_role(imp: Import) -> bool:
 
 def test_nothing_outside_a_role_imports_its_private_modules():
     """The CLI, the lab and the other roles use a role through its face (its __init__.py)."""
-    wrong = [f"{imp.where()}: {imp.source} imports {imp.target} {private_parts(imp)}; import it from "
-             f"vfleet.roles.{role_of(imp.target)} (add it to that face's __all__ if it is offered)"
-             for imp in ALL_IMPORTS if reaches_into_a_role(imp)]
+    wrong = [
+        f"{imp.where()}: {imp.source} imports {imp.target} {private_parts(imp)}; import it from "
+        f"vfleet.roles.{role_of(imp.target)} (add it to that face's __all__ if it is offered)"
+        for imp in ALL_IMPORTS
+        if reaches_into_a_role(imp)
+    ]
     assert not wrong, "a role's private modules used from outside it:\n" + "\n".join(wrong)
 
 
@@ -201,8 +208,10 @@ def test_every_role_names_its_offer_and_keeps_the_rest_private():
         for name in MODULES:
             parts = name.split(".")
             if len(parts) == 4 and parts[2] == role and not parts[3].startswith("_") and name not in NOT_MODULES:
-                wrong.append(f"{module_path(name).relative_to(ROOT)}: a public module inside role {role}; "
-                             f"name it _{parts[3]} and offer what others use from the face")
+                wrong.append(
+                    f"{module_path(name).relative_to(ROOT)}: a public module inside role {role}; "
+                    f"name it _{parts[3]} and offer what others use from the face"
+                )
     assert not wrong, "\n".join(wrong)
 
 
@@ -230,7 +239,7 @@ def test_role_packages_import_each_other_in_one_direction():
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as [a, b, ..., a], or None (iterative depth-first search)."""
-    state: dict[str, int] = {}   # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     for start in sorted(edges):
         if state.get(start):
             continue
@@ -242,7 +251,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             elif not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)
@@ -278,10 +287,15 @@ def test_the_checks_catch_what_they_are_for():
     assert layer_rank("engine") < layer_rank("config") < layer_rank("cli")
     assert _resolve_relative("vfleet.roles.preflight._checks", 1, "_nccl") == "vfleet.roles.preflight._nccl"
     assert _resolve_relative("vfleet.roles.preflight", 1, "_audit") == "vfleet.roles.preflight._audit"
-    assert any(i.source == "vfleet.roles.preflight._checks" and i.target == "vfleet.roles.preflight._nccl"
-               for i in ALL_IMPORTS)
+    assert any(
+        i.source == "vfleet.roles.preflight._checks" and i.target == "vfleet.roles.preflight._nccl" for i in ALL_IMPORTS
+    )
     into = Import("vfleet.cli.deploy", "vfleet.roles.service._unit", ("RESTART",), 1, True, False)
     assert reaches_into_a_role(into)
-    assert not reaches_into_a_role(Import("vfleet.roles.service._render", "vfleet.roles.service._argv", (), 1, True, False))
+    assert not reaches_into_a_role(
+        Import("vfleet.roles.service._render", "vfleet.roles.service._argv", (), 1, True, False)
+    )
     assert not reaches_into_a_role(Import("vfleet.cli.deploy", "vfleet.roles.service", ("RESTART",), 1, True, False))
-    assert reaches_into_a_role(Import("vfleet.roles.weights._copies", "vfleet.roles.service", ("_wait",), 1, True, False))
+    assert reaches_into_a_role(
+        Import("vfleet.roles.weights._copies", "vfleet.roles.service", ("_wait",), 1, True, False)
+    )

@@ -2,6 +2,7 @@
 and, when the body is an OpenAI-style error, its code (the gateway's own 503 vs vLLM's vs a bare
 nginx page); a request whose connection closed before any response is sent once more, as the
 OpenAI SDK does, and nothing else is."""
+
 import httpx
 
 from vfleet.clients.loadgen import LoadGenerator, _http_failure
@@ -30,6 +31,7 @@ def _client(*answers):
         if isinstance(answer, Exception):
             raise answer
         return answer
+
     return httpx.Client(transport=httpx.MockTransport(handler)), calls
 
 
@@ -58,8 +60,7 @@ def test_a_timeout_or_an_answer_is_never_resent():
 
 def test_a_stream_is_resent_only_when_no_response_began():
     gen = LoadGenerator("http://gw", "tiny")
-    events = (b'data: {"choices": [{"delta": {"content": "1"}, "finish_reason": "length"}]}\n\n'
-              b"data: [DONE]\n\n")
+    events = b'data: {"choices": [{"delta": {"content": "1"}, "finish_reason": "length"}]}\n\ndata: [DONE]\n\n'
     stream = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events)
     client, calls = _client(httpx.ReadError("Connection reset by peer"), stream)
     res = gen.one(client, stream=True)

@@ -1,4 +1,5 @@
 """The measured record: which setup fields differ between two runs (bench.compare, eval.compare)."""
+
 import pytest
 
 from vfleet.clients.measured import differences, record

@@ -2,6 +2,7 @@
 from {command, output, expected} data files (tests/unit/data/measured_restart/, the pyinfra way),
 then the write and the read run for real under `sh` on a temporary folder, and a write that
 fails, which must not fail the host."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,16 +13,30 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from tests.unit.configs import host_config
 from vfleet.engine.fact_protocol import fact_script, read_outputs, results
 from vfleet.engine.results import Status
-from vfleet.roles.service._measured_restart import (MeasuredRestart, MeasuredRestartFact, ROOT, path_for, save,
-                                                   save_command)
-from tests.unit.configs import host_config
+from vfleet.roles.service._measured_restart import (
+    ROOT,
+    MeasuredRestart,
+    MeasuredRestartFact,
+    path_for,
+    save,
+    save_command,
+)
 
 DATA = Path(__file__).parent / "data" / "measured_restart"
 CASES = sorted(DATA.glob("*.yaml"))
-RECORD = MeasuredRestart(restart_s=47.3, ready_s=41.27, stop_s=6.0, drain_s=0.02, inflight_wait_s=3.41,
-                         undrain_s=0.3, task="restart", at="2026-12-03T08:14:36Z")
+RECORD = MeasuredRestart(
+    restart_s=47.3,
+    ready_s=41.27,
+    stop_s=6.0,
+    drain_s=0.02,
+    inflight_wait_s=3.41,
+    undrain_s=0.3,
+    task="restart",
+    at="2026-12-03T08:14:36Z",
+)
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
@@ -48,7 +63,7 @@ def test_a_record_reads_back_as_written() -> None:
     assert MeasuredRestart.parse(RECORD.text()) == RECORD
     deploy = MeasuredRestart(restart_s=91.4, ready_s=88.0)
     assert MeasuredRestart.parse(deploy.text()) == deploy
-    assert "null" not in deploy.text() and deploy.text().endswith("}\n")   # measured values only
+    assert "null" not in deploy.text() and deploy.text().endswith("}\n")  # measured values only
 
 
 def _sh(script: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -63,17 +78,18 @@ def _read_through_the_protocol(path: Path) -> MeasuredRestart | None:
 
 
 def test_written_then_read_for_real(tmp_path: Path) -> None:
-    path = tmp_path / "state" / "restarts" / "vllm.service.json"   # the folder does not exist yet
-    assert _read_through_the_protocol(path) is None                 # no file: not measured
-    for record in (RECORD, MeasuredRestart(restart_s=12.0)):        # the second replaces the first whole
+    path = tmp_path / "state" / "restarts" / "vllm.service.json"  # the folder does not exist yet
+    assert _read_through_the_protocol(path) is None  # no file: not measured
+    for record in (RECORD, MeasuredRestart(restart_s=12.0)):  # the second replaces the first whole
         p = _sh(save_command(str(path)), record.text())
         assert p.returncode == 0, p.stderr
         assert path.read_text() == record.text() and _read_through_the_protocol(path) == record
-    assert [f.name for f in path.parent.iterdir()] == ["vllm.service.json"]   # the temporary file was renamed
+    assert [f.name for f in path.parent.iterdir()] == ["vllm.service.json"]  # the temporary file was renamed
 
 
-@pytest.mark.parametrize("content", [b'{"restart_s": 47.3, "rea', b"\xff\xfe\x00garbage\n\x1b[2J", b"",
-                                     b'{"restart_s": 1e400}', b"[" * 5000])
+@pytest.mark.parametrize(
+    "content", [b'{"restart_s": 47.3, "rea', b"\xff\xfe\x00garbage\n\x1b[2J", b"", b'{"restart_s": 1e400}', b"[" * 5000]
+)
 def test_a_damaged_file_on_the_host_reads_as_not_measured(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "vllm.service.json"
     path.write_bytes(content)
@@ -88,8 +104,13 @@ def test_a_file_larger_than_a_record_is_read_in_part_and_not_trusted(tmp_path: P
 
 def _ctx(run):
     recorded: list[tuple] = []
-    ctx = SimpleNamespace(name="lab1", config=host_config(), play=SimpleNamespace(task="upgrade"), run=run,
-                          record=lambda *a, **kw: recorded.append(a))
+    ctx = SimpleNamespace(
+        name="lab1",
+        config=host_config(),
+        play=SimpleNamespace(task="upgrade"),
+        run=run,
+        record=lambda *a, **kw: recorded.append(a),
+    )
     return ctx, recorded
 
 
@@ -97,21 +118,23 @@ def test_save_stamps_the_task_and_the_time_and_writes_through_stdin() -> None:
     calls: list[tuple] = []
     ctx, recorded = _ctx(lambda cmd, stdin, timeout: calls.append((cmd, stdin)) or SimpleNamespace(ok=True))
     save(ctx, MeasuredRestart(restart_s=47.3, ready_s=41.27))
-    (cmd, stdin), = calls
+    ((cmd, stdin),) = calls
     assert cmd == save_command("/var/lib/vfleet/restarts/vllm.service.json") and "47.3" not in cmd
     got = MeasuredRestart.parse(stdin)
     assert got is not None and got.task == "upgrade" and got.restart_s == 47.3
-    assert len(got.at) == 20 and got.at.endswith("Z") and recorded == []   # nothing to say when written
+    assert len(got.at) == 20 and got.at.endswith("Z") and recorded == []  # nothing to say when written
 
 
 def test_a_failed_write_never_fails_the_host() -> None:
     from vfleet.engine.connection import UnreachableError
 
     failing = SimpleNamespace(ok=False, exited=1, tail=lambda: "mkdir: cannot create directory: Read-only file system")
-    for run in (lambda cmd, stdin, timeout: failing,
-                lambda cmd, stdin, timeout: (_ for _ in ()).throw(UnreachableError("lab1: connection lost"))):
+    for run in (
+        lambda cmd, stdin, timeout: failing,
+        lambda cmd, stdin, timeout: (_ for _ in ()).throw(UnreachableError("lab1: connection lost")),
+    ):
         ctx, recorded = _ctx(run)
-        save(ctx, RECORD)   # no exception
-        (action, target, status, message), = recorded
+        save(ctx, RECORD)  # no exception
+        ((action, target, status, message),) = recorded
         assert status is Status.OK and target.endswith("vllm.service.json")
         assert "not recorded" in message and "counts lab1 as not measured" in message

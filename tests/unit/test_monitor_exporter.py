@@ -3,6 +3,7 @@
 fact commands run on this machine (which has Debian's package, as the lab needs), and the real
 exporter, started with exactly the ARGS the plan writes, reading the real nginx running the
 rendered gateway on loopback: nginx_up 1, requests counted, nginx_up 0 once nginx is gone."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,13 +15,13 @@ import urllib.request
 
 import pytest
 
+from tests.unit.gateway_cases import BACKENDS, gw
+from tests.unit.test_gateway_render import _free_port, _nginx_prefix
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
 from vfleet.roles.gateway import _render as gr
 from vfleet.roles.gateway._files import render_files
 from vfleet.roles.monitoring._exporter import DEFAULTS_FILE, PACKAGE, UNIT, defaults_text, facts_for, plan
-from tests.unit.gateway_cases import BACKENDS, gw
-from tests.unit.test_gateway_render import _free_port, _nginx_prefix
 
 GW = gw()
 
@@ -30,8 +31,11 @@ def have(text: str) -> FileState:
 
 
 def facts(*, installed=True, enabled="enabled", active="active", args: str | None = None) -> dict:
-    return {"exporter": installed, "unit": UnitState(enabled, active),
-            "defaults": have(defaults_text(GW) if args is None else args)}
+    return {
+        "exporter": installed,
+        "unit": UnitState(enabled, active),
+        "defaults": have(defaults_text(GW) if args is None else args),
+    }
 
 
 def steps(changes) -> list[tuple[str, str]]:
@@ -41,20 +45,26 @@ def steps(changes) -> list[tuple[str, str]]:
 def test_args_read_the_loopback_stub_status_and_listen_on_the_exporter_port():
     cfg = gw({"monitoring_gateway_status_port": 8181, "monitoring_gateway_exporter_port": 9200})
     text = defaults_text(cfg)
-    assert ("ARGS='-nginx.scrape-uri=http://127.0.0.1:8181/stub_status -web.listen-address=:9200 "
-            "-nginx.retries=1000000 -nginx.retry-interval=5s'\n") in text
+    assert (
+        "ARGS='-nginx.scrape-uri=http://127.0.0.1:8181/stub_status -web.listen-address=:9200 "
+        "-nginx.retries=1000000 -nginx.retry-interval=5s'\n"
+    ) in text
     # the renderer serves stub_status exactly there
     conf = gr.render_gateway(BACKENDS[:1], cfg)
     assert "listen 127.0.0.1:8181;" in conf and "location = /stub_status {" in conf
-    status = conf[conf.index("location = /stub_status {"):]
+    status = conf[conf.index("location = /stub_status {") :]
     assert status.index("allow 127.0.0.1;") < status.index("deny all;") < status.index("}")
 
 
 def test_bare_host_installs_configures_enables_and_restarts():
     bare = {"exporter": False, "unit": UnitState("not-found", "unknown"), "defaults": FileState("missing")}
     changes = plan(GW, bare)
-    assert steps(changes) == [("package", PACKAGE), ("exporter args", DEFAULTS_FILE),
-                              ("service", UNIT), ("service", UNIT)]
+    assert steps(changes) == [
+        ("package", PACKAGE),
+        ("exporter args", DEFAULTS_FILE),
+        ("service", UNIT),
+        ("service", UNIT),
+    ]
     assert "apt-get install" in changes[0].command and "--no-install-recommends" in changes[0].command
     assert "enable" in changes[2].command and changes[3].command == f"systemctl restart {UNIT}"
 
@@ -64,13 +74,13 @@ def test_converged_host_changes_nothing():
 
 
 def test_new_args_restart_a_running_exporter():
-    changes = plan(GW, facts(args="ARGS=\"\"\n"))
+    changes = plan(GW, facts(args='ARGS=""\n'))
     assert steps(changes) == [("exporter args", DEFAULTS_FILE), ("service", UNIT)]
     assert changes[1].command == f"systemctl restart {UNIT}"
 
 
 def test_a_stopped_exporter_is_started_once_not_restarted():
-    changes = plan(GW, facts(active="failed", args="ARGS=\"\"\n"))
+    changes = plan(GW, facts(active="failed", args='ARGS=""\n'))
     assert steps(changes) == [("exporter args", DEFAULTS_FILE), ("service", UNIT)]
     assert "systemctl start" in changes[1].command
 
@@ -99,8 +109,11 @@ def test_facts_read_this_machine_as_installed():
 
 def _metrics(port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
-            if line.startswith(("nginx_up", "nginx_http_requests_total", "nginx_connections_active"))}
+    return {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("nginx_up", "nginx_http_requests_total", "nginx_connections_active"))
+    }
 
 
 def _wait(probe, timeout: float = 20.0):
@@ -116,15 +129,17 @@ def _wait(probe, timeout: float = 20.0):
 
 @pytest.mark.skipif(not shutil.which("nginx"), reason="needs nginx")
 def test_real_exporter_with_the_planned_args_reads_the_rendered_gateway(tmp_path):
-    ports = {k: _free_port() for k in ("gateway_port", "monitoring_gateway_status_port",
-                                       "monitoring_gateway_exporter_port")}
+    ports = {
+        k: _free_port() for k in ("gateway_port", "monitoring_gateway_status_port", "monitoring_gateway_exporter_port")
+    }
     cfg = gw({**ports, "gateway_listen_address": "127.0.0.1"})
     conf = _nginx_prefix(tmp_path, render_files(BACKENDS[:1], cfg))
     nginx = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)], stderr=subprocess.PIPE)
     # the exporter as Debian's unit starts it: ARGS from the defaults file, split at whitespace
     (tmp_path / "defaults").write_text(defaults_text(cfg))
-    exporter = subprocess.Popen(["sh", "-c", f'. {tmp_path}/defaults; exec {PACKAGE} $ARGS'],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    exporter = subprocess.Popen(
+        ["sh", "-c", f". {tmp_path}/defaults; exec {PACKAGE} $ARGS"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     public = f"http://127.0.0.1:{ports['gateway_port']}"
     try:
         _wait(lambda: urllib.request.urlopen(public + "/health", timeout=1))

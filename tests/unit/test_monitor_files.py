@@ -1,5 +1,6 @@
 """`vfleet monitor --dest`: the files from an inventory, checked by the real promtool (config,
 file_sd targets and rules together), written atomically; the dashboard's queries parse."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,14 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet.engine.inventory import load_inventory
+from tests.unit.test_monitor_rules import promtool
 from vfleet.config.hostconfig import HostConfig
+from vfleet.config.variables import SCHEMA
+from vfleet.engine.inventory import load_inventory
 from vfleet.roles.monitoring import _files as files_mod
 from vfleet.roles.monitoring._dashboard import panel_queries
 from vfleet.roles.monitoring._files import MonitoringFile, monitoring_files, write_tree
 from vfleet.roles.monitoring._metrics import fleet_metric_names
-from vfleet.config.variables import SCHEMA
-from tests.unit.test_monitor_rules import promtool
 
 DATA = Path(__file__).parent / "data" / "monitor"
 FLEET = DATA / "fleet.yaml"
@@ -37,8 +38,9 @@ def gateways(inv):
 
 
 def vfleet(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
 
 
 def test_targets_name_every_vllm_host_with_its_labels():
@@ -46,10 +48,14 @@ def test_targets_name_every_vllm_host_with_its_labels():
     by_name = {f.path: f for f in monitoring_files(vllm, settings)}
     groups = json.loads(by_name["targets/vllm.json"].text)
     assert groups == [
-        {"targets": ["10.20.0.11:8001"],
-         "labels": {"host": "gpu01", "model": "qwen-7b", "service": "vllm", "vllm_version": "0.8.5"}},
-        {"targets": ["10.20.0.12:8000"],
-         "labels": {"host": "gpu02", "model": "qwen2.5-7b", "service": "vllm", "vllm_version": "0.11.0"}},
+        {
+            "targets": ["10.20.0.11:8001"],
+            "labels": {"host": "gpu01", "model": "qwen-7b", "service": "vllm", "vllm_version": "0.8.5"},
+        },
+        {
+            "targets": ["10.20.0.12:8000"],
+            "labels": {"host": "gpu02", "model": "qwen2.5-7b", "service": "vllm", "vllm_version": "0.11.0"},
+        },
     ]
 
 
@@ -71,7 +77,8 @@ def test_gpu_targets_name_each_vllm_hosts_node_exporter():
     _, vllm, settings = fleet()
     files = {f.path: f.text for f in monitoring_files(vllm, settings)}
     assert json.loads(files["targets/gpu.json"]) == [
-        {"targets": [f"10.20.0.1{i}:9100"], "labels": {"host": f"gpu0{i}"}} for i in (1, 2)]
+        {"targets": [f"10.20.0.1{i}:9100"], "labels": {"host": f"gpu0{i}"}} for i in (1, 2)
+    ]
     jobs = {j["job_name"]: j.get("file_sd_configs") for j in yaml.safe_load(files["prometheus.yml"])["scrape_configs"]}
     assert jobs["gpu"] == [{"files": ["targets/gpu.json"], "refresh_interval": "1m"}]
 
@@ -87,7 +94,9 @@ def test_monitoring_group_variables_reach_config_and_rules():
     assert "vllm:kv_cache_usage_perc" in rules["VllmKvCacheNearFull"]["expr"]
     config = yaml.safe_load(by_name["prometheus.yml"].text)
     assert config["rule_files"] == ["rules/vllm-alerts.yml"]
-    assert config["scrape_configs"][0]["file_sd_configs"] == [{"files": ["targets/vllm.json"], "refresh_interval": "1m"}]
+    assert config["scrape_configs"][0]["file_sd_configs"] == [
+        {"files": ["targets/vllm.json"], "refresh_interval": "1m"}
+    ]
     assert [f.path for f in monitoring_files(vllm, settings) if not f.deployed] == ["grafana/vllm-dashboard.json"]
 
 
@@ -95,10 +104,17 @@ def test_cli_writes_a_tree_promtool_accepts(tmp_path):
     p = vfleet("monitor", "--inventory", str(FLEET), "--dest", str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     written = sorted(str(q.relative_to(tmp_path)) for q in tmp_path.rglob("*") if q.is_file())
-    assert written == ["grafana/vllm-dashboard.json", "prometheus.yml", "rules/vllm-alerts.yml",
-                       "targets/gateway-usage.json", "targets/gateway.json", "targets/gpu.json", "targets/vllm.json"]
+    assert written == [
+        "grafana/vllm-dashboard.json",
+        "prometheus.yml",
+        "rules/vllm-alerts.yml",
+        "targets/gateway-usage.json",
+        "targets/gateway.json",
+        "targets/gpu.json",
+        "targets/vllm.json",
+    ]
     assert "10.20.0.2:9200" in (tmp_path / "targets" / "gateway.json").read_text()
-    assert "10.20.0.2:3903" in (tmp_path / "targets" / "gateway-usage.json").read_text()   # mtail's default port
+    assert "10.20.0.2:3903" in (tmp_path / "targets" / "gateway-usage.json").read_text()  # mtail's default port
     c = promtool("check", "config", "prometheus.yml", cwd=tmp_path)
     assert c.returncode == 0, c.stdout + c.stderr
     assert "SUCCESS: 1 rule files found" in c.stdout + c.stderr
@@ -116,7 +132,9 @@ def test_cli_says_what_is_missing():
     assert p.returncode == 2 and "--dest" in p.stderr and "--deploy" in p.stderr
     p = vfleet("monitor", "--inventory", str(DATA / "no-monitoring.yaml"), "--deploy")
     assert p.returncode == 2 and "no host of group 'monitoring'" in p.stderr, p.stderr
-    p = vfleet("monitor", "--inventory", str(DATA.parent / "inventories" / "good" / "ranges.yaml"), "--dest", "/nonexistent")
+    p = vfleet(
+        "monitor", "--inventory", str(DATA.parent / "inventories" / "good" / "ranges.yaml"), "--dest", "/nonexistent"
+    )
     assert p.returncode == 2 and "no host in group 'vllm'" in p.stderr, p.stderr
 
 
@@ -154,8 +172,14 @@ def test_dashboard_queries_parse_and_use_the_fleet_names(tmp_path):
     assert any("vllm:gpu_cache_usage_perc" in e and "vllm:kv_cache_usage_perc" in e for e in exprs)
     assert dash["templating"]["list"][0]["name"] == "host"
     # promtool parses every query (as recording rules; Grafana's $host becomes a regex)
-    rules = {"groups": [{"name": "dash", "rules": [{"record": f"dash:q{i}", "expr": e.replace("$host", ".*")}
-                                                   for i, e in enumerate(exprs)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dash",
+                "rules": [{"record": f"dash:q{i}", "expr": e.replace("$host", ".*")} for i, e in enumerate(exprs)],
+            }
+        ]
+    }
     (tmp_path / "dash.yml").write_text(yaml.safe_dump(rules))
     p = promtool("check", "rules", str(tmp_path / "dash.yml"))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -167,8 +191,9 @@ def test_the_verdict_alerts_compare_each_host_with_its_inventory_max_num_seqs():
     _, vllm, settings = fleet()
     vllm = [dataclasses.replace(c, max_num_seqs=32) if c.name == "gpu01" else c for c in vllm]
     text = {f.path: f.text for f in monitoring_files(vllm, settings)}["rules/vllm-alerts.yml"]
-    verdict = {r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] if g["name"] == "vllm-verdict"
-               for r in g["rules"]}
+    verdict = {
+        r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] if g["name"] == "vllm-verdict" for r in g["rules"]
+    }
     assert 'host="gpu01"} >= 30.4)' in verdict["VllmQueueing"] and 'host="gpu02"}' not in verdict["VllmQueueing"]
     assert 'host="gpu01"} < 16)' in verdict["VllmUnderfed"]
-    assert "max_over_time(" in verdict["VllmQueueing"]   # gpu02's fallback
+    assert "max_over_time(" in verdict["VllmQueueing"]  # gpu02's fallback

@@ -3,6 +3,7 @@ Prometheus text, from data files (a GPU lost, the driver gone, values the GPU ca
 and from the lab's simulated nvidia-smi replaying each captured profile (what a lab host runs);
 the text passes the real `promtool check metrics`; the file is replaced atomically; a missing
 or hung nvidia-smi is a reading that says so."""
+
 from __future__ import annotations
 
 import os
@@ -45,14 +46,18 @@ def check_metrics(text: str) -> subprocess.CompletedProcess:
 def fake_smi(tmp_path: Path, profile: str) -> str:
     """An `nvidia-smi` that is the lab's simulator replaying `profile`, as on a lab host."""
     exe = tmp_path / "nvidia-smi"
-    exe.write_text(f"#!/bin/sh\nVFLEET_GPU_PROFILE={PROFILES / profile} exec {sys.executable} {SIM} \"$@\"\n")
+    exe.write_text(f'#!/bin/sh\nVFLEET_GPU_PROFILE={PROFILES / profile} exec {sys.executable} {SIM} "$@"\n')
     exe.chmod(0o755)
     return str(exe)
 
 
 def test_the_command_is_the_documented_query():
-    assert gt.COMMAND == ("nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,utilization.gpu,memory.used,memory.total,"
-                          "ecc.errors.uncorrected.volatile.total,name", "--format=csv,noheader,nounits")
+    assert gt.COMMAND == (
+        "nvidia-smi",
+        "--query-gpu=index,uuid,pci.bus_id,utilization.gpu,memory.used,memory.total,"
+        "ecc.errors.uncorrected.volatile.total,name",
+        "--format=csv,noheader,nounits",
+    )
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in DATA.glob("*.yaml")))
@@ -75,8 +80,9 @@ def test_a_name_with_a_comma_stays_one_cell():
     assert samples(gt.render(reading, 1))['vfleet_gpu_utilization_ratio{gpu="0",uuid="GPU-x"}'] == 0.03
 
 
-@pytest.mark.parametrize("profile,gpus,total_mib", [("h200-1", 1, 143771), ("v100-8-pcie", 8, 32768),
-                                                      ("a100-8-sxm", 8, 81920)])
+@pytest.mark.parametrize(
+    "profile,gpus,total_mib", [("h200-1", 1, 143771), ("v100-8-pcie", 8, 32768), ("a100-8-sxm", 8, 81920)]
+)
 def test_main_writes_what_the_simulated_gpus_say(tmp_path, profile, gpus, total_mib):
     out = tmp_path / "vfleet-gpu.prom"
     assert gt.main(["--output", str(out), "--expected", str(gpus), "--nvidia-smi", fake_smi(tmp_path, profile)]) == 0
@@ -86,8 +92,8 @@ def test_main_writes_what_the_simulated_gpus_say(tmp_path, profile, gpus, total_
     totals = {k: v for k, v in got.items() if k.startswith("vfleet_gpu_memory_total_bytes")}
     assert len(totals) == gpus and set(totals.values()) == {total_mib * MIB}
     assert len([k for k in got if k.startswith("vfleet_gpu_utilization_ratio")]) == gpus
-    assert sorted(os.listdir(tmp_path)) == ["nvidia-smi", "vfleet-gpu.prom"]   # no temp file left
-    assert oct(out.stat().st_mode & 0o777) == "0o644"                   # node_exporter runs as prometheus
+    assert sorted(os.listdir(tmp_path)) == ["nvidia-smi", "vfleet-gpu.prom"]  # no temp file left
+    assert oct(out.stat().st_mode & 0o777) == "0o644"  # node_exporter runs as prometheus
     p = check_metrics(text)
     assert p.returncode == 0, p.stdout + p.stderr
 

@@ -1,21 +1,21 @@
 """The monitoring deploy plan from fake facts (pyinfra's way): a bare host, a converged one
 (nothing to do), a fleet change (targets only, then a reload), a new listen port (restart),
 a stopped Prometheus, and a masked unit (refused, never unmasked behind the operator's back)."""
+
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import subprocess
 
 import pytest
 
+from tests.unit.configs import host_config
+from vfleet.config.monitoring import MonitoringSettings
 from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.runner import HostFailed
 from vfleet.roles.monitoring._deploy import DEFAULTS_FILE, defaults_text, facts_for, plan
 from vfleet.roles.monitoring._files import monitoring_files
-from vfleet.config.monitoring import MonitoringSettings
-from tests.unit.configs import host_config
 
 SETTINGS = MonitoringSettings.defaults()
 HOSTS = [host_config(name="gpu01", address="10.0.0.1"), host_config(name="gpu02", address="10.0.0.2")]
@@ -27,11 +27,14 @@ def have(text: str) -> FileState:
     return FileState("file", hashlib.sha256(text.encode()).hexdigest(), "644", "root", "root")
 
 
-def facts(*, installed=True, enabled="enabled", active="active", stale=(), files=FILES,
-          settings=SETTINGS) -> dict:
+def facts(*, installed=True, enabled="enabled", active="active", stale=(), files=FILES, settings=SETTINGS) -> dict:
     """A host that runs exactly `files`, except the paths in `stale` (old content)."""
-    out = {"prometheus": installed, "promtool": installed, "unit": UnitState(enabled, active),
-           "defaults": have(defaults_text(settings))}
+    out = {
+        "prometheus": installed,
+        "promtool": installed,
+        "unit": UnitState(enabled, active),
+        "defaults": have(defaults_text(settings)),
+    }
     for f in files:
         out[f.path] = have("old\n") if f.path in stale else have(f.text)
     return out
@@ -42,22 +45,38 @@ def steps(changes) -> list[tuple[str, str]]:
 
 
 def test_bare_host_installs_writes_checked_files_and_restarts():
-    bare = {"prometheus": False, "promtool": False, "unit": UnitState("not-found", "unknown"), "defaults": FileState("missing"),
-            **{f.path: FileState("missing") for f in FILES}}
+    bare = {
+        "prometheus": False,
+        "promtool": False,
+        "unit": UnitState("not-found", "unknown"),
+        "defaults": FileState("missing"),
+        **{f.path: FileState("missing") for f in FILES},
+    }
     changes = plan(SETTINGS, FILES, bare)
     assert steps(changes) == [
-        ("package", "prometheus"), ("prometheus args", DEFAULTS_FILE),
-        ("prometheus config", ETC + "targets/vllm.json"), ("prometheus config", ETC + "targets/gateway.json"),
-        ("prometheus config", ETC + "targets/gateway-usage.json"), ("prometheus config", ETC + "targets/gpu.json"), ("prometheus config", ETC + "rules/vllm-alerts.yml"),
+        ("package", "prometheus"),
+        ("prometheus args", DEFAULTS_FILE),
+        ("prometheus config", ETC + "targets/vllm.json"),
+        ("prometheus config", ETC + "targets/gateway.json"),
+        ("prometheus config", ETC + "targets/gateway-usage.json"),
+        ("prometheus config", ETC + "targets/gpu.json"),
+        ("prometheus config", ETC + "rules/vllm-alerts.yml"),
         ("prometheus config", ETC + "prometheus.yml"),
         ("service", "prometheus.service"),  # enable
         ("service", "prometheus.service"),  # restart: the package started it with its own config
     ]
     assert "apt-get install" in changes[0].command and "prometheus" in changes[0].command
     by_target = {c.target: c for c in changes}
-    assert "promtool check rules /etc/prometheus/rules/vllm-alerts.yml" in by_target[ETC + "rules/vllm-alerts.yml"].command
-    for path in ("targets/vllm.json", "targets/gateway.json", "targets/gateway-usage.json", "targets/gpu.json",
-                 "prometheus.yml"):
+    assert (
+        "promtool check rules /etc/prometheus/rules/vllm-alerts.yml" in by_target[ETC + "rules/vllm-alerts.yml"].command
+    )
+    for path in (
+        "targets/vllm.json",
+        "targets/gateway.json",
+        "targets/gateway-usage.json",
+        "targets/gpu.json",
+        "prometheus.yml",
+    ):
         assert "promtool check config /etc/prometheus/prometheus.yml" in by_target[ETC + path].command
     assert "enable" in changes[-2].command and "restart" in changes[-1].command
     assert "grafana" not in " ".join(c.target for c in changes)  # the dashboard stays on the controller
@@ -77,9 +96,12 @@ def test_a_new_listen_port_restarts_instead_of_reloading():
     other = dataclasses.replace(SETTINGS, port=9191)
     files = monitoring_files(HOSTS, other)
     changes = plan(other, files, facts(stale=("prometheus.yml",), files=files))
-    assert steps(changes) == [("prometheus args", DEFAULTS_FILE), ("prometheus config", ETC + "prometheus.yml"),
-                              ("service", "prometheus.service")]
-    assert '--web.listen-address=:9191' in defaults_text(other)
+    assert steps(changes) == [
+        ("prometheus args", DEFAULTS_FILE),
+        ("prometheus config", ETC + "prometheus.yml"),
+        ("service", "prometheus.service"),
+    ]
+    assert "--web.listen-address=:9191" in defaults_text(other)
     assert changes[-1].command == "systemctl restart prometheus.service"
 
 
@@ -106,8 +128,11 @@ def test_facts_read_this_machine_as_installed():
 
 
 def run_locally(changes) -> list[subprocess.CompletedProcess]:
-    return [subprocess.run(["bash", "-c", c.command], input=c.stdin, capture_output=True, text=True, timeout=60)
-            for c in changes if c.action == "prometheus config"]
+    return [
+        subprocess.run(["bash", "-c", c.command], input=c.stdin, capture_output=True, text=True, timeout=60)
+        for c in changes
+        if c.action == "prometheus config"
+    ]
 
 
 def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
@@ -123,8 +148,10 @@ def test_files_are_kept_only_when_promtool_accepts_them(tmp_path, monkeypatch):
     for f in FILES:
         if f.deployed:
             assert (tmp_path / f.path).read_text() == f.text
-    broken = [f if f.path != "rules/vllm-alerts.yml" else
-              type(f)(f.path, f.text.replace("up{job=", "up{job=="), True) for f in FILES]
+    broken = [
+        f if f.path != "rules/vllm-alerts.yml" else type(f)(f.path, f.text.replace("up{job=", "up{job=="), True)
+        for f in FILES
+    ]
     results = run_locally(plan(SETTINGS, broken, facts()))
     assert len(results) == 1 and results[0].returncode == 3, results
     assert "rejected by promtool check rules" in results[0].stderr

@@ -3,6 +3,7 @@ scrapes a stand-in vLLM /metrics (the V1 names of the lab's 0.32.0), evaluates e
 without error, fires VllmHostDown for a host that does not answer, and drops a host from its
 targets when the inventory does, through file_sd alone (no reload). No lab needed: the lab
 test (tests/integration/test_monitor.py) does the same against real vLLM hosts."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,9 +18,9 @@ import httpx
 import pytest
 import yaml
 
+from vfleet.config.monitoring import MonitoringSettings
 from vfleet.roles.monitoring._gpu_rules import GPU_ALERTS
 from vfleet.roles.monitoring._rules import ALERTS, GATEWAY_ALERTS
-from vfleet.config.monitoring import MonitoringSettings
 from vfleet.roles.monitoring._usage_rules import usage_records
 from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS
 
@@ -50,18 +51,34 @@ def free_port() -> int:
 
 
 def inventory(path: Path, ports: dict[str, int], prom_port: int) -> Path:
-    data = {"all": {"vars": {"vllm_version": "0.32.0", "model_name": "tiny"}, "children": {
-        "vllm": {"hosts": {n: {"ansible_host": "127.0.0.1", "vllm_port": p} for n, p in ports.items()}},
-        "monitoring": {"vars": {"monitoring_scrape_interval": "1s", "monitoring_down_for": "2s",
-                                "monitoring_port": prom_port},
-                       "hosts": {"mon": {"ansible_host": "127.0.0.1"}}}}}}
+    data = {
+        "all": {
+            "vars": {"vllm_version": "0.32.0", "model_name": "tiny"},
+            "children": {
+                "vllm": {"hosts": {n: {"ansible_host": "127.0.0.1", "vllm_port": p} for n, p in ports.items()}},
+                "monitoring": {
+                    "vars": {
+                        "monitoring_scrape_interval": "1s",
+                        "monitoring_down_for": "2s",
+                        "monitoring_port": prom_port,
+                    },
+                    "hosts": {"mon": {"ansible_host": "127.0.0.1"}},
+                },
+            },
+        }
+    }
     path.write_text(yaml.safe_dump(data))
     return path
 
 
 def write_dest(inv: Path, dest: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "monitor", "--inventory", str(inv), "--dest", str(dest)],
-                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "monitor", "--inventory", str(inv), "--dest", str(dest)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -90,14 +107,31 @@ def prometheus(tmp_path):
     inv = inventory(tmp_path / "inv.yaml", {"up1": up, "down1": down}, prom)
     dest = tmp_path / "dest"
     write_dest(inv, dest)
-    procs = [subprocess.Popen([sys.executable, "-m", "http.server", str(up), "--bind", "127.0.0.1",
-                               "--directory", str(www)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-             subprocess.Popen([exe, f"--config.file={dest / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{prom}",
-                               f"--storage.tsdb.path={tmp_path / 'data'}"],
-                              stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(up), "--bind", "127.0.0.1", "--directory", str(www)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                exe,
+                f"--config.file={dest / 'prometheus.yml'}",
+                f"--web.listen-address=127.0.0.1:{prom}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "prometheus.log").open("w"),
+        ),
+    ]
     try:
-        yield {"api": f"http://127.0.0.1:{prom}/api/v1", "tmp": tmp_path, "ports": {"up1": up}, "prom": prom,
-               "dest": dest}
+        yield {
+            "api": f"http://127.0.0.1:{prom}/api/v1",
+            "tmp": tmp_path,
+            "ports": {"up1": up},
+            "prom": prom,
+            "dest": dest,
+        }
     finally:
         for p in procs:
             p.terminate()
@@ -112,25 +146,36 @@ def data(api: str, path: str) -> Any:
 
 
 def vllm_targets(api: str) -> dict[str, str]:
-    return {t["labels"]["host"]: t["health"] for t in data(api, "targets")["activeTargets"]
-            if t["labels"]["job"] == "vllm"}
+    return {
+        t["labels"]["host"]: t["health"] for t in data(api, "targets")["activeTargets"] if t["labels"]["job"] == "vllm"
+    }
 
 
 def test_prometheus_runs_the_generated_files(prometheus):
     api = prometheus["api"]
     wait_for("both targets scraped once", lambda: vllm_targets(api) == {"up1": "up", "down1": "down"})
+
     def evaluated() -> list[dict]:
         rules = [r for g in data(api, "rules")["groups"] for r in g["rules"]]
         return rules if all(not r["lastEvaluation"].startswith("0001") for r in rules) else []
 
     rules = wait_for("every rule evaluated once", evaluated)
-    assert {g["name"]: [r["name"] for r in g["rules"]] for g in data(api, "rules")["groups"]} == \
-        {"vllm": list(ALERTS), "gateway": list(GATEWAY_ALERTS), "gpu": list(GPU_ALERTS),
-         "vllm-verdict": list(VERDICT_ALERTS), "gateway_usage": list(usage_records(MonitoringSettings.defaults().thresholds))}
+    assert {g["name"]: [r["name"] for r in g["rules"]] for g in data(api, "rules")["groups"]} == {
+        "vllm": list(ALERTS),
+        "gateway": list(GATEWAY_ALERTS),
+        "gpu": list(GPU_ALERTS),
+        "vllm-verdict": list(VERDICT_ALERTS),
+        "gateway_usage": list(usage_records(MonitoringSettings.defaults().thresholds)),
+    }
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-    fired = wait_for("VllmHostDown firing", lambda: {
-        a["labels"]["host"] for a in data(api, "alerts")["alerts"]
-        if a["labels"]["alertname"] == "VllmHostDown" and a["state"] == "firing"})
+    fired = wait_for(
+        "VllmHostDown firing",
+        lambda: {
+            a["labels"]["host"]
+            for a in data(api, "alerts")["alerts"]
+            if a["labels"]["alertname"] == "VllmHostDown" and a["state"] == "firing"
+        },
+    )
     assert fired == {"down1"}
     # the gpu job's targets (port 9100 of each host) serve no GPU readings here: GpuMetricsMissing
     # may fire for them; nothing else does

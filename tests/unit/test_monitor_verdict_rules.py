@@ -4,6 +4,7 @@ the host whose numbers meet its verdict and staying quiet on the others, under t
 V0 metric names, with each host's max_num_seqs from LIMITS (the inventory's) or, for hosts
 without one, the ceiling of the last hour. Thresholds are the verdict's own constants
 (vfleet/clients/verdict.py)."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,8 +23,16 @@ TH = MonitoringSettings.defaults().thresholds
 MINUTES = 20
 # the inventory's max_num_seqs; mem, pre, seqs, blip, fell, ok set none. The last host has no
 # series: its name needs PromQL quoting, which promtool's `check rules` then parses.
-LIMITS = {"seqsk": 16, "tok": 256, "queue": 64, "steady": 64, "low": 64, "lowbusy": 64, "lowwait": 64,
-          'we"ird\\host': 8}
+LIMITS = {
+    "seqsk": 16,
+    "tok": 256,
+    "queue": 64,
+    "steady": 64,
+    "low": 64,
+    "lowbusy": 64,
+    "lowwait": 64,
+    'we"ird\\host': 8,
+}
 AT_WHAT = "its max_num_seqs (or its ceiling of the last 1h where the inventory sets none)"
 
 
@@ -43,9 +52,13 @@ def sel(host: str) -> str:
 
 
 def fired(host: str, alert: str, summary: str) -> dict:
-    kind = {r["alert"]: r["labels"]["verdict"] for r in verdict_group(metric_names_for(None), TH, LIMITS)["rules"]}[alert]
-    return {"exp_labels": {"alertname": alert, "severity": "warning", "verdict": kind, **labels(host)},
-            "exp_annotations": {"summary": summary, "description": f"{kind}: {TEXTS[kind]}."}}
+    kind = {r["alert"]: r["labels"]["verdict"] for r in verdict_group(metric_names_for(None), TH, LIMITS)["rules"]}[
+        alert
+    ]
+    return {
+        "exp_labels": {"alertname": alert, "severity": "warning", "verdict": kind, **labels(host)},
+        "exp_annotations": {"summary": summary, "description": f"{kind}: {TEXTS[kind]}."},
+    }
 
 
 def series(names: dict[str, str]) -> list[dict[str, str]]:
@@ -60,56 +73,125 @@ def series(names: dict[str, str]) -> list[dict[str, str]]:
     wait, kv, run = names["requests_waiting"], names["kv_cache_usage"], names["requests_running"]
     pre, ttft = names["preemptions"], names["ttft"]
     n = MINUTES
-    growing_sum = " ".join(str(30 * m * (m + 1)) for m in range(n + 1))   # 60 answers a minute, minute m: m s each
+    growing_sum = " ".join(str(30 * m * (m + 1)) for m in range(n + 1))  # 60 answers a minute, minute m: m s each
     rows = {
         "mem": {wait: f"4x{n}", kv: f"0.95x{n}", run: f"40x{n}", pre: f"0x{n}"},
         "pre": {wait: f"2x{n}", kv: f"0.5x{n}", run: f"40x{n}", pre: f"0+3x{n}"},
         "seqs": {wait: f"4x{n}", kv: f"0.4x{n}", run: f"16x{n}", pre: f"0x{n}"},
         "blip": {wait: f"0 0 3 3 0x{n - 3}", kv: f"0.4x{n}", run: f"16x{n}", pre: f"0x{n}"},
-        "queue": {wait: f"0x{n}", kv: f"0.5x{n}", run: f"64x{n}", pre: f"0x{n}",
-                  f"{ttft}_sum": growing_sum, f"{ttft}_count": f"0+60x{n}"},
-        "fell": {wait: f"0x{n}", kv: f"0.5x{n}", run: f"64x5 30x{n - 5}", pre: f"0x{n}",
-                 f"{ttft}_sum": growing_sum, f"{ttft}_count": f"0+60x{n}"},
-        "ok": {wait: f"0x{n}", kv: f"0.3x{n}", run: f"10x{n}", pre: f"0x{n}",
-               f"{ttft}_sum": f"0+30x{n}", f"{ttft}_count": f"0+60x{n}"},
+        "queue": {
+            wait: f"0x{n}",
+            kv: f"0.5x{n}",
+            run: f"64x{n}",
+            pre: f"0x{n}",
+            f"{ttft}_sum": growing_sum,
+            f"{ttft}_count": f"0+60x{n}",
+        },
+        "fell": {
+            wait: f"0x{n}",
+            kv: f"0.5x{n}",
+            run: f"64x5 30x{n - 5}",
+            pre: f"0x{n}",
+            f"{ttft}_sum": growing_sum,
+            f"{ttft}_count": f"0+60x{n}",
+        },
+        "ok": {
+            wait: f"0x{n}",
+            kv: f"0.3x{n}",
+            run: f"10x{n}",
+            pre: f"0x{n}",
+            f"{ttft}_sum": f"0+30x{n}",
+            f"{ttft}_count": f"0+60x{n}",
+        },
         "seqsk": {wait: f"4x{n}", kv: f"0.4x{n}", run: f"16x{n}", pre: f"0x{n}"},
         "tok": {wait: f"1x{n}", kv: f"0.2x{n}", run: f"3x{n}", pre: f"0x{n}"},
-        "steady": {wait: f"0x{n}", kv: f"0.3x{n}", run: f"10x{n}", pre: f"0x{n}",
-                   f"{ttft}_sum": growing_sum, f"{ttft}_count": f"0+60x{n}"},
+        "steady": {
+            wait: f"0x{n}",
+            kv: f"0.3x{n}",
+            run: f"10x{n}",
+            pre: f"0x{n}",
+            f"{ttft}_sum": growing_sum,
+            f"{ttft}_count": f"0+60x{n}",
+        },
         "low": {wait: f"0x{n}", kv: f"0.05x{n}", run: f"3x{n}", pre: f"0x{n}"},
         "lowbusy": {wait: f"0x{n}", kv: f"0.05x{n}", run: f"3x{n}", pre: f"0x{n}"},
         "lowwait": {wait: f"2x{n}", kv: f"0.2x{n}", run: f"3x{n}", pre: f"0x{n}"},
     }
-    gpu = {"low": 0.12, "lowbusy": 0.97, "lowwait": 0.1}   # vfleet_gpu_utilization_ratio of GPU 0
-    return ([{"series": f"{metric}{sel(host)}", "values": values}
-             for host, metrics in rows.items() for metric, values in metrics.items()]
-            + [{"series": f'vfleet_gpu_utilization_ratio{{job="gpu", instance="{host}:9100", host="{host}", '
-                          f'gpu="0"}}', "values": f"{ratio}x{n}"} for host, ratio in gpu.items()])
+    gpu = {"low": 0.12, "lowbusy": 0.97, "lowwait": 0.1}  # vfleet_gpu_utilization_ratio of GPU 0
+    return [
+        {"series": f"{metric}{sel(host)}", "values": values}
+        for host, metrics in rows.items()
+        for metric, values in metrics.items()
+    ] + [
+        {
+            "series": f'vfleet_gpu_utilization_ratio{{job="gpu", instance="{host}:9100", host="{host}", gpu="0"}}',
+            "values": f"{ratio}x{n}",
+        }
+        for host, ratio in gpu.items()
+    ]
 
 
 def alert_tests() -> list[dict]:
     room, full = f"(< {KV_NEAR_FULL:.0%})", f"(>= {KV_NEAR_FULL:.0%})"
     tests = [
-        {"eval_time": "8m", "alertname": "VllmMemoryBound", "exp_alerts": [
-            fired("mem", "VllmMemoryBound", f"4 requests wait on mem while its KV cache is near full {full} or it preempts"),
-            fired("pre", "VllmMemoryBound", f"2 requests wait on pre while its KV cache is near full {full} or it preempts")]},
-        {"eval_time": "3m", "alertname": "VllmMemoryBound", "exp_alerts": []},      # not held for 5m yet
+        {
+            "eval_time": "8m",
+            "alertname": "VllmMemoryBound",
+            "exp_alerts": [
+                fired(
+                    "mem",
+                    "VllmMemoryBound",
+                    f"4 requests wait on mem while its KV cache is near full {full} or it preempts",
+                ),
+                fired(
+                    "pre",
+                    "VllmMemoryBound",
+                    f"2 requests wait on pre while its KV cache is near full {full} or it preempts",
+                ),
+            ],
+        },
+        {"eval_time": "3m", "alertname": "VllmMemoryBound", "exp_alerts": []},  # not held for 5m yet
         # not `tok`: 1 waits while 3 of 256 run (the scheduler's token budget, not max_num_seqs)
-        {"eval_time": "8m", "alertname": "VllmMaxNumSeqsTooSmall", "exp_alerts": [
-            fired(h, "VllmMaxNumSeqsTooSmall", f"4 requests wait on {h} while its KV cache has room {room} "
-                                               f"and it runs at {AT_WHAT}") for h in ("seqs", "seqsk")]},
+        {
+            "eval_time": "8m",
+            "alertname": "VllmMaxNumSeqsTooSmall",
+            "exp_alerts": [
+                fired(
+                    h,
+                    "VllmMaxNumSeqsTooSmall",
+                    f"4 requests wait on {h} while its KV cache has room {room} and it runs at {AT_WHAT}",
+                )
+                for h in ("seqs", "seqsk")
+            ],
+        },
         # not `steady`: its TTFT grows as much, but 10 of its 64 run
-        {"eval_time": "14m", "alertname": "VllmQueueing", "exp_alerts": [
-            fired("queue", "VllmQueueing", f"queue runs 64 requests, at {AT_WHAT}, and its mean TTFT "
-                                           "grew by 25% or more over 5m")]},
+        {
+            "eval_time": "14m",
+            "alertname": "VllmQueueing",
+            "exp_alerts": [
+                fired(
+                    "queue",
+                    "VllmQueueing",
+                    f"queue runs 64 requests, at {AT_WHAT}, and its mean TTFT grew by 25% or more over 5m",
+                )
+            ],
+        },
         {"eval_time": "4m", "alertname": "VllmQueueing", "exp_alerts": []},
         # not `lowbusy` (its GPU is busy), not `lowwait` (requests wait), not `steady` (no GPU readings)
-        {"eval_time": "8m", "alertname": "VllmUnderfed", "exp_alerts": [
-            fired("low", "VllmUnderfed", f"low runs 3 requests, under 50% of {AT_WHAT}, and its GPUs are busy "
-                                         "under 50% of the time")]},
+        {
+            "eval_time": "8m",
+            "alertname": "VllmUnderfed",
+            "exp_alerts": [
+                fired(
+                    "low",
+                    "VllmUnderfed",
+                    f"low runs 3 requests, under 50% of {AT_WHAT}, and its GPUs are busy under 50% of the time",
+                )
+            ],
+        },
         {"eval_time": "3m", "alertname": "VllmUnderfed", "exp_alerts": []},
     ]
-    assert {t["alertname"] for t in tests} == set(VERDICT_ALERTS)   # every alert is tested
+    assert {t["alertname"] for t in tests} == set(VERDICT_ALERTS)  # every alert is tested
     return tests
 
 
@@ -119,10 +201,14 @@ def test_each_verdict_alert_fires_only_where_its_numbers_are(tmp_path, version):
     rules = {"groups": [verdict_group(names, TH, LIMITS)]}
     (tmp_path / "verdict.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
     check = promtool("check", "rules", "verdict.yml", cwd=tmp_path)
-    assert check.returncode == 0 and f"SUCCESS: {len(VERDICT_ALERTS)} rules found" in check.stdout, \
+    assert check.returncode == 0 and f"SUCCESS: {len(VERDICT_ALERTS)} rules found" in check.stdout, (
         check.stdout + check.stderr
-    test = {"rule_files": ["verdict.yml"], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": series(names), "alert_rule_test": alert_tests()}]}
+    )
+    test = {
+        "rule_files": ["verdict.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series(names), "alert_rule_test": alert_tests()}],
+    }
     (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
     p = promtool("test", "rules", "test.yml", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr

@@ -1,17 +1,32 @@
 """The nccl_bandwidth check's rules: expected figures by link, thresholds, the 1-GPU case."""
+
 import pytest
 
 from vfleet.roles.preflight import _nccl_bandwidth as nb
 
 
 def result(world, busbw, correct=True):
-    return {"world_size": world, "busbw_gbps": busbw, "time_s": 0.001, "size_bytes": 256 << 20, "correct": correct,
-            "nccl": "2.28.3"}
+    return {
+        "world_size": world,
+        "busbw_gbps": busbw,
+        "time_s": 0.001,
+        "size_bytes": 256 << 20,
+        "correct": correct,
+        "nccl": "2.28.3",
+    }
 
 
-@pytest.mark.parametrize("link,cc,cls,want", [("NV18", "9.0", "NV18", 370), ("NV12", "8.0", "NV12", 200),
-                                              ("NV2", "7.0", "NV2", 40), ("SYS", "7.0", "PCIE_GEN3", 10),
-                                              ("PHB", "8.9", "PCIE_GEN4", 20), (None, None, "PCIE_GEN3", 10)])
+@pytest.mark.parametrize(
+    "link,cc,cls,want",
+    [
+        ("NV18", "9.0", "NV18", 370),
+        ("NV12", "8.0", "NV12", 200),
+        ("NV2", "7.0", "NV2", 40),
+        ("SYS", "7.0", "PCIE_GEN3", 10),
+        ("PHB", "8.9", "PCIE_GEN4", 20),
+        (None, None, "PCIE_GEN3", 10),
+    ],
+)
 def test_expected_by_link(link, cc, cls, want):
     assert nb.link_class(link, cc) == cls
     assert nb.expected(cls)["busbw_gbps"] == want
@@ -59,13 +74,13 @@ def test_probe_command_keeps_every_environment_value_one_shell_word(tmp_path):
     """A value with shell syntax reaches the probe as that literal value (run by a real sh)."""
     import subprocess
 
-    from vfleet.roles.preflight import _nccl_bandwidth as nb
     from vfleet.config.quoting import QuotingError
+    from vfleet.roles.preflight import _nccl_bandwidth as nb
 
     marker = tmp_path / "pwned"
     cmd = nb.probe_command([0], "/nonexistent/python", {"NCCL_DEBUG": f"INFO; touch {marker}"})
     fake = tmp_path / "python3"
-    fake.write_text("#!/bin/sh\necho \"NCCL_DEBUG=$NCCL_DEBUG\"\n")
+    fake.write_text('#!/bin/sh\necho "NCCL_DEBUG=$NCCL_DEBUG"\n')
     fake.chmod(0o755)
     r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert f"NCCL_DEBUG=INFO; touch {marker}" in r.stdout and not marker.exists()

@@ -1,8 +1,8 @@
 """`render --dest DIR` writes only inside DIR/<host>: a path with `..`, a host name that is not
 a plain folder name, or a symlink already in DIR that leads out is refused with one line
 before any file is written; the files are written whole (temp + rename)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
@@ -13,15 +13,18 @@ from vfleet.engine.errors import VfleetError
 GOOD = RenderedFile("/etc/systemd/system/vllm.service", "0644", "[Unit]\n")
 
 
-@pytest.mark.parametrize("host,path,match", [
-    ("gpu01", "/etc/vllm/../../../../../tmp/x.env", "not a clean absolute path"),
-    ("gpu01", "etc/vllm/x.env", "not a clean absolute path"),
-    ("gpu01", "/etc/vllm/./x.env", "not a clean absolute path"),
-    ("gpu01", "/", "not a clean absolute path"),
-    ("..", "/etc/x", "is not a plain folder name"),
-    (".", "/etc/x", "is not a plain folder name"),
-    ("a/../..", "/etc/x", "is not a plain folder name"),
-])
+@pytest.mark.parametrize(
+    "host,path,match",
+    [
+        ("gpu01", "/etc/vllm/../../../../../tmp/x.env", "not a clean absolute path"),
+        ("gpu01", "etc/vllm/x.env", "not a clean absolute path"),
+        ("gpu01", "/etc/vllm/./x.env", "not a clean absolute path"),
+        ("gpu01", "/", "not a clean absolute path"),
+        ("..", "/etc/x", "is not a plain folder name"),
+        (".", "/etc/x", "is not a plain folder name"),
+        ("a/../..", "/etc/x", "is not a plain folder name"),
+    ],
+)
 def test_paths_that_leave_dest_are_refused_and_nothing_is_written(tmp_path, host, path, match):
     dest = tmp_path / "dest"
     files = {"gpu00": [GOOD], host: [RenderedFile(path, "0600", "X=1\n")]}
@@ -41,11 +44,11 @@ def test_a_symlink_in_dest_that_leads_out_is_refused(tmp_path):
     assert list(outside.iterdir()) == []
     (dest / "gpu01" / "etc").unlink()
     (dest / "gpu01").rmdir()
-    (dest / "gpu01").symlink_to(outside)   # the host folder itself, a link out
+    (dest / "gpu01").symlink_to(outside)  # the host folder itself, a link out
     with pytest.raises(VfleetError, match="would land outside"):
         dest_targets(dest, {"gpu01": [GOOD]})
     (dest / "gpu01").unlink()
-    (dest / "gpu01").symlink_to(dest / "gpu02")   # a link that stays inside DEST is fine
+    (dest / "gpu01").symlink_to(dest / "gpu02")  # a link that stays inside DEST is fine
     assert dest_targets(dest, {"gpu01": [GOOD]})[0][0].is_relative_to(dest.resolve())
 
 
@@ -72,8 +75,10 @@ def test_render_cli_refuses_through_a_symlink_with_one_line(tmp_path):
     from tests.unit.cli_run import vfleet_cli
 
     inv = tmp_path / "inv.yaml"
-    inv.write_text("all:\n  vars: {vllm_version: '0.32.0', model_name: tiny, model_source: /srv/x}\n"
-                   "  children:\n    vllm:\n      hosts: {gpu01: {}}\n")
+    inv.write_text(
+        "all:\n  vars: {vllm_version: '0.32.0', model_name: tiny, model_source: /srv/x}\n"
+        "  children:\n    vllm:\n      hosts: {gpu01: {}}\n"
+    )
     dest = tmp_path / "dest"
     (dest / "gpu01" / "etc").mkdir(parents=True)
     (dest / "gpu01" / "etc" / "vllm").symlink_to(tmp_path)

@@ -1,6 +1,7 @@
 """The planner's weight figure for quantized models (vfleet/roles/preflight/_capacity/quant.py)
 against what real checkpoints hold and what vLLM loaded (tests/unit/data/planner/quantized.json):
 config.json alone, no safetensors index, as a host has before the weights are copied."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ def _plan(config: dict[str, Any], **kw: Any) -> cap.Plan:
 @pytest.mark.parametrize("row", TABLE["rows"], ids=[r["id"] for r in TABLE["rows"]])
 def test_weights_within_tolerance_of_what_the_engine_holds(row: dict[str, Any]) -> None:
     p = _plan(_row_config(row), quantization=row.get("quantization"))
-    assert abs(p.weights_bytes / row["bytes"] - 1) <= TOLERANCE, \
+    assert abs(p.weights_bytes / row["bytes"] - 1) <= TOLERANCE, (
         f"{row['id']}: planned {p.weights_bytes:,} bytes, really {row['bytes']:,} ({row['source']})"
+    )
     assert p.weights_source.startswith("estimate (") and not any("priced" in w for w in p.warnings)
 
 
@@ -68,15 +70,18 @@ def test_modules_kept_in_sixteen_bits_are_counted_so() -> None:
     shape = cap.ModelShape.from_config(BF16_QWEN)
     awq = _row_config(TABLE["rows"][0])
     base = _plan(awq).weights_bytes
-    down = 28 * 18944 * 3584   # down_proj weights over 28 layers
-    kept = _plan({**awq, "quantization_config": {**awq["quantization_config"],
-                                                 "modules_to_not_convert": ["down_proj"]}}).weights_bytes
+    down = 28 * 18944 * 3584  # down_proj weights over 28 layers
+    kept = _plan(
+        {**awq, "quantization_config": {**awq["quantization_config"], "modules_to_not_convert": ["down_proj"]}}
+    ).weights_bytes
     assert kept - base == pytest.approx(down * (2 - 0.5 - 2.5 / 128), rel=1e-6)
     ct = _row_config(TABLE["rows"][2])
     qc = ct["quantization_config"]
     with_head = {**ct, "quantization_config": {**qc, "ignore": []}}
     lm_head = 152064 * 3584
-    assert _plan(ct).weights_bytes - _plan(with_head).weights_bytes == pytest.approx(lm_head * (2 - 1) - 152064 * 2, abs=2)
+    assert _plan(ct).weights_bytes - _plan(with_head).weights_bytes == pytest.approx(
+        lm_head * (2 - 1) - 152064 * 2, abs=2
+    )
     by_regex = {**ct, "quantization_config": {**qc, "ignore": ["lm_head", "re:.*layers\\.0\\..*"]}}
     layer0 = sum(m.params for m in cap.model.weight_modules(shape) if m.linear and ".layers.0." in m.name)
     assert _plan(by_regex).weights_bytes - _plan(ct).weights_bytes == pytest.approx(layer0, rel=0.01)
@@ -101,14 +106,23 @@ def test_an_unpriced_method_counts_sixteen_bits_and_says_so() -> None:
     assert any("bitsandbytes at load is not priced" in w for w in p.warnings)
 
 
-@pytest.mark.parametrize("qc, words", [
-    ({"quant_method": "awq", "bits": "4"}, "key 'bits'"),
-    ({"quant_method": "gptq", "group_size": 0}, "key 'group_size'"),
-    ({"quant_method": "awq", "modules_to_not_convert": "lm_head"}, "modules_to_not_convert"),
-    ({"quant_method": "compressed-tensors", "ignore": ["re:(("],
-      "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8}}}}, "not a regular expression"),
-    ({"quant_method": "fp8", "weight_block_size": [128]}, "weight_block_size"),
-])
+@pytest.mark.parametrize(
+    "qc, words",
+    [
+        ({"quant_method": "awq", "bits": "4"}, "key 'bits'"),
+        ({"quant_method": "gptq", "group_size": 0}, "key 'group_size'"),
+        ({"quant_method": "awq", "modules_to_not_convert": "lm_head"}, "modules_to_not_convert"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "ignore": ["re:(("],
+                "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8}}},
+            },
+            "not a regular expression",
+        ),
+        ({"quant_method": "fp8", "weight_block_size": [128]}, "weight_block_size"),
+    ],
+)
 def test_a_bad_quantization_config_is_one_line_naming_the_key(qc: dict, words: str) -> None:
     with pytest.raises(JsonFileError) as err:
         _plan({**BF16_QWEN, "quantization_config": qc}, config_label="m/config.json")
@@ -127,17 +141,35 @@ def test_plan_config_takes_the_quantization_at_load(tmp_path) -> None:
     import sys
 
     def run(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vfleet.cli", "plan", "--config",
-                               str(DATA / "configs" / "qwen2.5-7b-instruct.json"), "--gpu-memory-mib", str(H200_MIB),
-                               "--max-model-len", "32768", *extra], capture_output=True, text=True, timeout=120,
-                              cwd=Path(__file__).resolve().parents[2])
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vfleet.cli",
+                "plan",
+                "--config",
+                str(DATA / "configs" / "qwen2.5-7b-instruct.json"),
+                "--gpu-memory-mib",
+                str(H200_MIB),
+                "--max-model-len",
+                "32768",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+
     r = run("--quantization", "fp8", "--report", str(tmp_path / "plan.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["weights_source"] == "estimate (fp8 at load)"
     assert abs(plan["weights_bytes"] / (8.13 * cap.GIB) - 1) <= 0.01
     bad = run("--quantization", "FP8; rm")
-    assert bad.returncode == 2 and "--quantization: expected a method name" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 2 and "--quantization: expected a method name" in bad.stderr and "Traceback" not in bad.stderr
+    )
 
 
 def test_an_ignore_list_too_long_to_match_layer_by_layer_is_refused_quickly() -> None:
@@ -145,8 +177,14 @@ def test_an_ignore_list_too_long_to_match_layer_by_layer_is_refused_quickly() ->
     minutes to match: one line instead, naming the file and the way round it."""
     import time
 
-    cfg = {**BF16_QWEN, "num_hidden_layers": 10_000, "quantization_config": {
-        "quant_method": "awq", "modules_to_not_convert": [f"layers.{i}.mlp" for i in range(4096)]}}
+    cfg = {
+        **BF16_QWEN,
+        "num_hidden_layers": 10_000,
+        "quantization_config": {
+            "quant_method": "awq",
+            "modules_to_not_convert": [f"layers.{i}.mlp" for i in range(4096)],
+        },
+    }
     t0 = time.monotonic()
     with pytest.raises(JsonFileError) as err:
         _plan(cfg, config_label="m/config.json")

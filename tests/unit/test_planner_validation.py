@@ -2,6 +2,7 @@
 row is a real start-up, on the H200 (docs/evidence/h200-vllm-0.20.0/) or in a public vLLM issue,
 and the planner must land within the table's tolerance of each figure. A rule that drifts (MoE
 experts counted as one MLP, MLA as 2 x heads x head_dim, the reserve) fails a row here."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ def planned_vs_logged(row: dict[str, Any]) -> list[tuple[str, float, float]]:
             draft = flags.pop("draft")
             flags["draft"] = Draft(json.loads((DATA / "configs" / draft["config"]).read_text()), draft["weights_bytes"])
         p = cap.plan(config, row["gpu_memory_mib"], **flags)
-        out = [("tokens", p.kv_capacity_tokens, logged["tokens"]),
-               ("available_gib", p.kv_cache_bytes_per_gpu / cap.GIB, logged["available_gib"])]
+        out = [
+            ("tokens", p.kv_capacity_tokens, logged["tokens"]),
+            ("available_gib", p.kv_cache_bytes_per_gpu / cap.GIB, logged["available_gib"]),
+        ]
         if "max_concurrency" in logged:
             out.append(("max_concurrency", p.max_concurrency, logged["max_concurrency"]))
         return out
@@ -61,8 +64,9 @@ def test_table_has_ten_sourced_rows_of_distinct_starts() -> None:
 @pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
 def test_planner_within_tolerance_of_vllm(row: dict[str, Any]) -> None:
     for figure, planned, logged in planned_vs_logged(row):
-        assert abs(planned / logged - 1) <= TOLERANCE, \
+        assert abs(planned / logged - 1) <= TOLERANCE, (
             f"{row['id']} {figure}: planned {planned:,.2f}, vLLM logged {logged:,.2f} ({row['source']})"
+        )
 
 
 def test_the_old_dense_rules_would_fail_the_moe_and_mla_rows() -> None:
@@ -75,5 +79,6 @@ def test_the_old_dense_rules_would_fail_the_moe_and_mla_rows() -> None:
     mla_config = _config(next(r for r in ROWS if r["config"] == "deepseek-v2-lite.json"))
     as_mha = {k: v for k, v in mla_config.items() if k != "kv_lora_rank"} | {"head_dim": 128}
     ratio = cap.kv_bytes_per_token(cap.ModelShape.from_config(as_mha)) / cap.kv_bytes_per_token(
-        cap.ModelShape.from_config(mla_config))
+        cap.ModelShape.from_config(mla_config)
+    )
     assert round(ratio) == 7

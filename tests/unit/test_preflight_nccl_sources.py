@@ -1,6 +1,7 @@
 """NCCL variables from files vfleet does not write (nccl_conf.py, parsers/nccl_sources.py): the
 probe run for real under `sh`, and the check's verdicts on the lab's GPU profiles with the
 sources of tests/unit/data/facts/nccl_sources_polluted.yaml."""
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,12 @@ def _check(profile: str, sources: Any, **vars: Any):
 def test_polluted_host_fails_naming_each_file_and_variable() -> None:
     _, c = _check("v100-8-pcie", SOURCES, tensor_parallel_size=4)
     assert c.status == "fail"
-    for words in ("NCCL_SOCKET_IFNAME=ib0 in /etc/systemd/system/vllm.service.d/override.conf",
-                  "NCCL_ALGO=Tree", "NCCL_PROTO=Simple in /opt/nccl/site.conf",
-                  "NCCL_IB_DISABLE=1 in /etc/default/nccl (an environment file a drop-in adds)"):
+    for words in (
+        "NCCL_SOCKET_IFNAME=ib0 in /etc/systemd/system/vllm.service.d/override.conf",
+        "NCCL_ALGO=Tree",
+        "NCCL_PROTO=Simple in /opt/nccl/site.conf",
+        "NCCL_IB_DISABLE=1 in /etc/default/nccl (an environment file a drop-in adds)",
+    ):
         assert words in c.message, words
     # vllm_env sets NCCL_CONF_FILE: NCCL reads that file instead of ~/.nccl.conf (param.cc initEnvFunc)
     assert "NCCL_DEBUG" not in c.message and ".nccl.conf" not in c.message
@@ -46,7 +50,7 @@ def test_p2p_off_in_home_conf_fails_on_nvlink() -> None:
     _, c = _check("a100-8-sxm", HOME_P2P_OFF, tensor_parallel_size=8)
     assert c.status == "fail" and "NCCL_P2P_DISABLE=1 in /home/vllm/.nccl.conf" in c.message
     _, c = _check("h200-1", HOME_P2P_OFF, tensor_parallel_size=1)
-    assert c.status == "warn"   # one GPU: no transport to switch off yet
+    assert c.status == "warn"  # one GPU: no transport to switch off yet
 
 
 def test_inventory_declared_value_wins_over_conf_files_but_not_over_a_dropin_envfile() -> None:
@@ -89,10 +93,11 @@ def test_probe_reads_the_service_users_home_and_nccl_conf_file_under_sh(tmp_path
     assert run.returncode == 0, run.stderr
     assert fact.parse(run.stdout) == [
         {"kind": "home", "path": f"{home}/.nccl.conf", "vars": {"NCCL_P2P_DISABLE": "1"}, "ignored": []},
-        {"kind": "conffile", "path": str(conf), "vars": {}, "ignored": ["export NCCL_SOCKET_IFNAME='eth9'"]}]
+        {"kind": "conffile", "path": str(conf), "vars": {}, "ignored": ["export NCCL_SOCKET_IFNAME='eth9'"]},
+    ]
     _, c = _check("a100-8-sxm", fact.parse(run.stdout), tensor_parallel_size=8, vllm_env={"NCCL_CONF_FILE": str(conf)})
     assert c.status == "warn" and "'export NCCL_SOCKET_IFNAME='eth9'' in " in c.message and "has no effect" in c.message
-    assert "NCCL_P2P_DISABLE" not in c.message   # the home file NCCL does not read here
+    assert "NCCL_P2P_DISABLE" not in c.message  # the home file NCCL does not read here
 
 
 def test_probe_follows_dropins_under_sh_but_not_commented_lines(tmp_path: Path) -> None:
@@ -107,21 +112,25 @@ def test_probe_follows_dropins_under_sh_but_not_commented_lines(tmp_path: Path) 
     stale.write_text("NCCL_DEBUG=INFO\n")
     envfile.write_text("NCCL_IB_DISABLE=1\n")
     (etc / "vllm.service.d" / "override.conf").write_text(
-        f"[Service]\n#Environment=NCCL_CONF_FILE={stale}\nEnvironment=A=1 NCCL_CONF_FILE={named}\n")
+        f"[Service]\n#Environment=NCCL_CONF_FILE={stale}\nEnvironment=A=1 NCCL_CONF_FILE={named}\n"
+    )
     (run_dir / "vllm.service.d" / "env.conf").write_text(f"[Service]\nEnvironmentFile=-{envfile}\n")
-    cmd = nccl_sources.probe_command("nobody-vfleet-test", "vllm.service", "/etc/vllm/vllm.env",
-                                     dropin_dirs=(str(etc), str(run_dir)))
+    cmd = nccl_sources.probe_command(
+        "nobody-vfleet-test", "vllm.service", "/etc/vllm/vllm.env", dropin_dirs=(str(etc), str(run_dir))
+    )
     run = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
     assert run.returncode == 0, run.stderr
     assert nccl_sources.parse(run.stdout) == [
         {"kind": "dropin", "path": f"{etc}/vllm.service.d/override.conf", "vars": {"NCCL_CONF_FILE": str(named)}},
         {"kind": "dropin", "path": f"{run_dir}/vllm.service.d/env.conf", "vars": {}},
         {"kind": "envfile", "path": str(envfile), "vars": {"NCCL_IB_DISABLE": "1"}},
-        {"kind": "conffile", "path": str(named), "vars": {"NCCL_ALGO": "Ring"}, "ignored": [" NCCL_PROTO=LL"]}]
+        {"kind": "conffile", "path": str(named), "vars": {"NCCL_ALGO": "Ring"}, "ignored": [" NCCL_PROTO=LL"]},
+    ]
 
 
 def test_nccl_conf_lines_follow_nccls_literal_rule() -> None:
     found, ignored = nccl_sources.nccl_conf_lines(
-        ["# NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME='eth9'", "NCCL_ALGO=Ring=x", "NCCL_NET =IB", "NCCL_PROTO", "A=1"])
-    assert found == {"NCCL_SOCKET_IFNAME": "'eth9'", "NCCL_ALGO": "Ring=x"}   # quotes kept, first '=' splits
+        ["# NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME='eth9'", "NCCL_ALGO=Ring=x", "NCCL_NET =IB", "NCCL_PROTO", "A=1"]
+    )
+    assert found == {"NCCL_SOCKET_IFNAME": "'eth9'", "NCCL_ALGO": "Ring=x"}  # quotes kept, first '=' splits
     assert ignored == ["NCCL_NET =IB"]

@@ -1,10 +1,10 @@
 """Preflight fact parsers against real outputs ({command, output, expected} data files, the
 pyinfra way), and the one-round-trip gather script run for real under `sh` with a stand-in
 nvidia-smi that replays a GPU profile (as the lab's simulated GPUs do)."""
+
 from __future__ import annotations
 
 import hashlib
-
 import importlib
 import json
 import os
@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 import vfleet.roles.preflight as preflight
+from tests.unit.preflight_cases import config
 from vfleet.engine.fact_protocol import Output, read_outputs
 from vfleet.roles.preflight import _facts as F
 from vfleet.roles.preflight._parsers import nvidia_smi_table, query_gpu_csv, topo_matrix
-from tests.unit.preflight_cases import config
 
 DATA = Path(__file__).parent / "data" / "facts"
 FIXTURES = DATA / "fixtures"
@@ -53,7 +53,9 @@ def test_fact_data_file(path: Path) -> None:
         got = fact.process_output(Output(out, case.get("stderr", ""), case.get("rc", 0)))
     else:
         mod, fn = case["parser"].split(":")
-        got = getattr(importlib.import_module(f"vfleet.roles.preflight._parsers.{mod}"), fn)(out, *(case.get("args") or []))
+        got = getattr(importlib.import_module(f"vfleet.roles.preflight._parsers.{mod}"), fn)(
+            out, *(case.get("args") or [])
+        )
     assert got == case["expected"]
 
 
@@ -76,6 +78,7 @@ def test_shared_fixtures_are_kept_verbatim() -> None:
 
 
 # --- parser details worth stating on their own ---------------------------------------------------
+
 
 def test_unknown_values_are_none_never_zero() -> None:
     gpus = query_gpu_csv.parse((FIXTURES / "synthetic_query_NA_values.csv").read_text())
@@ -106,8 +109,10 @@ def test_topo_link_helpers() -> None:
 
 def test_nvidia_smi_states() -> None:
     assert nvidia_smi_table.state("", rc=127) == "no-driver"
-    assert nvidia_smi_table.state("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9) \
+    assert (
+        nvidia_smi_table.state("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9)
         == "broken-driver"
+    )
     assert nvidia_smi_table.state((FIXTURES / "smi_1xL4_drv550.90.07_cuda12.4.txt").read_text()) == "ok"
 
 
@@ -181,9 +186,17 @@ def _run(script: str, env_extra: dict[str, str], path_prefix: Path | None) -> st
 def _model_dir(tmp_path: Path) -> Path:
     md = tmp_path / "models" / "qwen"
     md.mkdir(parents=True)
-    (md / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4,
-                                                 "num_key_value_heads": 2, "hidden_size": 256,
-                                                 "torch_dtype": "bfloat16"}))
+    (md / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "hidden_size": 256,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     header = json.dumps({"w": {"dtype": "BF16", "shape": [4, 8], "data_offsets": [0, 64]}}).encode()
     header += b" " * (-len(header) % 8)
     (md / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 64)
@@ -197,8 +210,15 @@ def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
     md = _model_dir(tmp_path)
     env_file = tmp_path / "vllm.env"
     env_file.write_text("NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\nVLLM_PORT=8000\n")
-    cfg = config({"model_dir": str(md.parent), "model_name": md.name, "vllm_env_file": str(env_file),
-                   "tensor_parallel_size": 2, "vllm_root": str(tmp_path / "nope")})
+    cfg = config(
+        {
+            "model_dir": str(md.parent),
+            "model_name": md.name,
+            "vllm_env_file": str(env_file),
+            "tensor_parallel_size": 2,
+            "vllm_root": str(tmp_path / "nope"),
+        }
+    )
     profile = FIXTURES / "profile_v100_8_pcie"
     out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(profile)}, _fake_bin(tmp_path))
     live = preflight.parse_gathered(out, cfg)
@@ -227,8 +247,11 @@ def test_gather_script_live_equals_snapshot(tmp_path: Path) -> None:
 
 def test_gather_script_r470_falls_back_and_fills_cc_from_name(tmp_path: Path) -> None:
     cfg = config({"model_dir": str(tmp_path / "m")})
-    out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
-                                                 "FAKE_SMI_R470": "1"}, _fake_bin(tmp_path))
+    out = _run(
+        preflight.gather_script(cfg),
+        {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"), "FAKE_SMI_R470": "1"},
+        _fake_bin(tmp_path),
+    )
     facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_count"] == 8
     assert {g["compute_capability"] for g in facts["gpus"]} == {"7.0"}
@@ -252,8 +275,11 @@ def test_gather_script_without_nvidia_smi(tmp_path: Path) -> None:
 
 def test_gather_script_broken_driver_roundtrip(tmp_path: Path) -> None:
     cfg = config({"model_dir": str(tmp_path / "m")})
-    out = _run(preflight.gather_script(cfg), {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"),
-                                                 "FAKE_SMI_BROKEN": "1"}, _fake_bin(tmp_path))
+    out = _run(
+        preflight.gather_script(cfg),
+        {"FAKE_SMI_DIR": str(FIXTURES / "profile_v100_8_pcie"), "FAKE_SMI_BROKEN": "1"},
+        _fake_bin(tmp_path),
+    )
     facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "broken-driver" and facts["gpus"] == []
     snap = tmp_path / "snap"
@@ -287,8 +313,10 @@ def test_model_folder_follows_the_service_renderer() -> None:
 
 
 def test_section_split_keeps_output_without_trailing_newline() -> None:
-    out = ("@@VFLEET@@ BEGIN kernel\n6.1.0\n@@VFLEET@@ STDERR kernel\n\n@@VFLEET@@ END kernel 0\n"
-           "@@VFLEET@@ BEGIN os_release\nID=debian\n\n@@VFLEET@@ STDERR os_release\nwarn\n@@VFLEET@@ END os_release 0\n")
+    out = (
+        "@@VFLEET@@ BEGIN kernel\n6.1.0\n@@VFLEET@@ STDERR kernel\n\n@@VFLEET@@ END kernel 0\n"
+        "@@VFLEET@@ BEGIN os_release\nID=debian\n\n@@VFLEET@@ STDERR os_release\nwarn\n@@VFLEET@@ END os_release 0\n"
+    )
     s = read_outputs(out)
     assert s["kernel"] == Output("6.1.0", "", 0)
     assert s["os_release"] == Output("ID=debian\n", "warn", 0)
@@ -304,18 +332,29 @@ def test_weights_probe_reads_headers_only(tmp_path: Path) -> None:
 def test_real_gather_on_an_h200(tmp_path: Path) -> None:
     """gather_script({... preflight_smi_xml: True}) run with dash on a real H200 host (0.16-0.25 s
     wall over 4 runs); its facts match the lab's h200-1 profile, and its snapshot reads back equal."""
-    cfg = config({"model_dir": "/srv/models", "model_name": "qwen", "tensor_parallel_size": 1,
-                   "preflight_smi_xml": True})
+    cfg = config(
+        {"model_dir": "/srv/models", "model_name": "qwen", "tensor_parallel_size": 1, "preflight_smi_xml": True}
+    )
     out = (FIXTURES / "gathered_h200_real.out").read_text()
     facts = preflight.parse_gathered(out, cfg)
     assert facts["gpu_state"] == "ok" and facts["gpu_count"] == 1
     g = facts["gpus"][0]
-    assert (g["name"], g["compute_capability"], g["memory_total_mib"], g["persistence_mode"], g["ecc_uncorrected"]) \
-        == ("NVIDIA H200", "9.0", 143771, True, 0)
+    assert (g["name"], g["compute_capability"], g["memory_total_mib"], g["persistence_mode"], g["ecc_uncorrected"]) == (
+        "NVIDIA H200",
+        "9.0",
+        143771,
+        True,
+        0,
+    )
     assert (facts["driver_version"], facts["cuda_version"]) == ("580.159.04", "13.0")
     assert facts["os"]["ID"] == "ubuntu" and facts["shm_bytes"] == 137438953472
-    assert facts["model_fs"] == {"path": "/srv", "fstype": "ext4", "free_bytes": 68700418048, "mount": "/",
-                                 "network": False}
+    assert facts["model_fs"] == {
+        "path": "/srv",
+        "fstype": "ext4",
+        "free_bytes": 68700418048,
+        "mount": "/",
+        "network": False,
+    }
     assert facts["nccl_env_file"] == {} and facts["vllm_installed"] is None and facts["model_config"] is None
     assert facts["pcie_acs"] is None  # no lspci on that host: unknown
     assert read_outputs(out)["pcie_acs"].rc == 127

@@ -1,13 +1,14 @@
 """The pre-upgrade audit names the request fields the target vLLM stopped reading (vllm_facts
 request_fields): vLLM answers HTTP 200 to a request that still sends `guided_json` and ignores
 it, so a client's JSON schema is silently not applied. Every row of the table is checked."""
+
 from __future__ import annotations
 
 import pytest
 
+from tests.unit.preflight_cases import V100, by_id, config, facts
 from vfleet.config import vllm_facts
 from vfleet.roles.preflight import upgrade_checks
-from tests.unit.preflight_cases import V100, by_id, config, facts
 
 ROWS = vllm_facts.data()["request_fields"]
 

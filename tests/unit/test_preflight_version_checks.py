@@ -1,14 +1,15 @@
 """Preflight checks of the pinned vLLM version (vfleet/roles/preflight/_version_checks.py): its wheels vs
 the GPU and the driver, the flags the inventory renders, the metric names dashboards read, and
 the pre-upgrade audit (`upgrade_checks` with a NEW version in the config)."""
+
 from __future__ import annotations
 
+from tests.unit.preflight_cases import V100, V100_CFG, by_id, config, facts
 from vfleet.config import vllm_facts
 from vfleet.roles.preflight import host_checks, upgrade_checks
-from tests.unit.preflight_cases import V100, V100_CFG, by_id, config, facts
-
 
 # --- pinned vLLM vs GPU and driver -------------------------------------------------------------
+
 
 def test_vllm_020_drops_v100() -> None:
     v = config({**V100, "vllm_version": "0.20.0"})
@@ -57,9 +58,10 @@ def test_unknown_release_warns() -> None:
 
 # --- flags, metrics, pre-upgrade audit ---------------------------------------------------------
 
+
 def test_flags_table_api() -> None:
     assert vllm_facts.flag_available("--swap-space", "0.5.4")
-    assert vllm_facts.flag_available("swap_space", "0.17.1")          # vllm#36216 removed it in 0.18.0
+    assert vllm_facts.flag_available("swap_space", "0.17.1")  # vllm#36216 removed it in 0.18.0
     assert not vllm_facts.flag_available("swap_space", "0.18.0")
     assert not vllm_facts.flag_available("--shutdown-timeout", "0.17.1")
     assert vllm_facts.flag_available("--shutdown-timeout", "0.18.0")
@@ -73,8 +75,11 @@ def test_flags_table_api() -> None:
     s = vllm_facts.flags_supported("0.20.0")
     assert "--shutdown-timeout" in s and "--swap-space" not in s and "--disable-log-requests" not in s
     assert "--disable-log-requests" in vllm_facts.flags_supported("0.5.4")
-    assert all(r.get("source") for key in ("gpus", "cuda_driver", "vllm_releases", "flags", "metrics")
-               for r in vllm_facts.data()[key])
+    assert all(
+        r.get("source")
+        for key in ("gpus", "cuda_driver", "vllm_releases", "flags", "metrics")
+        for r in vllm_facts.data()[key]
+    )
 
 
 def test_flags_check() -> None:
@@ -120,5 +125,7 @@ def test_pre_upgrade_audit_of_the_seed_box() -> None:
     assert by_id(host_checks(new, f), "vllm.installed").message == "vllm 0.5.4 installed; upgrade to 0.20.0 pending"
     # The same audit against the version it runs now is clean.
     cur = config({**V100, "swap_space": 4})
-    assert all(c.status == "pass" for c in upgrade_checks(cur, facts(cur, vllm_installed={"package": "vllm",
-                                                                                          "version": "0.5.4"})))
+    assert all(
+        c.status == "pass"
+        for c in upgrade_checks(cur, facts(cur, vllm_installed={"package": "vllm", "version": "0.5.4"}))
+    )

@@ -2,6 +2,7 @@
 what its target reads back as exactly that text, or refuses with a QuotingError that is a
 VfleetError (one `error:` line, never a traceback) and does not contain the value (a filter
 cannot know whether it quotes a secret)."""
+
 from __future__ import annotations
 
 import shlex
@@ -9,15 +10,24 @@ import shlex
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vfleet.config.quoting import (QuotingError, env_name, nginx_quote, shell_quote, systemd_env_quote,
-                                   systemd_quote, systemd_unit_value)
-from vfleet.engine.errors import VfleetError
 from tests.unit.property_support import ATOMS
 from tests.unit.test_quoting import systemd_read_env_value, systemd_read_words
+from vfleet.config.quoting import (
+    QuotingError,
+    env_name,
+    nginx_quote,
+    shell_quote,
+    systemd_env_quote,
+    systemd_quote,
+    systemd_unit_value,
+)
+from vfleet.engine.errors import VfleetError
 
 # any code point (surrogates included), and the characters the targets read specially, glued
-TEXT = st.one_of(st.text(st.characters(codec=None, exclude_categories=()), max_size=16),
-                 st.lists(st.sampled_from(ATOMS), max_size=5).map("".join))
+TEXT = st.one_of(
+    st.text(st.characters(codec=None, exclude_categories=()), max_size=16),
+    st.lists(st.sampled_from(ATOMS), max_size=5).map("".join),
+)
 MARK = "Zq7VALUE"
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None)
 
@@ -35,7 +45,7 @@ def _round_trip(quote, read, text: str) -> None:
         _refused_cleanly(exc, value)
         return
     assert "\n" not in quoted and "\r" not in quoted
-    quoted.encode("utf-8")               # a file can hold it
+    quoted.encode("utf-8")  # a file can hold it
     assert read(quoted) == value
 
 
@@ -60,9 +70,9 @@ def test_shell_quote(text):
 @SETTINGS
 @given(TEXT)
 def test_nginx_quote(text):
-    def read(q: str) -> str:    # nginx's "..." argument: \" and \\ escapes; a bare word as is
+    def read(q: str) -> str:  # nginx's "..." argument: \" and \\ escapes; a bare word as is
         if not q.startswith('"'):
-            assert not set(q) & set(' \t;{}"\'\\#$'), q
+            assert not set(q) & set(" \t;{}\"'\\#$"), q
             return q
         assert q.endswith('"') and len(q) >= 2
         out, i, body = [], 0, q[1:-1]
@@ -74,6 +84,7 @@ def test_nginx_quote(text):
             out.append(body[i])
             i += 1
         return "".join(out)
+
     _round_trip(nginx_quote, read, text)
 
 

@@ -12,6 +12,7 @@ No class of failure is marked expected here: each one the suite found (huge numb
 that took a trailing newline or a Unicode digit, control characters in a secret, unbounded
 names and paths, `..` in a name joined under a root, replica errors spanning lines) is fixed,
 and every variable, alone or mixed with others, is held to the whole property again."""
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,17 @@ import os
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from vfleet.config.variables import VARIABLES
 from tests.unit.property_run import run_example
 from tests.unit.property_support import Example, Setting, examples
+from vfleet.config.variables import VARIABLES
 
-_COMMON = dict(deadline=None, derandomize=True, database=None, print_blob=True,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+_COMMON = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 settings.register_profile("vfleet-ci", phases=[Phase.explicit, Phase.generate], **_COMMON)
 settings.register_profile("vfleet-debug", phases=[Phase.explicit, Phase.generate, Phase.shrink], **_COMMON)
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "vfleet-ci"))
@@ -62,8 +68,15 @@ def _takes_strings(variable) -> bool:
     return "string" in ([t] if isinstance(t, str) else t) and not variable.secret
 
 
-@pytest.mark.parametrize("variable,level", [
-    pytest.param(v, level, id=f"{v.name}@{level}") for v in VARIABLES if _takes_strings(v) for level in ("all", "gpu01")])
+@pytest.mark.parametrize(
+    "variable,level",
+    [
+        pytest.param(v, level, id=f"{v.name}@{level}")
+        for v in VARIABLES
+        if _takes_strings(v)
+        for level in ("all", "gpu01")
+    ],
+)
 def test_each_string_variable_very_long(variable, level) -> None:
     assert run_example(Example.of([Setting(variable.name, _long(variable), level)])) == []
 

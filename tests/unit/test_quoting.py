@@ -1,4 +1,5 @@
 """Quoting filters: hostile values either round-trip exactly or are refused."""
+
 import os
 import shlex
 import shutil
@@ -6,13 +7,21 @@ import subprocess
 
 import pytest
 
-from vfleet.config.quoting import (QuotingError, env_name, nginx_quote, promql_quote, shell_quote,
-                           systemd_env_quote, systemd_quote, systemd_unit_value)
+from vfleet.config.quoting import (
+    QuotingError,
+    env_name,
+    nginx_quote,
+    promql_quote,
+    shell_quote,
+    systemd_env_quote,
+    systemd_quote,
+    systemd_unit_value,
+)
 
 HOSTILE = [
     "plain",
     "with space",
-    "double\"quote",
+    'double"quote',
     "single'quote",
     "both ' and \"",
     "dollar $HOME and ${HOME}",
@@ -66,7 +75,7 @@ def systemd_read_words(line: str) -> list[str]:
         out, j = [], 0
         while j < len(word):
             if word[j] == "$":
-                assert word[j + 1:j + 2] == "$", f"unescaped $ in {word!r}"
+                assert word[j + 1 : j + 2] == "$", f"unescaped $ in {word!r}"
                 out.append("$")
                 j += 2
             else:
@@ -132,14 +141,15 @@ def test_systemd_quote_escapes_specifiers_and_variables():
     assert systemd_quote("$HOME") == "$$HOME"
     assert systemd_quote("a b") == '"a b"'
     assert systemd_quote('x"y') == '"x\\"y"'
-    assert systemd_quote(";") == '";"'          # a bare ; would split commands
+    assert systemd_quote(";") == '";"'  # a bare ; would split commands
     assert systemd_quote(8000) == "8000"
     assert systemd_quote(True) == "true"
 
 
 @pytest.mark.parametrize("value", CONTROL)
-@pytest.mark.parametrize("f", [systemd_quote, systemd_env_quote, nginx_quote, shell_quote,
-                               systemd_unit_value, promql_quote])
+@pytest.mark.parametrize(
+    "f", [systemd_quote, systemd_env_quote, nginx_quote, shell_quote, systemd_unit_value, promql_quote]
+)
 def test_control_characters_are_refused(f, value):
     with pytest.raises(QuotingError):
         f(value)
@@ -161,10 +171,10 @@ def test_env_file_is_read_back_by_a_real_shell(tmp_path):
     values = {f"V{i}": v for i, v in enumerate(HOSTILE)}
     f = tmp_path / "env"
     f.write_text("".join(f"{k}={systemd_env_quote(v)}\n" for k, v in values.items()))
-    script = f"set -a; . {shlex.quote(str(f))}; " + "; ".join(
-        f"printf '%s\\0' \"${k}\"" for k in values)
-    out = subprocess.run(["sh", "-c", script], capture_output=True, env={"PATH": os.defpath},
-                         check=True).stdout.decode()
+    script = f"set -a; . {shlex.quote(str(f))}; " + "; ".join(f"printf '%s\\0' \"${k}\"" for k in values)
+    out = subprocess.run(
+        ["sh", "-c", script], capture_output=True, env={"PATH": os.defpath}, check=True
+    ).stdout.decode()
     assert out.split("\0")[:-1] == list(values.values())
 
 
@@ -203,17 +213,18 @@ def test_nginx_quote_parses_as_one_argument_in_real_nginx(tmp_path, value):
         f"http {{ access_log off; client_body_temp_path {tmp_path}/b; "
         f"proxy_temp_path {tmp_path}/p; fastcgi_temp_path {tmp_path}/f; "
         f"uwsgi_temp_path {tmp_path}/u; scgi_temp_path {tmp_path}/s;\n"
-        f"server {{ listen 127.0.0.1:1; location / {{ return 200 {nginx_quote(value)}; }} }} }}\n")
-    r = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(conf)],
-                       capture_output=True, text=True)
+        f"server {{ listen 127.0.0.1:1; location / {{ return 200 {nginx_quote(value)}; }} }} }}\n"
+    )
+    r = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(conf)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_shell_quote_round_trips(value):
     assert shlex.split(shell_quote(value)) == [value]
-    out = subprocess.run(["sh", "-c", f"printf '%s' {shell_quote(value)}"],
-                         capture_output=True, check=True).stdout.decode()
+    out = subprocess.run(
+        ["sh", "-c", f"printf '%s' {shell_quote(value)}"], capture_output=True, check=True
+    ).stdout.decode()
     assert out == value
 
 
@@ -228,17 +239,18 @@ def test_nginx_quote_round_trips_through_a_real_nginx(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    locs = "".join(f"location = /v{i} {{ default_type text/plain; return 200 {nginx_quote(v)}; }}\n"
-                   for i, v in enumerate(values))
+    locs = "".join(
+        f"location = /v{i} {{ default_type text/plain; return 200 {nginx_quote(v)}; }}\n" for i, v in enumerate(values)
+    )
     conf = tmp_path / "nginx.conf"
     conf.write_text(
         f"daemon off; pid {tmp_path}/pid; error_log {tmp_path}/err.log; events {{}}\n"
         f"http {{ access_log off; client_body_temp_path {tmp_path}/b; "
         f"proxy_temp_path {tmp_path}/p; fastcgi_temp_path {tmp_path}/f; "
         f"uwsgi_temp_path {tmp_path}/u; scgi_temp_path {tmp_path}/s;\n"
-        f"server {{ listen 127.0.0.1:{port}; {locs} }} }}\n")
-    proc = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)],
-                            stderr=subprocess.PIPE)
+        f"server {{ listen 127.0.0.1:{port}; {locs} }} }}\n"
+    )
+    proc = subprocess.Popen(["nginx", "-p", str(tmp_path), "-c", str(conf)], stderr=subprocess.PIPE)
     try:
         for _ in range(100):
             try:

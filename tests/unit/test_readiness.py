@@ -5,6 +5,7 @@ round trip; a growing NRestarts turns 'loading' into a crash. Everything the pro
 Most tests fake the connection (a parser/rule test); one runs the probe's real command line
 and script locally against a fake vLLM HTTP server. The lab deploy and rollout tests run the
 same code against real vLLM."""
+
 from __future__ import annotations
 
 import http.server
@@ -18,10 +19,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from vfleet.engine.runner import HostFailed
-from vfleet.roles.service import _readiness as readiness
 from tests.unit.configs import host_config
 from tests.unit.json_handler import JsonHandler
+from vfleet.engine.runner import HostFailed
+from vfleet.roles.service import _readiness as readiness
 
 
 class ScriptedHost:
@@ -42,13 +43,16 @@ class ScriptedHost:
         pass
 
 
-@pytest.mark.parametrize("stdout, expect", [
-    ("ActiveState=active\nNRestarts=0\nready\n", "ready"),
-    ("ActiveState=activating\nNRestarts=0\nloading\n", "loading"),
-    ("ActiveState=failed\nNRestarts=3\nloading\n", "dead (failed)"),
-    ("ActiveState=inactive\nNRestarts=0\nunhealthy 503\n", "dead (inactive)"),
-    ("ActiveState=active\nNRestarts=0\nno-model listed=other\n", "no-model listed=other"),
-])
+@pytest.mark.parametrize(
+    "stdout, expect",
+    [
+        ("ActiveState=active\nNRestarts=0\nready\n", "ready"),
+        ("ActiveState=activating\nNRestarts=0\nloading\n", "loading"),
+        ("ActiveState=failed\nNRestarts=3\nloading\n", "dead (failed)"),
+        ("ActiveState=inactive\nNRestarts=0\nunhealthy 503\n", "dead (inactive)"),
+        ("ActiveState=active\nNRestarts=0\nno-model listed=other\n", "no-model listed=other"),
+    ],
+)
 def test_probe_reads_systemd_and_http_verdict_from_one_round_trip(stdout, expect):
     host = ScriptedHost(stdout)
     assert readiness.probe(host) == expect
@@ -65,8 +69,10 @@ def test_probe_parameters_come_from_the_host_config():
     assert cmd.startswith("systemctl show -p ActiveState,NRestarts -- vllm.service; ")
     assert "/usr/bin/python3 -c " in cmd
 
-    host = ScriptedHost("ActiveState=active\nNRestarts=0\nready\n", vars={
-        "service_name": "vllm-b", "vllm_port": 8123, "vllm_python": "/opt/py/bin/python3"})
+    host = ScriptedHost(
+        "ActiveState=active\nNRestarts=0\nready\n",
+        vars={"service_name": "vllm-b", "vllm_port": 8123, "vllm_python": "/opt/py/bin/python3"},
+    )
     readiness.probe(host)
     cmd, stdin = host.commands[0]
     assert json.loads(stdin)["port"] == 8123
@@ -78,8 +84,7 @@ def test_probe_parameters_come_from_the_host_config():
 
 def test_probe_looks_for_the_served_model_name():
     """A host with its own served name: vLLM lists that name, not model_name."""
-    host = ScriptedHost("ActiveState=active\nNRestarts=0\nready\n",
-                        vars={"served_model_name": "tiny-chat"})
+    host = ScriptedHost("ActiveState=active\nNRestarts=0\nready\n", vars={"served_model_name": "tiny-chat"})
     assert host.config.model_name == "tiny"
     readiness.probe(host)
     assert json.loads(host.commands[0][1])["model"] == "tiny-chat"
@@ -93,9 +98,11 @@ def test_probe_without_an_api_key_sends_none():
 
 
 def test_wait_ready_fails_fast_when_systemd_restarted_the_crashed_unit():
-    host = ScriptedHost("ActiveState=activating\nNRestarts=4\nloading\n",
-                        "ActiveState=activating\nNRestarts=5\nloading\n",
-                        "journal line\n")
+    host = ScriptedHost(
+        "ActiveState=activating\nNRestarts=4\nloading\n",
+        "ActiveState=activating\nNRestarts=5\nloading\n",
+        "journal line\n",
+    )
     with pytest.raises(HostFailed, match="the unit died") as e:
         readiness.wait_ready(host, timeout=30)
     assert "journal line" in str(e.value) and "gpu01" in str(e.value)
@@ -111,8 +118,10 @@ def test_wait_ready_names_the_triage_class_from_the_journal_it_reads_once():
     with pytest.raises(HostFailed) as e:
         readiness.wait_ready(host, timeout=30)
     message = str(e.value)
-    assert message.startswith("vLLM on gpu01: the unit died; out of memory after loading (KV cache allocation or "
-                              "CUDA graph capture): lower gpu_memory_utilization by 0.02-0.05 first, then max_model_len")
+    assert message.startswith(
+        "vLLM on gpu01: the unit died; out of memory after loading (KV cache allocation or "
+        "CUDA graph capture): lower gpu_memory_utilization by 0.02-0.05 first, then max_model_len"
+    )
     assert message.split("; journal: ", 1)[1].endswith("^^^^^^^^^^^^^^^^^^^^^^^^^^^^^")
     assert len([c for c, _ in host.commands if "journalctl" in c]) == 1
     assert e.value.data["triage"]["class"] == "oom-after-loading"
@@ -120,19 +129,18 @@ def test_wait_ready_names_the_triage_class_from_the_journal_it_reads_once():
 
 
 def test_wait_ready_returns_once_ready():
-    host = ScriptedHost("ActiveState=activating\nNRestarts=1\nloading\n",
-                        "ActiveState=active\nNRestarts=1\nready\n")
+    host = ScriptedHost("ActiveState=activating\nNRestarts=1\nloading\n", "ActiveState=active\nNRestarts=1\nready\n")
     assert readiness.wait_ready(host, timeout=30) >= 0
 
 
 def test_wait_ready_timeout_defaults_to_the_configs_ready_timeout():
-    host = ScriptedHost("ActiveState=activating\nNRestarts=0\nloading\n",
-                        vars={"ready_timeout": 1})
+    host = ScriptedHost("ActiveState=activating\nNRestarts=0\nloading\n", vars={"ready_timeout": 1})
     with pytest.raises(HostFailed, match=r"not ready after 1s \(last: loading\)"):
         readiness.wait_ready(host)
 
 
 # --- the probe's real command line and script, run locally against a fake vLLM --------
+
 
 class _FakeVllm(http.server.ThreadingHTTPServer):
     daemon_threads = True
@@ -140,7 +148,6 @@ class _FakeVllm(http.server.ThreadingHTTPServer):
 
 def _start_fake_vllm(served: str, key: str | None, health: int = 200):
     class H(JsonHandler):
-
         def do_GET(self):
             if self.path == "/health":
                 self.send_json(health, {})
@@ -167,10 +174,10 @@ class LocalHost:
         self.env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def run(self, cmd: str, stdin: str | None = None, timeout: float | None = None, **_):
-        r = subprocess.run(["sh", "-c", cmd], input=stdin, capture_output=True, text=True,
-                           timeout=timeout, env=self.env)
-        return SimpleNamespace(stdout=r.stdout, stderr=r.stderr, exited=r.returncode,
-                               ok=r.returncode == 0)
+        r = subprocess.run(
+            ["sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env
+        )
+        return SimpleNamespace(stdout=r.stdout, stderr=r.stderr, exited=r.returncode, ok=r.returncode == 0)
 
     def progress(self, *args) -> None:
         pass
@@ -187,8 +194,9 @@ def stub_systemctl(tmp_path: Path) -> Path:
 
 
 def _local(stub_systemctl: Path, srv, **vars) -> LocalHost:
-    cfg = host_config({"vllm_python": sys.executable, "vllm_port": srv.server_address[1],
-                       "api_key": "sk-probe", **vars}, name="gpu01")
+    cfg = host_config(
+        {"vllm_python": sys.executable, "vllm_port": srv.server_address[1], "api_key": "sk-probe", **vars}, name="gpu01"
+    )
     return LocalHost(cfg, stub_systemctl)
 
 

@@ -1,5 +1,6 @@
 """The variable reference (docs/variables.md) is the table the code checks inventories against,
 and the README stays a short front page."""
+
 import difflib
 from pathlib import Path
 
@@ -13,10 +14,12 @@ VARIABLES_PAGE = ROOT / "docs" / "variables.md"
 
 def test_variables_page_is_what_the_generator_writes():
     have, want = VARIABLES_PAGE.read_text(), reference.page()
-    diff = "\n".join(difflib.unified_diff(have.splitlines(), want.splitlines(), "docs/variables.md",
-                                          "reference.page()", lineterm="", n=0))
-    assert have == want, \
-        "docs/variables.md is stale: regenerate it with `python -m vfleet.config.reference`\n" + diff
+    diff = "\n".join(
+        difflib.unified_diff(
+            have.splitlines(), want.splitlines(), "docs/variables.md", "reference.page()", lineterm="", n=0
+        )
+    )
+    assert have == want, "docs/variables.md is stale: regenerate it with `python -m vfleet.config.reference`\n" + diff
 
 
 def test_every_variable_has_one_row():

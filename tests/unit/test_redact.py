@@ -1,6 +1,7 @@
 """The redactor on its own (vfleet/engine/redact.py): known values in the forms an echo gives
 them, secret shapes wherever they sit, what must stay visible, and the streams and log
 records of a run. The CLI's sinks: test_redact_sinks.py."""
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,7 @@ import pytest
 from vfleet.config.variables import SCHEMA
 from vfleet.engine import redact
 from vfleet.engine.inventory.masking import masked_vars, remember_secrets
-from vfleet.engine.redact import MASK, Redactor, RedactingStream, redacting_output
+from vfleet.engine.redact import MASK, RedactingStream, Redactor, redacting_output
 from vfleet.engine.schema_words import short_value
 
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
@@ -39,15 +40,18 @@ def test_token_shapes_are_masked_wherever_they_sit(token: str) -> None:
         assert token not in out and MASK in out, out
 
 
-@pytest.mark.parametrize("text, secret", [
-    ("git+https://x:TOPSECRETpw@github.com/org/repo.git", "TOPSECRETpw"),
-    ("--index-url https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple", "pypi-AgEIcHlwaS5vcmc"),
-    ("https://user:p%40ss:word@host:8443/wheels", "p%40ss:word"),
-    ("got 'https://u:truncatedpasswor...", "truncatedpasswor"),
-    ("Authorization: Bearer abc.DEF-123_456", "abc.DEF-123_456"),
-    ("--header=authorization: bearer Zm9vOmJhcg==", "Zm9vOmJhcg=="),
-    ("Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
-])
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("git+https://x:TOPSECRETpw@github.com/org/repo.git", "TOPSECRETpw"),
+        ("--index-url https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple", "pypi-AgEIcHlwaS5vcmc"),
+        ("https://user:p%40ss:word@host:8443/wheels", "p%40ss:word"),
+        ("got 'https://u:truncatedpasswor...", "truncatedpasswor"),
+        ("Authorization: Bearer abc.DEF-123_456", "abc.DEF-123_456"),
+        ("--header=authorization: bearer Zm9vOmJhcg==", "Zm9vOmJhcg=="),
+        ("Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ],
+)
 def test_url_passwords_and_authorization_credentials(text: str, secret: str) -> None:
     assert secret not in Redactor().text(text)
 
@@ -56,15 +60,18 @@ def test_url_user_and_host_stay_visible() -> None:
     assert Redactor().text("https://alice:pw12345@host.example:8443/x") == "https://alice:***@host.example:8443/x"
 
 
-@pytest.mark.parametrize("text", [
-    "https://host.example:8443/v1/models",
-    "vllm==0.10.1 --hash=sha256:" + "0123456789abcdef" * 4,
-    "model_revision 5fd2b01c7f1a0b9e8d7c6b5a4f3e2d1c0b9a8f7e",
-    "uuid 123e4567-e89b-12d3-a456-426614174000",
-    "basic authentication failed; a bearer credentials check",
-    "max_num_batched_tokens 8192, hf_token: ***, sk-short",
-    "task-key skip-the-line",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://host.example:8443/v1/models",
+        "vllm==0.10.1 --hash=sha256:" + "0123456789abcdef" * 4,
+        "model_revision 5fd2b01c7f1a0b9e8d7c6b5a4f3e2d1c0b9a8f7e",
+        "uuid 123e4567-e89b-12d3-a456-426614174000",
+        "basic authentication failed; a bearer credentials check",
+        "max_num_batched_tokens 8192, hf_token: ***, sk-short",
+        "task-key skip-the-line",
+    ],
+)
 def test_ordinary_output_stays_as_it_is(text: str) -> None:
     assert Redactor().text(text) == text
 
@@ -114,16 +121,28 @@ def test_tree_masks_keys_and_values_at_any_depth() -> None:
 
 def test_remember_secrets_follows_the_masking_rule() -> None:
     r = Redactor()
-    hosts = [{"api_key": ["wrong-typed-key"], "vllm_env": {"OPENAI_API_KEY": "env-secret-1", "PLAIN": "plain-value"},
-              "openai_api_key": "top-secret-2", "api_key_file": "/etc/key-path", "weights_peer_ssh_key": "/keys/peer"}]
+    hosts = [
+        {
+            "api_key": ["wrong-typed-key"],
+            "vllm_env": {"OPENAI_API_KEY": "env-secret-1", "PLAIN": "plain-value"},
+            "openai_api_key": "top-secret-2",
+            "api_key_file": "/etc/key-path",
+            "weights_peer_ssh_key": "/keys/peer",
+        }
+    ]
     remember_secrets(hosts, schema=SCHEMA, redactor=r)
     out = r.text("wrong-typed-key env-secret-1 top-secret-2 plain-value /etc/key-path /keys/peer")
     assert out == f"{MASK} {MASK} {MASK} plain-value /etc/key-path /keys/peer"
 
 
 def test_masked_vars_hides_by_name_and_by_value() -> None:
-    shown = masked_vars({"vllm_extra_pins": ["git+https://x:PINSECRET1@github.com/o/r.git"],
-                         "vllm_env": {"MY_THING": HF, "HF_TOKEN": "named-secret"}}, schema=SCHEMA)
+    shown = masked_vars(
+        {
+            "vllm_extra_pins": ["git+https://x:PINSECRET1@github.com/o/r.git"],
+            "vllm_env": {"MY_THING": HF, "HF_TOKEN": "named-secret"},
+        },
+        schema=SCHEMA,
+    )
     text = json.dumps(shown)
     assert "PINSECRET1" not in text and HF not in text and "named-secret" not in text
     assert "github.com/o/r.git" in text and "MY_THING" in text
@@ -150,7 +169,7 @@ def test_redacting_output_covers_stdout_stderr_and_log_records(capsys, caplog) -
         print(f"err {HF}", file=sys.stderr)
         with caplog.at_level(logging.WARNING):
             logging.getLogger("paramiko.transport").warning("auth with %s failed", "run-secret-42")
-        with redacting_output() as inner:   # main() around Program.run: the same run
+        with redacting_output() as inner:  # main() around Program.run: the same run
             assert inner is r
     assert redact.current() is before
     out = capsys.readouterr()

@@ -2,6 +2,7 @@
 `render` (stdout and --dest), the --report JSON, error lines, per-host output and the recap,
 and log records. Each secret sits where masking by name cannot see it: a URL in a pin, a
 token under an odd env name, a bearer in extra args, a wrong-typed secret value."""
+
 from __future__ import annotations
 
 import json
@@ -19,19 +20,27 @@ PIN_PW = "PinPassw0rd-leak"
 BEARER = "BearerLeak.0123456789"
 ODD = "odd-name-secret-value"
 VARS: dict[str, Any] = {
-    "ansible_user": "root", "vllm_version": "0.32.0", "model_name": "tiny", "model_source": "/srv/weights/tiny",
+    "ansible_user": "root",
+    "vllm_version": "0.32.0",
+    "model_name": "tiny",
+    "model_source": "/srv/weights/tiny",
     "vllm_extra_pins": [f"git+https://ci:{PIN_PW}@git.example.com/org/plugin.git"],
     "vllm_env": {"MY_THING": HF, "SERVICE_TOKEN": ODD},
     # --middleware imports outside code, so vfleet refuses it unless asked for by name
-    "vllm_extra_args": ["--middleware", f"Bearer {BEARER}"], "vllm_allow_unsafe": ["plugin_code"],
+    "vllm_extra_args": ["--middleware", f"Bearer {BEARER}"],
+    "vllm_allow_unsafe": ["plugin_code"],
 }
 SECRETS = (HF, PIN_PW, BEARER, ODD)
 
 
 def _inventory(tmp: Path, extra: dict[str, Any] | None = None, local: bool = False) -> Path:
     hosts: dict[str, Any] = {"gpu01": {"ansible_connection": "local"} if local else {}}
-    data = {"all": {"vars": {**VARS, **(extra or {})},
-                    "children": {"vllm": {"hosts": hosts}, "gateways": {"hosts": {"gw01": {}}}}}}
+    data = {
+        "all": {
+            "vars": {**VARS, **(extra or {})},
+            "children": {"vllm": {"hosts": hosts}, "gateways": {"hosts": {"gw01": {}}}},
+        }
+    }
     path = tmp / "inventory.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -57,7 +66,7 @@ def test_inventory_output(tmp_path, capsys, args) -> None:
     code, out = _vfleet(capsys, "inventory", "--inventory", str(_inventory(tmp_path)), *args)
     assert code == 0, out
     _assert_clean(out)
-    assert "git.example.com/org/plugin.git" in out and "MY_THING" in out   # the rest stays readable
+    assert "git.example.com/org/plugin.git" in out and "MY_THING" in out  # the rest stays readable
 
 
 def test_render_stdout_and_dest(tmp_path, capsys) -> None:
@@ -87,14 +96,18 @@ def test_report_console_and_recap_of_a_run(tmp_path, capsys) -> None:
     assert "exit 3" in out
 
 
-@pytest.mark.parametrize("vars_, secret", [
-    ({"api_key": ["sk-wrongtype-in-a-list-LEAK"]}, "sk-wrongtype-in-a-list-LEAK"),
-    ({"hf_token": {"nested": "hf-wrongtype-in-a-map-LEAK"}}, "hf-wrongtype-in-a-map-LEAK"),
-    ({"api_key": 98765432123456789}, "98765432123456789"),
-    ({"max_num_seqs": f"https://u:{PIN_PW}@host/x"}, PIN_PW),
-    ({"vllm_extra_pins": f"git+https://ci:{PIN_PW}{'x' * 80}@git.example.com/o/r.git"}, PIN_PW),
-    ({"vllm_env": {"MY_THING": ["hf_" + "W" * 34]}}, "hf_" + "W" * 34),
-], ids=["secret-in-list", "secret-in-map", "secret-number", "url-in-int", "cut-url", "token-in-env-list"])
+@pytest.mark.parametrize(
+    "vars_, secret",
+    [
+        ({"api_key": ["sk-wrongtype-in-a-list-LEAK"]}, "sk-wrongtype-in-a-list-LEAK"),
+        ({"hf_token": {"nested": "hf-wrongtype-in-a-map-LEAK"}}, "hf-wrongtype-in-a-map-LEAK"),
+        ({"api_key": 98765432123456789}, "98765432123456789"),
+        ({"max_num_seqs": f"https://u:{PIN_PW}@host/x"}, PIN_PW),
+        ({"vllm_extra_pins": f"git+https://ci:{PIN_PW}{'x' * 80}@git.example.com/o/r.git"}, PIN_PW),
+        ({"vllm_env": {"MY_THING": ["hf_" + "W" * 34]}}, "hf_" + "W" * 34),
+    ],
+    ids=["secret-in-list", "secret-in-map", "secret-number", "url-in-int", "cut-url", "token-in-env-list"],
+)
 def test_error_lines(tmp_path, capsys, vars_, secret) -> None:
     code, out = _vfleet(capsys, "deploy", "--check", "--inventory", str(_inventory(tmp_path, vars_)))
     assert code == 2 and "error: " in out, out
@@ -113,7 +126,7 @@ def test_secret_read_from_a_file_is_hidden_where_it_is_echoed(tmp_path, capsys) 
 def test_log_records_of_a_run(tmp_path, capsys, caplog, monkeypatch) -> None:
     import vfleet.engine.runner
 
-    def connect(name, *a, **k):   # paramiko logs like this when a key is refused
+    def connect(name, *a, **k):  # paramiko logs like this when a key is refused
         logging.getLogger("paramiko.transport").warning("auth failed for Bearer %s / %s", BEARER, HF)
         raise OSError("no route")
 

@@ -1,35 +1,51 @@
 """Cross-member preflight of a multi-host replica, from fake facts (vfleet/roles/replica/_preflight.py)."""
+
 from __future__ import annotations
 
 import copy
 
+from tests.unit.configs import host_config
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica._facts import ClockFact, ReachFact, VersionsFact, parse_route
 from vfleet.roles.replica._preflight import member_checks, peer_of
-from tests.unit.configs import host_config
 
 R = Replica("r1", ("gpu01", "gpu02"), 8, 2, 8, "ray", "inv.yaml: line 10: group 'r1'")
 GPU = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8, "driver_version": "570.86.15"}
 VERSIONS = {"python": "3.11.2", "vllm": "0.20.0", "torch": "2.9.0", "nccl": "2.27.3", "ray": "2.60.0"}
-MEMBER = {"gpu01": {"route": parse_route("10.0.0.2", ["10.0.0.2 dev ens1 src 10.0.0.1 uid 0"]), "reach": True,
-                    "versions": dict(VERSIONS), "clock": {"epoch_ms": 1_000_000, "ntp_synchronized": True}},
-          "gpu02": {"route": parse_route("10.0.0.1", ["10.0.0.1 dev ens1 src 10.0.0.2 uid 0"]), "reach": True,
-                    "versions": dict(VERSIONS), "clock": {"epoch_ms": 1_000_120, "ntp_synchronized": True}}}
+MEMBER = {
+    "gpu01": {
+        "route": parse_route("10.0.0.2", ["10.0.0.2 dev ens1 src 10.0.0.1 uid 0"]),
+        "reach": True,
+        "versions": dict(VERSIONS),
+        "clock": {"epoch_ms": 1_000_000, "ntp_synchronized": True},
+    },
+    "gpu02": {
+        "route": parse_route("10.0.0.1", ["10.0.0.1 dev ens1 src 10.0.0.2 uid 0"]),
+        "reach": True,
+        "versions": dict(VERSIONS),
+        "clock": {"epoch_ms": 1_000_120, "ntp_synchronized": True},
+    },
+}
 
 
-DEFAULTS = host_config().replica          # the schema's replica settings: what a member sets by default
+DEFAULTS = host_config().replica  # the schema's replica settings: what a member sets by default
 
 
 def _checks(gpu=None, member=None, settings=None):
-    out = member_checks({"r1": R}, gpu or {"gpu01": GPU, "gpu02": GPU}, member or MEMBER,
-                        {h: DEFAULTS for h in R.members} | (settings or {}))
+    out = member_checks(
+        {"r1": R},
+        gpu or {"gpu01": GPU, "gpu02": GPU},
+        member or MEMBER,
+        {h: DEFAULTS for h in R.members} | (settings or {}),
+    )
     return {h: {c["id"]: c for c in cs} for h, cs in out.items()}
 
 
 def test_identical_members_pass_every_check():
     got = _checks()
     assert set(got["gpu02"]) == {f"replica.{k}:r1" for k in ("gpus", "gpu_model", "driver", "nic", "clock")} | {
-        f"replica.version.{k}:r1" for k in ("python", "vllm", "torch", "nccl", "ray")}
+        f"replica.version.{k}:r1" for k in ("python", "vllm", "torch", "nccl", "ray")
+    }
     assert {c["status"] for cs in got.values() for c in cs.values()} == {"pass"}
 
 
@@ -118,13 +134,17 @@ class _Ctx:
     def run(self, cmd, stdin=None, **kw):
         import time
         from types import SimpleNamespace
+
         from vfleet.engine.fact_protocol import MARK
+
         out = f"{int(time.time() * 1000) + 5000}\nyes\n"
-        return SimpleNamespace(ok=True, exited=0, stdout=f"{MARK} BEGIN clock\n{out}\n{MARK} STDERR clock\n\n"
-                                                          f"{MARK} END clock 0\n")
+        return SimpleNamespace(
+            ok=True, exited=0, stdout=f"{MARK} BEGIN clock\n{out}\n{MARK} STDERR clock\n\n{MARK} END clock 0\n"
+        )
 
 
 def test_read_clock_measures_the_offset_from_the_controller():
     from vfleet.roles.replica._preflight import read_clock
+
     clock = read_clock(_Ctx(), ClockFact())
     assert 4_900 <= clock["offset_ms"] <= 5_100 and clock["uncertainty_ms"] >= 1 and clock["ntp_synchronized"] is True

@@ -1,4 +1,5 @@
 """A multi-host replica is one unit of a rolling restart (vfleet/roles/replica/_rollout.py)."""
+
 from __future__ import annotations
 
 from vfleet.config.replicas import Replica
@@ -21,20 +22,31 @@ def test_percentages_are_of_units_and_a_worker_alone_selects_its_replica():
 
 def test_ray_unit_restarts_workers_then_head_and_is_ready_when_the_head_serves():
     assert restart_steps(R["r1"], upgrade=True) == [
-        ("gpu02", "stop-vllm"), ("gpu01", "switch-venv"), ("gpu01", "restart-ray"),
-        ("gpu02", "switch-venv"), ("gpu02", "restart-ray"), ("gpu02", "start-vllm"), ("gpu02", "wait-ready")]
+        ("gpu02", "stop-vllm"),
+        ("gpu01", "switch-venv"),
+        ("gpu01", "restart-ray"),
+        ("gpu02", "switch-venv"),
+        ("gpu02", "restart-ray"),
+        ("gpu02", "start-vllm"),
+        ("gpu02", "wait-ready"),
+    ]
     assert ("gpu01", "switch-venv") not in restart_steps(R["r1"], upgrade=False)
 
 
 def test_mp_unit_stops_every_rank_and_starts_workers_before_the_head():
     mp = Replica("r1", ("gpu02", "gpu01"), 1, 2, 1, "mp", "")
     assert restart_steps(mp, upgrade=False) == [
-        ("gpu02", "stop-vllm"), ("gpu01", "stop-vllm"), ("gpu01", "start-vllm"),
-        ("gpu02", "start-vllm"), ("gpu02", "wait-ready")]
+        ("gpu02", "stop-vllm"),
+        ("gpu01", "stop-vllm"),
+        ("gpu01", "start-vllm"),
+        ("gpu02", "start-vllm"),
+        ("gpu02", "wait-ready"),
+    ]
 
 
 def test_unit_keys_are_what_the_rollout_drains():
     from vfleet.roles.replica._rollout import unit_keys
+
     assert unit_keys(["gpu01", "gpu03", "gpu02"], R) == ["gpu02", "gpu03"]
 
 
@@ -53,8 +65,13 @@ def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
         def record(self, *a, **kw):
             pass
 
-    cfg = SimpleNamespace(unit="vllm.service", ray_unit="vllm-ray.service", service_name="vllm",
-                          shutdown_timeout=30, venv_path="/opt/vllm/new")
+    cfg = SimpleNamespace(
+        unit="vllm.service",
+        ray_unit="vllm-ray.service",
+        service_name="vllm",
+        shutdown_timeout=30,
+        venv_path="/opt/vllm/new",
+    )
     ctxs = {h: Ctx(name=h, config=cfg, step_name="") for h in ("gpu01", "gpu02")}
     monkeypatch.setattr(rr, "start", lambda ctx, unit, no_block: calls.append((ctx.name, f"start {unit}")))
     monkeypatch.setattr(rr.readiness, "wait_ready", lambda ctx: calls.append((ctx.name, "ready")))
@@ -63,7 +80,14 @@ def test_replica_rollout_restarts_the_members_in_order(monkeypatch):
     roll = rr.ReplicaRollout.__new__(rr.ReplicaRollout)
     roll.play, roll.fleet = SimpleNamespace(contexts=ctxs), SimpleNamespace(replicas=R)
     roll.restart_host(ctxs["gpu02"], "/opt/vllm/new")
-    assert calls == [("gpu02", "systemctl stop -- vllm.service"), ("gpu01", "link /opt/vllm/new"), ("gpu01", "files"),
-                     ("gpu01", "systemctl restart -- vllm-ray.service"), ("gpu02", "link /opt/vllm/new"),
-                     ("gpu02", "files"), ("gpu02", "systemctl restart -- vllm-ray.service"),
-                     ("gpu02", "start vllm.service"), ("gpu02", "ready")]
+    assert calls == [
+        ("gpu02", "systemctl stop -- vllm.service"),
+        ("gpu01", "link /opt/vllm/new"),
+        ("gpu01", "files"),
+        ("gpu01", "systemctl restart -- vllm-ray.service"),
+        ("gpu02", "link /opt/vllm/new"),
+        ("gpu02", "files"),
+        ("gpu02", "systemctl restart -- vllm-ray.service"),
+        ("gpu02", "start vllm.service"),
+        ("gpu02", "ready"),
+    ]

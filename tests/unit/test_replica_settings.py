@@ -1,13 +1,14 @@
 """The replica and Ray variables as typed config (vfleet/config/replica_settings.py): each
 variable lands in its field, unset ones take the schema's default, none is left out."""
+
 from __future__ import annotations
 
 from functools import reduce
 
 import pytest
 
-from vfleet.config.variables import SCHEMA
 from tests.unit.configs import host_config
+from vfleet.config.variables import SCHEMA
 
 # variable, field of HostConfig.replica (dotted), a value other than the default
 ROWS = [
@@ -40,6 +41,9 @@ def test_each_variable_lands_in_its_field(var: str, field: str, value: object) -
 
 
 def test_every_replica_and_ray_variable_is_typed() -> None:
-    names = {v.name for v in SCHEMA.specs.values()
-             if v.name.startswith(("replica", "ray_")) or v.name == "allow_cross_host_tp"}
+    names = {
+        v.name
+        for v in SCHEMA.specs.values()
+        if v.name.startswith(("replica", "ray_")) or v.name == "allow_cross_host_tp"
+    }
     assert names == {r[0] for r in ROWS}

@@ -1,6 +1,7 @@
 """Role plans from data, without a host (pyinfra's way): each case in tests/unit/data/plans/
 gives a HostConfig (a few variables), the facts a host would report, and the changes the
 role must plan, in order, or none. The commands themselves are checked by fragments."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,20 +15,20 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.configs import host_config
+from vfleet.config.gateway_access import GatewayTls
+from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.changes import Change
 from vfleet.engine.facts import FileState, UnitState
-from vfleet.config.gateway_access import GatewayTls
 from vfleet.roles.gateway import _nginx as gateway
 from vfleet.roles.gateway._caps import GatewayCaps
 from vfleet.roles.gateway._files import render_files
-from vfleet.roles.service import _unit as service
-from vfleet.roles.install import _venv as vllm_install
-from vfleet.roles.weights import _sync as weights
 from vfleet.roles.gateway._render import Backend
+from vfleet.roles.install import _venv as vllm_install
 from vfleet.roles.rollout._batches import plan_batches
+from vfleet.roles.service import _unit as service
 from vfleet.roles.service._render import render_service
-from vfleet.config.vllm_facts import flag_available
-from tests.unit.configs import host_config
+from vfleet.roles.weights import _sync as weights
 
 DATA = Path(__file__).resolve().parent / "data" / "plans"
 
@@ -40,8 +41,7 @@ def file_state(spec: Any, wanted: str, mode: str | None = None) -> FileState:
     """'missing' | 'present' | 'dir' | 'wanted' | 'stale' | {wanted: true, mode: ...}. `mode`:
     the wanted file's (default: 0600 for an env file, else 0644)."""
     if isinstance(spec, dict):
-        return FileState("file", hashlib.sha256(wanted.encode()).hexdigest(), spec.get("mode", "644"),
-                         "root", "root")
+        return FileState("file", hashlib.sha256(wanted.encode()).hexdigest(), spec.get("mode", "644"), "root", "root")
     if spec == "missing":
         return FileState("missing")
     if spec == "dir":
@@ -68,12 +68,16 @@ def test_service_plan(case: dict[str, Any]) -> None:
     cfg = host_config(case["vars"])
     f = case["facts"]
     rendered = render_service(cfg, flag_available, systemd_version=f["systemd"])
-    facts = {"user": f["user"], "unit_file": file_state(f["unit_file"], rendered.unit_text),
-             "env_file": file_state(f["env_file"], rendered.env_text), "unit": UnitState(*f["unit"]),
-             "systemd": f["systemd"]}
+    facts = {
+        "user": f["user"],
+        "unit_file": file_state(f["unit_file"], rendered.unit_text),
+        "env_file": file_state(f["env_file"], rendered.env_text),
+        "unit": UnitState(*f["unit"]),
+        "systemd": f["systemd"],
+    }
     changes = service.plan(cfg, rendered, facts)
     assert_plan(changes, case["expect"])
-    for c in changes:   # the key travels on stdin into the 0600 file, never in a command
+    for c in changes:  # the key travels on stdin into the 0600 file, never in a command
         assert not cfg.api_key or cfg.api_key not in c.command + c.diff + c.reason
 
 
@@ -97,25 +101,35 @@ def test_gateway_plan(case: dict[str, Any], tmp_path: Path) -> None:
     caps = GatewayCaps(case["caps"]) if "caps" in case else None
     current = render_files(backends, cfg)
     on_host = dict(zip(("js", "tls_cert", "tls_key"), current.supporting)) | {"conf": current.conf}
-    facts = {name: file_state(f[name], on_host[name].content if name in on_host else "",
-                              on_host[name].mode.lstrip("0") if name in on_host else None)
-             for name in ("conf", "js", "tls_cert", "tls_key")}
-    facts |= {"nginx": f["nginx"], "njs": f["njs"],
-              "default_site": file_state(f["default_site"], ""), "drained": file_state(f["drained"], ""),
-              "caps": file_state(f.get("caps", "missing"), caps.text() if caps else ""),
-              "unit": UnitState(*f["unit"])}
+    facts = {
+        name: file_state(
+            f[name],
+            on_host[name].content if name in on_host else "",
+            on_host[name].mode.lstrip("0") if name in on_host else None,
+        )
+        for name in ("conf", "js", "tls_cert", "tls_key")
+    }
+    facts |= {
+        "nginx": f["nginx"],
+        "njs": f["njs"],
+        "default_site": file_state(f["default_site"], ""),
+        "drained": file_state(f["drained"], ""),
+        "caps": file_state(f.get("caps", "missing"), caps.text() if caps else ""),
+        "unit": UnitState(*f["unit"]),
+    }
     files = render_files(backends, cfg, drained=drained)
     changes = gateway.plan(cfg, files, facts, drained=drained if "drain" in case else None, caps=caps)
     assert_plan(changes, case["expect"])
-    for c in changes:   # the module (backend key, key hashes) and the TLS key: on stdin, never in a diff
+    for c in changes:  # the module (backend key, key hashes) and the TLS key: on stdin, never in a diff
         secret = [f.content for f in files.all if f.secret]
         assert not any(text in c.command + c.diff + c.reason for text in secret + [TLS_KEY_PEM]), c
 
 
 def test_a_drained_backend_is_marked_down_in_the_planned_config() -> None:
     cfg = host_config(name="gw01", group="gateways")
-    text = render_files([Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")], cfg,
-                        drained={"gpu02"}).conf.content
+    text = render_files(
+        [Backend("gpu01", "10.0.0.1", 8000, "tiny"), Backend("gpu02", "10.0.0.2", 8000, "tiny")], cfg, drained={"gpu02"}
+    ).conf.content
     assert "server 10.0.0.2:8000 max_fails=3 fail_timeout=10s down;" in text
     assert "server 10.0.0.1:8000 max_fails=3 fail_timeout=10s;" in text
 
@@ -134,9 +148,13 @@ def test_install_plan(case: dict[str, Any]) -> None:
 
 def test_install_verifies_on_the_host_before_trusting_the_venv() -> None:
     cfg = host_config()
-    change = next(c for c in vllm_install.plan(cfg, {"root": FileState("dir", mode="755"),
-                                                      "marker": FileState("missing"), "current": None})
-                  if c.action == "venv")
+    change = next(
+        c
+        for c in vllm_install.plan(
+            cfg, {"root": FileState("dir", mode="755"), "marker": FileState("missing"), "current": None}
+        )
+        if c.action == "venv"
+    )
     assert change.command.endswith("/opt/vllm/vllm-0.32.0/bin/python -")
     assert change.timeout == cfg.install_timeout
 
@@ -147,14 +165,19 @@ def test_install_verify_script_writes_the_marker_only_for_the_pinned_version(tmp
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "__init__.py").write_text(f"__version__ = {installed!r}\n")
     (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(
-        "__version__ = '2.9.0+cpu'\nclass version:\n    cuda = None\n")
+    (tmp_path / "torch" / "__init__.py").write_text("__version__ = '2.9.0+cpu'\nclass version:\n    cuda = None\n")
     venv = tmp_path / "venv"
     venv.mkdir()
     cfg = host_config({"vllm_root": str(tmp_path), "vllm_venv_name": "venv"})
     stdin = vllm_install.install_change(cfg, str(venv)).stdin
-    r = subprocess.run([sys.executable, "-"], input=stdin, text=True, capture_output=True, cwd=tmp_path,
-                       env={"PYTHONPATH": str(tmp_path), "PATH": "/nonexistent"})
+    r = subprocess.run(
+        [sys.executable, "-"],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/nonexistent"},
+    )
     marker = venv / vllm_install.MARKER
     assert (r.returncode == 0) is ok, r.stderr
     assert marker.exists() is ok
@@ -173,9 +196,14 @@ def test_weights_copy_state(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", cases("weights.yaml")["waves"], ids=lambda c: c["name"])
 def test_weights_waves(case: dict[str, Any]) -> None:
-    got = weights.assign_wave(case["missing"], case["have"], fanout=case["fanout"],
-                              controller=case["controller"], source_host=case.get("source_host"),
-                              raw_source=case.get("raw_source"))
+    got = weights.assign_wave(
+        case["missing"],
+        case["have"],
+        fanout=case["fanout"],
+        controller=case["controller"],
+        source_host=case.get("source_host"),
+        raw_source=case.get("raw_source"),
+    )
     assert got == case["expect"]
 
 

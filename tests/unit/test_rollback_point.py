@@ -1,13 +1,14 @@
 """The rollback point's shell commands (parsed by bash, every path quoted) and the parser of
 what saving printed; the behaviour on a real host is in tests/integration/test_faults.py."""
+
 from __future__ import annotations
 
 import subprocess
 
 import pytest
 
-from vfleet.roles.rollout import _rollback_point as rp
 from tests.unit.configs import host_config
+from vfleet.roles.rollout import _rollback_point as rp
 
 
 @pytest.mark.parametrize("build", [rp.save_command, rp.restore_command])
@@ -30,13 +31,19 @@ def test_restore_renames_over_and_reloads_systemd():
     assert cmd.rstrip().endswith("systemctl daemon-reload")
 
 
-@pytest.mark.parametrize("out, state, point", [
-    ("state=inactive\n", "inactive", None),
-    ("state=saved\nvenv=/opt/vllm/a\nmodel=/srv/models/.versions/tiny-1\n", "saved",
-     rp.RollbackPoint("/opt/vllm/a", "/srv/models/.versions/tiny-1")),
-    ("state=kept\npending=no\nvenv=/opt/vllm/a\nmodel=\n", "kept", rp.RollbackPoint("/opt/vllm/a", None)),
-    ("state=kept\npending=yes\nvenv=/opt/vllm/a\nmodel=\n", "pending", rp.RollbackPoint("/opt/vllm/a", None)),
-])
+@pytest.mark.parametrize(
+    "out, state, point",
+    [
+        ("state=inactive\n", "inactive", None),
+        (
+            "state=saved\nvenv=/opt/vllm/a\nmodel=/srv/models/.versions/tiny-1\n",
+            "saved",
+            rp.RollbackPoint("/opt/vllm/a", "/srv/models/.versions/tiny-1"),
+        ),
+        ("state=kept\npending=no\nvenv=/opt/vllm/a\nmodel=\n", "kept", rp.RollbackPoint("/opt/vllm/a", None)),
+        ("state=kept\npending=yes\nvenv=/opt/vllm/a\nmodel=\n", "pending", rp.RollbackPoint("/opt/vllm/a", None)),
+    ],
+)
 def test_parse_saved(out, state, point):
     assert rp.parse_saved(out) == (state, point)
 
@@ -59,11 +66,14 @@ def test_restore_leaves_a_link_that_already_points_there_alone(tmp_path):
 
 
 def _lora_cfg(tmp_path, **extra):
-    return host_config({"model_dir": str(tmp_path / "models"),
-                        "lora_adapters": [{"name": "alpha", "source": "/src/alpha"},
-                                          {"name": "bravo", "source": "/src/bravo"}],
-                        "speculative_decoding": {"method": "draft_model", "num_speculative_tokens": 3,
-                                                 "source": "/src/draft"}, **extra})
+    return host_config(
+        {
+            "model_dir": str(tmp_path / "models"),
+            "lora_adapters": [{"name": "alpha", "source": "/src/alpha"}, {"name": "bravo", "source": "/src/bravo"}],
+            "speculative_decoding": {"method": "draft_model", "num_speculative_tokens": 3, "source": "/src/draft"},
+            **extra,
+        }
+    )
 
 
 def test_a_point_records_and_puts_back_adapter_and_draft_links(tmp_path):
@@ -97,7 +107,9 @@ def test_the_saved_adapter_links_reach_the_report_and_the_pending_check(tmp_path
     assert subprocess.run(["bash", "-n", "-c", save]).returncode == 0
     assert "link:lora-alpha=" in save and "link:draft=" in save
     assert f"readlink -- {cfg.adapter_path('bravo')}" in save.split("echo state=saved")[0]
-    state, point = rp.parse_saved("state=saved\nvenv=/opt/vllm/a\nmodel=/m/.versions/tiny-1\n"
-                                  "link:lora-alpha=/m/.versions/lora-alpha-1\nlink:lora-bravo=\nlink:draft=/d\n")
+    state, point = rp.parse_saved(
+        "state=saved\nvenv=/opt/vllm/a\nmodel=/m/.versions/tiny-1\n"
+        "link:lora-alpha=/m/.versions/lora-alpha-1\nlink:lora-bravo=\nlink:draft=/d\n"
+    )
     assert state == "saved" and point.others == (("lora-alpha", "/m/.versions/lora-alpha-1"), ("draft", "/d"))
     assert point.describe().endswith("weights /m/.versions/tiny-1, lora-alpha /m/.versions/lora-alpha-1, draft /d")

@@ -8,6 +8,7 @@ checked is the gate's decision and what it makes the rollout do: baseline and ca
 evaluated with the host drained, the canary passed (the others roll) or rolled back (only
 the canary, the other batches never start, exit non-zero, one line naming what regressed),
 and what it keeps with the run (reports beside --report, the report's "gate" section)."""
+
 from __future__ import annotations
 
 import io
@@ -24,27 +25,27 @@ from invoke import Context
 from invoke.exceptions import Exit
 from rich.console import Console
 
+import vfleet.roles.rollout as rollout_face
+from tests.unit.configs import LAB_VARS, host_config
+from vfleet.cli import deploy as deploy_task, rollout as rollout_task
+from vfleet.cli.common import backends, make_play
+from vfleet.cli.options import TaskOptions
+from vfleet.clients.eval.report import EvalReport
 from vfleet.config.fleet import Fleet
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.inventory import load_inventory
 from vfleet.engine.report import report_dict
-from vfleet.cli import deploy as deploy_task, rollout as rollout_task
-from vfleet.cli.common import backends, make_play
-from vfleet.cli.options import TaskOptions
+from vfleet.engine.runner import HostFailed
 from vfleet.roles.install import _venv as vllm_install
-import vfleet.roles.rollout as rollout_face
 from vfleet.roles.rollout import _gate as gate_role, _rolling as rolling
-from vfleet.roles.service import _measured_restart as measured_restart
 from vfleet.roles.rollout._gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
 from vfleet.roles.rollout._records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
-from vfleet.clients.eval.report import EvalReport
-from vfleet.engine.runner import HostFailed
-from tests.unit.configs import LAB_VARS, host_config
+from vfleet.roles.service import _measured_restart as measured_restart
 
 MAX_DROP, MAX_DIVERGENCE = 0.03, 0.10
 IDS = ["capital-france", "add-small", "json-person", "count-three"]
-HASHES = {i: f"hash-{i}" for i in IDS}   # EvalItem.digest of each item of the eval set
+HASHES = {i: f"hash-{i}" for i in IDS}  # EvalItem.digest of each item of the eval set
 
 
 # -- EvalReport-shaped data and a judge over it ------------------------------------------------
@@ -67,7 +68,7 @@ class Report:
         return [type("Item", (), item) for item in self.data["items"]]
 
     def baseline_problem(self) -> str | None:
-        return EvalReport.baseline_problem(self)   # the real check, over these items
+        return EvalReport.baseline_problem(self)  # the real check, over these items
 
     @property
     def score(self) -> float:
@@ -78,14 +79,34 @@ class Report:
         Path(path).write_text(json.dumps(self.data))
 
 
-def report(model: str = "tiny", failing: tuple[str, ...] = (), divergence: float | None = None,
-           max_tokens: int = 24, error: str | None = None) -> Report:
-    items = [{"id": i, "reply": "Lyon." if i in failing else "ok", "passed": i not in failing,
-              "divergence": divergence, "error": error, "token_ids": [] if error else [7, 8],
-              "item_hash": HASHES[i]} for i in IDS]
-    return Report({"target": {"base_url": "http://x:8000", "model": model, "label": "x"},
-                   "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
-                   "measured": {}, "items": items, "created": "2026-12-02T16:00:00"})
+def report(
+    model: str = "tiny",
+    failing: tuple[str, ...] = (),
+    divergence: float | None = None,
+    max_tokens: int = 24,
+    error: str | None = None,
+) -> Report:
+    items = [
+        {
+            "id": i,
+            "reply": "Lyon." if i in failing else "ok",
+            "passed": i not in failing,
+            "divergence": divergence,
+            "error": error,
+            "token_ids": [] if error else [7, 8],
+            "item_hash": HASHES[i],
+        }
+        for i in IDS
+    ]
+    return Report(
+        {
+            "target": {"base_url": "http://x:8000", "model": model, "label": "x"},
+            "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
+            "measured": {},
+            "items": items,
+            "created": "2026-12-02T16:00:00",
+        }
+    )
 
 
 @dataclass
@@ -101,14 +122,19 @@ class Comparison:
 
     def line(self) -> str:
         verdict = "PASSED" if self.passed else "FAILED"
-        return (f"eval gate: {verdict}: score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f}); "
-                f"divergence {self.divergence or 0:.2f} nats/token; regressed: {', '.join(self.regressed) or 'none'}")
+        return (
+            f"eval gate: {verdict}: score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f}); "
+            f"divergence {self.divergence or 0:.2f} nats/token; regressed: {', '.join(self.regressed) or 'none'}"
+        )
 
 
 def judge(a: Report, b: Report) -> Comparison:
     was = {i["id"]: i["passed"] for i in a.data["items"]}
-    regressed = [f"{i['id']}: passed -> failed (reply {i['reply']!r})" for i in b.data["items"]
-                 if was[i["id"]] and not i["passed"]]
+    regressed = [
+        f"{i['id']}: passed -> failed (reply {i['reply']!r})"
+        for i in b.data["items"]
+        if was[i["id"]] and not i["passed"]
+    ]
     divs = [i["divergence"] for i in b.data["items"] if i["divergence"] is not None]
     div = sum(divs) / len(divs) if divs else None
     drop = a.score - b.score
@@ -124,9 +150,9 @@ class Recorded(rolling.Rollout):
     def wait_inflight(self, ctx) -> float:
         return 0.0
 
-    failing: set[str]   # hosts whose restart fails
-    versions: dict[str, str]   # what each host runs, as its live measured record says
-    measured: dict[tuple[str, str], dict]   # (host, phase) -> the measured record its eval got
+    failing: set[str]  # hosts whose restart fails
+    versions: dict[str, str]  # what each host runs, as its live measured record says
+    measured: dict[tuple[str, str], dict]  # (host, phase) -> the measured record its eval got
 
     def restart_host(self, ctx, new_venv):
         self.calls.append(("restart", ctx.name, new_venv))
@@ -142,8 +168,9 @@ class Recorded(rolling.Rollout):
 
 def fleet_of(tmp_path: Path, models: dict[str, str], **more: Any) -> Fleet:
     hosts = {h: {"model_name": m} for h, m in models.items()}
-    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local", **more},
-                    "children": {"vllm": {"hosts": hosts}}}}
+    data = {
+        "all": {"vars": {**LAB_VARS, "ansible_connection": "local", **more}, "children": {"vllm": {"hosts": hosts}}}
+    }
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))
     return Fleet.of(load_inventory(path, schema=SCHEMA))
@@ -155,16 +182,30 @@ def run_gated(tmp_path, monkeypatch):
     ((host, "baseline" | "candidate") -> Report, or an Exception to raise)."""
     monkeypatch.setattr(rolling, "_current_venv", lambda ctx: "/opt/vllm/vllm-0.31.0")
     monkeypatch.setattr(rolling, "_venv_version", lambda ctx, venv: "0.31.0" if venv else None)
-    monkeypatch.setattr(measured_restart, "ROOT", str(tmp_path / "restarts"))   # not this machine's /var/lib
+    monkeypatch.setattr(measured_restart, "ROOT", str(tmp_path / "restarts"))  # not this machine's /var/lib
 
-    def run(models: dict[str, str], evals: dict[tuple[str, str], Any], *, upgrade: bool = True,
-            saved: tuple[Report, str] | None = None, failing: tuple[str, ...] = (), **more: Any):
+    def run(
+        models: dict[str, str],
+        evals: dict[tuple[str, str], Any],
+        *,
+        upgrade: bool = True,
+        saved: tuple[Report, str] | None = None,
+        failing: tuple[str, ...] = (),
+        **more: Any,
+    ):
         fleet = fleet_of(tmp_path, models, **more)
         out = io.StringIO()
-        play = make_play("upgrade", fleet, fleet.vllm_hosts, TaskOptions(),
-                         console=Console(file=out, width=400, highlight=False))
-        r = Recorded(play, backends(fleet), list(models), [], upgrade=upgrade,
-                     restore=None if upgrade else (lambda ctx: "the saved point"))
+        play = make_play(
+            "upgrade", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=out, width=400, highlight=False)
+        )
+        r = Recorded(
+            play,
+            backends(fleet),
+            list(models),
+            [],
+            upgrade=upgrade,
+            restore=None if upgrade else (lambda ctx: "the saved point"),
+        )
         r.calls, r.failing, r.versions, r.measured = [], set(failing), {h: "0.31.0" for h in models}, {}
 
         def evaluate(cfg, reference, measured):
@@ -176,8 +217,13 @@ def run_gated(tmp_path, monkeypatch):
                 raise answer
             return answer
 
-        record = GateRecord("eval.yaml", "built-in", {"max_score_drop": MAX_DROP, "max_divergence": MAX_DIVERGENCE},
-                            {"seed": 0, "max_tokens": 24})
+        record = GateRecord(
+            "eval.yaml",
+            "built-in",
+            {"max_score_drop": MAX_DROP, "max_divergence": MAX_DIVERGENCE},
+            {"seed": 0, "max_tokens": 24},
+        )
+
         def measure(ctx) -> dict:
             return {"vllm_version": r.versions[ctx.name], "dtype": "bfloat16"}
 
@@ -185,19 +231,26 @@ def run_gated(tmp_path, monkeypatch):
         summary = r.run("1", 0.0)
         play.note(summary)
         return r, play, summary, out.getvalue()
+
     return run
 
 
 NO_OP = {("gpu1", "baseline"): report(), ("gpu1", "candidate"): report(divergence=0.0)}
-DEGRADED = {("gpu1", "baseline"): report(),
-            ("gpu1", "candidate"): report(failing=("capital-france", "add-small"), divergence=0.84)}
+DEGRADED = {
+    ("gpu1", "baseline"): report(),
+    ("gpu1", "candidate"): report(failing=("capital-france", "add-small"), divergence=0.84),
+}
 
 
 def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated, tmp_path):
     r, play, summary, out = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, NO_OP)
     new = "/opt/vllm/vllm-0.32.0"
-    assert r.calls == [("baseline", "gpu1", True, "tiny"), ("restart", "gpu1", new),
-                       ("candidate", "gpu1", True, "tiny"), ("restart", "gpu2", new)]  # evaluated drained
+    assert r.calls == [
+        ("baseline", "gpu1", True, "tiny"),
+        ("restart", "gpu1", new),
+        ("candidate", "gpu1", True, "tiny"),
+        ("restart", "gpu2", new),
+    ]  # evaluated drained
     assert summary.stopped is None and summary.drained == [] and play.exit_code == 0
     assert set(summary.serving.values()) == {new}
     base, cand = tmp_path / "run-gate-baseline-gpu1.json", tmp_path / "run-gate-candidate-gpu1.json"
@@ -210,10 +263,12 @@ def test_a_canary_that_passes_goes_back_in_and_the_other_batches_roll(run_gated,
     lines = gate_lines(play)
     assert len(lines) == 1 and lines[0].startswith("gpu1: eval gate: PASSED: score 1.00 -> 1.00")
     assert f"baseline saved in {base}" in lines[0] and "`baseline:`" in lines[0]
-    assert "[gpu1] eval gate: PASSED" in out   # said when judged, before the next batch
+    assert "[gpu1] eval gate: PASSED" in out  # said when judged, before the next batch
     # the live record, read before the restart for the baseline and after it for the candidate
-    assert r.measured == {("gpu1", "baseline"): {"vllm_version": "0.31.0", "dtype": "bfloat16"},
-                          ("gpu1", "candidate"): {"vllm_version": "0.32.0", "dtype": "bfloat16"}}
+    assert r.measured == {
+        ("gpu1", "baseline"): {"vllm_version": "0.31.0", "dtype": "bfloat16"},
+        ("gpu1", "candidate"): {"vllm_version": "0.32.0", "dtype": "bfloat16"},
+    }
     assert report_dict(play)["hosts"]["gpu1"]["rollout"]["undrain_s"] >= 0
 
 
@@ -222,9 +277,9 @@ def test_a_canary_that_regressed_is_rolled_back_alone_and_the_run_stops(run_gate
     r, play, summary, out = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, DEGRADED, upgrade=upgrade)
     old = "/opt/vllm/vllm-0.31.0" if upgrade else None
     assert r.calls[-1] == ("rollback", "gpu1", old, "0.31.0")
-    assert not [c for c in r.calls if c[1] == "gpu2"]          # the other host: never evaluated nor restarted
+    assert not [c for c in r.calls if c[1] == "gpu2"]  # the other host: never evaluated nor restarted
     assert summary.stopped.startswith("eval gate: the canary gpu1 regressed and was rolled back")
-    assert summary.drained == [] and "gpu1" not in r.out_of_service   # serving again, back in the gateways
+    assert summary.drained == [] and "gpu1" not in r.out_of_service  # serving again, back in the gateways
     assert play.exit_code == 1 and play.results["gpu1"].failed and not play.results["gpu2"].failed
     info = play.results["gpu1"].get(RolloutInfo)
     assert info.rolled_back and info.serving == "/opt/vllm/vllm-0.31.0" and info.waiting_for == "the eval gate"
@@ -247,10 +302,10 @@ def test_a_canary_that_cannot_be_evaluated_after_its_restart_goes_back(run_gated
 def test_no_baseline_means_no_restart_and_the_canary_back_in_service(run_gated):
     evals = {("gpu1", "baseline"): RuntimeError("HTTP 503")}
     r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
-    assert r.calls == [("baseline", "gpu1", True, "tiny")]   # drained for it, nothing restarted
+    assert r.calls == [("baseline", "gpu1", True, "tiny")]  # drained for it, nothing restarted
     assert summary.stopped == "eval gate: no baseline on gpu1: the canary was not restarted"
     assert summary.drained == [] and play.exit_code == 1
-    assert "gpu1" in play.active   # failed, yet still serving: later steps (smoke, put back) still see it
+    assert "gpu1" in play.active  # failed, yet still serving: later steps (smoke, put back) still see it
 
 
 def test_a_baseline_whose_items_errored_is_no_baseline(run_gated):
@@ -258,7 +313,7 @@ def test_a_baseline_whose_items_errored_is_no_baseline(run_gated):
     it, any candidate would pass ("score 0.00 -> 0.00")."""
     evals = {("gpu1", "baseline"): report(failing=tuple(IDS), error="HTTP 401: invalid API key")}
     r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, evals)
-    assert r.calls == [("baseline", "gpu1", True, "tiny")]   # nothing restarted
+    assert r.calls == [("baseline", "gpu1", True, "tiny")]  # nothing restarted
     assert summary.stopped == "eval gate: no baseline on gpu1: the canary was not restarted"
     assert summary.drained == [] and play.exit_code == 1
     why = play.results["gpu1"].steps[-1].message
@@ -284,8 +339,9 @@ def test_an_aborted_run_rolls_held_canaries_back_instead_of_undraining_them(run_
 
 def test_a_saved_baseline_is_reused_instead_of_recorded(run_gated, tmp_path):
     saved = report()
-    r, play, summary, _ = run_gated({"gpu1": "tiny", "gpu2": "tiny"}, {("gpu1", "candidate"): report()},
-                                    saved=(saved, "/srv/gate/base.json"))
+    r, play, summary, _ = run_gated(
+        {"gpu1": "tiny", "gpu2": "tiny"}, {("gpu1", "candidate"): report()}, saved=(saved, "/srv/gate/base.json")
+    )
     assert [c[0] for c in r.calls] == ["restart", "candidate", "restart"]
     assert summary.stopped is None
     assert gate_lines(play)[0].endswith("; baseline /srv/gate/base.json (from the gate file)")
@@ -294,8 +350,12 @@ def test_a_saved_baseline_is_reused_instead_of_recorded(run_gated, tmp_path):
 
 def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
     models = {"gpu1": "tiny", "gpu2": "tiny", "gpu3": "other", "gpu4": "other"}
-    evals = {("gpu1", "baseline"): report(), ("gpu1", "candidate"): report(),
-             ("gpu3", "baseline"): report("other"), ("gpu3", "candidate"): report("other", failing=("count-three",))}
+    evals = {
+        ("gpu1", "baseline"): report(),
+        ("gpu1", "candidate"): report(),
+        ("gpu3", "baseline"): report("other"),
+        ("gpu3", "candidate"): report("other", failing=("count-three",)),
+    }
     r, play, summary, _ = run_gated(models, evals)
     assert summary.batches[0] == ["gpu1", "gpu3"]
     assert [c for c in r.calls if c[0] == "rollback"] == [("rollback", "gpu3", "/opt/vllm/vllm-0.31.0", "0.31.0")]
@@ -308,10 +368,21 @@ def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
 
 # -- what is refused before anything changes ---------------------------------------------------
 def test_the_baseline_keeps_only_what_the_host_said_of_its_live_record():
-    live = {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"], "model": "tiny", "dtype": "bfloat16",
-            "quantization": None, "kv_cache_dtype": "auto", "planned_weights_gib": 15.0, "gpu_count": 1}
-    assert gate_role.baseline_measured(live) == {"vllm_version": "0.31.0", "vllm_argv": ["vllm", "serve"],
-                                                 "gpu_count": 1}
+    live = {
+        "vllm_version": "0.31.0",
+        "vllm_argv": ["vllm", "serve"],
+        "model": "tiny",
+        "dtype": "bfloat16",
+        "quantization": None,
+        "kv_cache_dtype": "auto",
+        "planned_weights_gib": 15.0,
+        "gpu_count": 1,
+    }
+    assert gate_role.baseline_measured(live) == {
+        "vllm_version": "0.31.0",
+        "vllm_argv": ["vllm", "serve"],
+        "gpu_count": 1,
+    }
 
 
 def test_refusals_name_the_host_and_the_fix():
@@ -322,26 +393,35 @@ def test_refusals_name_the_host_and_the_fix():
     assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, HASHES, settings, {"gpu1", "gpu9"})
     assert refusal({"gpu2": chatless}, None, HASHES, settings).startswith("gpu2 serves /v1/completions only")
     other = refusal({"gpu1": tiny}, report("llama"), HASHES, settings)
-    assert other == ("the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
-                     "of 'llama', or drop `baseline:`")
+    assert other == (
+        "the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
+        "of 'llama', or drop `baseline:`"
+    )
     assert "no result for 1 item(s) of the eval set (first: new-item)" in refusal(
-        {"gpu1": tiny}, report(), {**HASHES, "new-item": "h"}, settings)
+        {"gpu1": tiny}, report(), {**HASHES, "new-item": "h"}, settings
+    )
     assert refusal({"gpu1": tiny}, report(max_tokens=64), HASHES, settings) == (
-        "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal")
+        "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal"
+    )
 
 
 def test_a_saved_baseline_that_errored_was_edited_or_lacks_settings_is_refused():
     tiny, settings = host_config(name="gpu1"), {"seed": 0, "max_tokens": 24}
     errored = refusal({"gpu1": tiny}, report(error="HTTP 401: invalid API key"), HASHES, settings)
-    assert errored.startswith("the baseline is no baseline: 4 of 4 item(s) have no usable reply (first: "
-                              "capital-france: error HTTP 401: invalid API key)")
+    assert errored.startswith(
+        "the baseline is no baseline: 4 of 4 item(s) have no usable reply (first: "
+        "capital-france: error HTTP 401: invalid API key)"
+    )
     edited = refusal({"gpu1": tiny}, report(), {**HASHES, "add-small": "hash-of-the-new-prompt"}, settings)
-    assert edited.startswith("1 item(s) of the eval set differ from the baseline's (first: add-small: messages, "
-                             "expectation or max_tokens changed")
+    assert edited.startswith(
+        "1 item(s) of the eval set differ from the baseline's (first: add-small: messages, "
+        "expectation or max_tokens changed"
+    )
     bare = report()
     bare.data["settings"] = {}
     assert refusal({"gpu1": tiny}, bare, HASHES, settings) == (
-        "the baseline records no decoding settings: record a new one (drop `baseline:`)")
+        "the baseline records no decoding settings: record a new one (drop `baseline:`)"
+    )
     unset = report()
     del unset.data["settings"]["seed"]
     assert "(seed unset -> 0)" in refusal({"gpu1": tiny}, unset, HASHES, settings)
@@ -361,8 +441,12 @@ def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_
 @pytest.fixture
 def inventory(tmp_path) -> Path:
     path = tmp_path / "inventory.yaml"
-    data = {"all": {"vars": {**LAB_VARS, "ansible_connection": "local"},
-                    "children": {"vllm": {"hosts": {"gpu1": None, "gpu2": None}}}}}
+    data = {
+        "all": {
+            "vars": {**LAB_VARS, "ansible_connection": "local"},
+            "children": {"vllm": {"hosts": {"gpu1": None, "gpu2": None}}},
+        }
+    }
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -373,8 +457,10 @@ def test_deploy_gate_without_batch_is_refused_with_the_fix(inventory, capsys):
             task(Context(), inventory=str(inventory), gate="eval.yaml")
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == ["error: --gate eval.yaml needs --batch: the gate judges the first batch (the canary) "
-                       "before the others restart; add --batch 1"]
+        assert err == [
+            "error: --gate eval.yaml needs --batch: the gate judges the first batch (the canary) "
+            "before the others restart; add --batch 1"
+        ]
 
 
 def test_a_bad_gate_file_stops_upgrade_before_anything_changes(inventory, capsys, monkeypatch):
@@ -383,30 +469,39 @@ def test_a_bad_gate_file_stops_upgrade_before_anything_changes(inventory, capsys
 
     def bad(path, fleet, hosts, **kw):
         raise VfleetError(f"--gate {path}: max_divergence: -1 is less than the minimum of 0")
-    monkeypatch.setattr(rollout_face, "open_gate", bad)   # where `vfleet upgrade` looks it up
+
+    monkeypatch.setattr(rollout_face, "open_gate", bad)  # where `vfleet upgrade` looks it up
     with pytest.raises(Exit) as exc:
         rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml")
     assert exc.value.code == 2 and ran == []
     assert capsys.readouterr().err.strip().splitlines() == [
-        "error: --gate eval.yaml: max_divergence: -1 is less than the minimum of 0"]
+        "error: --gate eval.yaml: max_divergence: -1 is less than the minimum of 0"
+    ]
 
 
 def test_upgrade_hands_the_gate_to_its_rollout(inventory, monkeypatch):
     seen: dict[str, Any] = {}
     sentinel = object()
     monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: None)
-    monkeypatch.setattr(rollout_face, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw)
-                        or sentinel)
-    monkeypatch.setattr(rolling.Rollout, "run", lambda self, *a: seen.update(gate=self.gate) or
-                        RolloutSummary([], None, [], {}, []))
+    monkeypatch.setattr(
+        rollout_face, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw) or sentinel
+    )
+    monkeypatch.setattr(
+        rolling.Rollout, "run", lambda self, *a: seen.update(gate=self.gate) or RolloutSummary([], None, [], {}, [])
+    )
     rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml", report="/tmp/x.json")
     assert seen == {"hosts": ["gpu1", "gpu2"], "task": "upgrade", "report": "/tmp/x.json", "gate": sentinel}
 
 
 @pytest.mark.parametrize("task", ["upgrade", "deploy", "service"])
 def test_help_names_the_gate(task, tmp_path):
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", task, "--help"], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", task, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     flat = " ".join(p.stdout.split())
     assert "--gate=STRING" in flat and "the first batch is a canary" in flat, flat
@@ -425,6 +520,7 @@ def test_untried_hosts_get_their_files_back_even_when_the_play_aborted(tmp_path,
         if ctx.name == "b2":
             raise HostFailed("ssh: connection reset")
         return "the rollback point of 2026-12-02T16:00"
+
     monkeypatch.setattr(deploy_steps.rollback_point, "restore", restore)
     deploy_steps._restore_untried(play, ["a1", "a2", "b2"])
     for host in ("a1", "a2"):
@@ -432,5 +528,5 @@ def test_untried_hosts_get_their_files_back_even_when_the_play_aborted(tmp_path,
         assert "the rollback point of 2026-12-02T16:00 put back" in play.results[host].steps[-1].message
     assert play.results["b2"].failed
     assert "putting its saved point back failed: ssh: connection reset" in play.results["b2"].steps[-1].message
-    deploy_steps.step_smoke(play, fleet)   # refused after an abort: the run goes on to its report
+    deploy_steps.step_smoke(play, fleet)  # refused after an abort: the run goes on to its report
     assert report_dict(play)["hosts"]["a1"]

@@ -3,6 +3,7 @@ fleet another controller holds stops them with one line naming the holder, its p
 the lock expires, and nothing (no install, no drain) runs; a run ends with the rollout's
 per-host lines. Local hosts, a lock file in a temp dir: the tasks run in this process
 against the real shell."""
+
 from __future__ import annotations
 
 import time
@@ -11,11 +12,11 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
+from vfleet.cli import rollout
 from vfleet.engine import lock
+from vfleet.roles.install import _venv as vllm_install
 from vfleet.roles.rollout import _rolling as rollout_role
 from vfleet.roles.rollout._records import RolloutSummary
-from vfleet.roles.install import _venv as vllm_install
-from vfleet.cli import rollout
 
 
 @pytest.fixture
@@ -23,9 +24,11 @@ def fleet(tmp_path, monkeypatch):
     path = tmp_path / "run" / "fleet.lock"
     monkeypatch.setattr(lock, "LOCK_PATH", str(path))
     inv = tmp_path / "inventory.yaml"
-    inv.write_text("all:\n  vars:\n    ansible_connection: local\n  children:\n"
-                   "    vllm:\n      hosts:\n        gpu1:\n        gpu2:\n"
-                   "    gateways:\n      hosts:\n        gw1:\n")
+    inv.write_text(
+        "all:\n  vars:\n    ansible_connection: local\n  children:\n"
+        "    vllm:\n      hosts:\n        gpu1:\n        gpu2:\n"
+        "    gateways:\n      hosts:\n        gw1:\n"
+    )
     ran: list[str] = []
     monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: ran.append(f"install {ctx.name}"))
     monkeypatch.setattr(rollout_role.Rollout, "run", lambda self, *a: ran.append("rollout") or summary())

@@ -3,6 +3,7 @@ unit or a traceback; NCCL variables from preflight or the inventory; the order o
 the whole file read back by a real shell.
 
 Every config is a real HostConfig (tests/unit/configs.py: inventory loader + schema)."""
+
 import dataclasses
 import os
 import shlex
@@ -12,11 +13,11 @@ import traceback
 
 import pytest
 
-from vfleet.engine.errors import InventoryError
-from vfleet.roles.service import _render as sr
 from tests.unit.configs import host_config
 from tests.unit.service_cases import HF_SECRET, LAB, SECRET, lab, stub_flag_available
 from tests.unit.test_quoting import systemd_read_env_value
+from vfleet.engine.errors import InventoryError
+from vfleet.roles.service import _render as sr
 
 
 def _read_env(text: str) -> dict:
@@ -31,8 +32,7 @@ def _read_env(text: str) -> dict:
 
 def test_secrets_only_in_env_file():
     cfg = lab(api_key=SECRET, hf_token=HF_SECRET)
-    rs = sr.render_service(cfg, stub_flag_available,
-                           nccl_env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+    rs = sr.render_service(cfg, stub_flag_available, nccl_env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
     for secret in (SECRET, HF_SECRET):
         assert secret not in rs.unit_text
     for part in ("sk-lab", "very", "secret", "hf_lab", "gated"):
@@ -110,12 +110,18 @@ def test_env_file_nccl_and_extras():
 
 
 def test_env_items_order_and_gpu_selection():
-    cfg = lab(api_key="k", hf_token="t", vllm_env={"OMP_NUM_THREADS": "2"},
-              cuda_visible_devices=[0, 1])
+    cfg = lab(api_key="k", hf_token="t", vllm_env={"OMP_NUM_THREADS": "2"}, cuda_visible_devices=[0, 1])
     keys = [k for k, _ in sr.env_items(cfg, nccl_env={"NCCL_P2P_DISABLE": "1"})]
-    assert keys == ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NCCL_P2P_DISABLE",
-                    "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-                    "VLLM_API_KEY", "HF_TOKEN"]
+    assert keys == [
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "NCCL_P2P_DISABLE",
+        "VLLM_CPU_KVCACHE_SPACE",
+        "CUDA_VISIBLE_DEVICES",
+        "OMP_NUM_THREADS",
+        "VLLM_API_KEY",
+        "HF_TOKEN",
+    ]
     assert dict(sr.env_items(cfg))["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert dict(sr.env_items(lab(cuda_visible_devices="2,3")))["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert "CUDA_VISIBLE_DEVICES" not in dict(sr.env_items(lab()))
@@ -126,14 +132,13 @@ def test_env_items_order_and_gpu_selection():
 @pytest.mark.skipif(not shutil.which("sh"), reason="needs sh")
 def test_env_file_is_read_back_by_a_real_shell(tmp_path):
     """The whole rendered file, sourced by a POSIX shell, gives back env_items exactly."""
-    cfg = lab(api_key=SECRET, hf_token=HF_SECRET,
-              vllm_env={"WEIRD": "a b $c 'd' `e` \\f", "EMPTY": ""})
+    cfg = lab(api_key=SECRET, hf_token=HF_SECRET, vllm_env={"WEIRD": "a b $c 'd' `e` \\f", "EMPTY": ""})
     items = sr.env_items(cfg, nccl_env={"NCCL_P2P_DISABLE": "1"})
     f = tmp_path / "vllm.env"
     f.write_text(sr.render_env(cfg, nccl_env={"NCCL_P2P_DISABLE": "1"}))
-    script = f"set -a; . {shlex.quote(str(f))}; " + "; ".join(
-        f"printf '%s\\0' \"${k}\"" for k, _ in items)
-    out = subprocess.run(["sh", "-c", script], capture_output=True, env={"PATH": os.defpath},
-                         check=True).stdout.decode()
+    script = f"set -a; . {shlex.quote(str(f))}; " + "; ".join(f"printf '%s\\0' \"${k}\"" for k, _ in items)
+    out = subprocess.run(
+        ["sh", "-c", script], capture_output=True, env={"PATH": os.defpath}, check=True
+    ).stdout.decode()
     assert out.split("\0")[:-1] == [v for _, v in items]
     assert _read_env(f.read_text()) == dict(items)

@@ -1,22 +1,28 @@
 """The restart a killed run owed: files the running vLLM started from (unit, env file, venv and
 model links) that changed after it started. The fact's parser from data, and its shell run
 here with a stand-in `systemctl` on PATH against real files and links (no host, no systemd)."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import time
 
-from vfleet.roles.service._unit import NewerThanProcess, facts_for
 from tests.unit.configs import host_config
+from vfleet.roles.service._unit import NewerThanProcess, facts_for
 
 PATHS = ("/etc/systemd/system/vllm.service", "/etc/vllm/vllm.env", "/opt/vllm/current", "/srv/models/tiny")
 
 
 def test_only_files_newer_than_the_process_start_are_named():
     fact = NewerThanProcess("vllm.service", PATHS)
-    lines = ["started 1000", "900 /etc/systemd/system/vllm.service", "1000 /etc/vllm/vllm.env",
-             "1001 /opt/vllm/current", "5000 /srv/models/tiny"]
+    lines = [
+        "started 1000",
+        "900 /etc/systemd/system/vllm.service",
+        "1000 /etc/vllm/vllm.env",
+        "1001 /opt/vllm/current",
+        "5000 /srv/models/tiny",
+    ]
     assert fact.process(lines) == ["/opt/vllm/current", "/srv/models/tiny"]
 
 

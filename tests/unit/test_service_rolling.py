@@ -2,6 +2,7 @@
 host that was serving is not restarted by the service step; its restart is recorded as
 deferred, both as the typed ServiceOutcome that deploy's rolling phase reads to choose the
 hosts it restarts through the gateways, and as a row of the host's report."""
+
 from __future__ import annotations
 
 import tempfile
@@ -9,13 +10,13 @@ from pathlib import Path
 
 import yaml
 
+from tests.unit.configs import LAB_VARS
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.variables import SCHEMA
 from vfleet.engine.inventory import load_inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
 from vfleet.roles.service._unit import RESTART, ROLLING_HANDLERS, ServiceOutcome
-from tests.unit.configs import LAB_VARS
 
 
 def play_of_one_local_host() -> Play:

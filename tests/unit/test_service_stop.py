@@ -1,5 +1,6 @@
 """The stop check's shell, run here with a stand-in `systemctl` on PATH (no host, no
 systemd): the processes the unit had before the stop, still alive after it, are printed."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ import signal
 import subprocess
 import time
 
-from vfleet.roles.service._unit import stop_command
 from tests.unit.configs import host_config
+from vfleet.roles.service._unit import stop_command
 
 
 def fake_systemctl(bindir, main_pid: int, kill: str) -> None:
@@ -37,7 +38,7 @@ def run(cmd: str, bindir) -> str:
 def test_a_child_that_outlives_the_stop_is_named(tmp_path):
     proc = service_tree()
     try:
-        fake_systemctl(tmp_path, proc.pid, f"kill -KILL {proc.pid}")   # main only: the child survives
+        fake_systemctl(tmp_path, proc.pid, f"kill -KILL {proc.pid}")  # main only: the child survives
         out = run(stop_command(host_config()), tmp_path)
         assert "sleep 30" in out, out
     finally:
@@ -47,7 +48,7 @@ def test_a_child_that_outlives_the_stop_is_named(tmp_path):
 
 def test_nothing_printed_when_the_whole_tree_is_gone(tmp_path):
     proc = service_tree()
-    fake_systemctl(tmp_path, proc.pid, f"kill -KILL -- -{proc.pid}; sleep 0.3")   # the whole group, as systemd does
+    fake_systemctl(tmp_path, proc.pid, f"kill -KILL -- -{proc.pid}; sleep 0.3")  # the whole group, as systemd does
     out = run(stop_command(host_config()), tmp_path)
     proc.wait()
     assert out.strip() == "", out

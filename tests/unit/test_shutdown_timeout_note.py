@@ -2,15 +2,16 @@
 holds one; vLLM takes --shutdown-timeout only from 0.18. An inventory that never set it asks
 vLLM for nothing: neither the service step ("lacks --shutdown-timeout: not rendered") nor
 preflight's vllm.flags check may warn about it on an older pin; one that set it is told."""
+
 from __future__ import annotations
 
 import pytest
 
+from tests.unit.configs import host_config
 from vfleet.config import vllm_facts
 from vfleet.roles.preflight._version_checks import check_flags
 from vfleet.roles.service import _render as sr
 from vfleet.roles.service._argv import vllm_argv
-from tests.unit.configs import host_config
 
 
 @pytest.mark.parametrize("version", ["0.5.4", "0.17.1"])
@@ -18,7 +19,7 @@ def test_an_unset_shutdown_timeout_is_not_reported_on_an_older_pin(version):
     cfg = host_config({"vllm_version": version})
     r = vllm_argv(cfg, vllm_facts.flag_available)
     assert "--shutdown-timeout" not in r.argv and r.dropped == []
-    assert sr.stop_timeout(cfg, vllm_facts.flag_available) == sr.STOP_TIMEOUT_DEFAULT_SEC   # no drain to wait for
+    assert sr.stop_timeout(cfg, vllm_facts.flag_available) == sr.STOP_TIMEOUT_DEFAULT_SEC  # no drain to wait for
     assert check_flags(cfg, {}).status == "pass"
 
 

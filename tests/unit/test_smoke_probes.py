@@ -2,6 +2,7 @@
 127.0.0.1 that answers as vLLM does: the reply comes from the test, the request is kept so the
 test sees what the probe asked for. The looping reply is the one the lab's vLLM 0.32.0 gave with
 the random tiny model (chat completion captured 2026-12: " help help help help help help")."""
+
 from __future__ import annotations
 
 import json
@@ -16,15 +17,32 @@ from tests.unit.listeners import Server
 from vfleet.clients import smoke, smoke_probes
 from vfleet.clients.smoke_probes import repeated_phrase
 
-LAB_LOOP = " help help help help help help"   # vLLM 0.32.0, random tiny model, finish_reason "length"
+LAB_LOOP = " help help help help help help"  # vLLM 0.32.0, random tiny model, finish_reason "length"
 
 
 def vllm_answer(content: str, finish: str) -> dict[str, Any]:
-    return {"id": "chatcmpl-acb37b198483845a", "object": "chat.completion", "created": 1796227251, "model": "tiny",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None,
-                                                 "tool_calls": [], "reasoning": None},
-                         "logprobs": None, "finish_reason": finish, "stop_reason": None}],
-            "usage": {"prompt_tokens": 12, "total_tokens": 18, "completion_tokens": 6}}
+    return {
+        "id": "chatcmpl-acb37b198483845a",
+        "object": "chat.completion",
+        "created": 1796227251,
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "refusal": None,
+                    "tool_calls": [],
+                    "reasoning": None,
+                },
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "total_tokens": 18, "completion_tokens": 6},
+    }
 
 
 class Replay(JsonHandler):
@@ -61,15 +79,18 @@ def probe(fn, t: smoke.Target) -> tuple[bool, str, dict[str, Any]]:
         return fn(client, t)
 
 
-@pytest.mark.parametrize("text, phrase", [
-    (LAB_LOOP, "help"),
-    ("I am here. I am here. I am here.", "i am here."),
-    ("Hello hello HELLO there", "hello"),
-    ("Hello.", None),
-    ("very very good", None),                                  # twice is speech, not a loop
-    ("a b a b c a b", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        (LAB_LOOP, "help"),
+        ("I am here. I am here. I am here.", "i am here."),
+        ("Hello hello HELLO there", "hello"),
+        ("Hello.", None),
+        ("very very good", None),  # twice is speech, not a loop
+        ("a b a b c a b", None),
+        ("", None),
+    ],
+)
 def test_repeated_phrase(text, phrase):
     assert repeated_phrase(text) == phrase
 
@@ -100,13 +121,16 @@ def test_stops_skips_a_model_served_without_chat(serve):
     assert ok and seen == {"skipped": True} and asked == []
 
 
-@pytest.mark.parametrize("content, why", [
-    ('{"city": "Berlin", "country": ', "reply is not JSON (Expecting value"),
-    ("Berlin, Germany", "reply is not JSON"),
-    ('{"city": "Berlin"}', "'country' is a required property"),
-    ('{"city": "Berlin", "country": "Germany", "note": "x"}', "Additional properties are not allowed"),
-    ('{"city": 1, "country": "Germany"}', "1 is not of type 'string'"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        ('{"city": "Berlin", "country": ', "reply is not JSON (Expecting value"),
+        ("Berlin, Germany", "reply is not JSON"),
+        ('{"city": "Berlin"}', "'country' is a required property"),
+        ('{"city": "Berlin", "country": "Germany", "note": "x"}', "Additional properties are not allowed"),
+        ('{"city": 1, "country": "Germany"}', "1 is not of type 'string'"),
+    ],
+)
 def test_json_schema_fails_with_what_was_wrong(serve, content, why):
     ok, message, seen = probe(smoke_probes.json_schema, serve(content, "stop")[0])
     assert not ok and why in message, message
@@ -127,7 +151,7 @@ def test_json_schema_passes_a_reply_that_satisfies_the_schema_and_asks_as_openai
     fmt = asked[0]["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "smoke"
     assert fmt["json_schema"]["schema"]["required"] == ["city", "country"] and asked[0]["max_tokens"] == 48
-    assert "guided_json" not in asked[0]   # dropped by vLLM 0.12.0: HTTP 200 and no constraint
+    assert "guided_json" not in asked[0]  # dropped by vLLM 0.12.0: HTTP 200 and no constraint
 
 
 @pytest.mark.parametrize("version, asks", [("0.5.4", False), ("0.6.0", True), ("0.32.0", True), (None, True)])
@@ -141,8 +165,16 @@ def test_json_schema_skips_a_version_without_response_format_json_schema(serve, 
 
 def test_smoke_runs_both_probes_after_its_other_checks():
     names = [name for name, _ in smoke.checks_for(smoke.Target("host", "http://h:8000", "tiny", None))]
-    assert names == ["/health", "/v1/models", "chat completion", smoke.STREAMED, "/metrics", "api key required",
-                     "stops", "json_schema"]
+    assert names == [
+        "/health",
+        "/v1/models",
+        "chat completion",
+        smoke.STREAMED,
+        "/metrics",
+        "api key required",
+        "stops",
+        "json_schema",
+    ]
 
 
 def test_a_gateway_is_not_probed_for_what_the_model_says():
@@ -157,8 +189,16 @@ class ServerError(JsonHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        self.send_json(500, {"error": {"message": "structured output backend failed: grammar compile error",
-                                       "type": "InternalServerError", "code": 500}})
+        self.send_json(
+            500,
+            {
+                "error": {
+                    "message": "structured output backend failed: grammar compile error",
+                    "type": "InternalServerError",
+                    "code": 500,
+                }
+            },
+        )
 
 
 def test_a_server_error_carries_the_servers_own_message():

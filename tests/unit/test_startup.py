@@ -6,6 +6,7 @@ roles (httpx through the smoke role, jinja2 through the renderers, the audit) fo
 command; these tests fail when a task module goes back to importing its roles at its top.
 The import check runs the real CLI in a fresh interpreter: this test process has imported
 everything already."""
+
 from __future__ import annotations
 
 import json
@@ -16,17 +17,32 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from vfleet.config.variables import VARIABLES
 from vfleet.cli import namespace
+from vfleet.config.variables import VARIABLES
 
 REPO = Path(__file__).resolve().parents[2]
 
 # Not needed to run one command on hosts: the HTTP client, the template engine, the roles and
 # the task steps of other commands.
-NOT_FOR_RUN = ("httpx", "jinja2", "vfleet.clients.smoke", "vfleet.templates.environment", "vfleet.roles.gateway._render", "vfleet.roles.preflight._audit",
-               "vfleet.roles.preflight", "vfleet.roles.preflight._capacity", "vfleet.roles.rollout._rolling", "vfleet.roles.rollout._batches", "vfleet.roles.weights._sync", "vfleet.roles.install._venv",
-               "vfleet.roles.service._unit", "vfleet.roles.gateway._nginx", "vfleet.roles.monitoring._deploy", "vfleet.cli.deploy_steps",
-               "vfleet.cli.preflight_steps")
+NOT_FOR_RUN = (
+    "httpx",
+    "jinja2",
+    "vfleet.clients.smoke",
+    "vfleet.templates.environment",
+    "vfleet.roles.gateway._render",
+    "vfleet.roles.preflight._audit",
+    "vfleet.roles.preflight",
+    "vfleet.roles.preflight._capacity",
+    "vfleet.roles.rollout._rolling",
+    "vfleet.roles.rollout._batches",
+    "vfleet.roles.weights._sync",
+    "vfleet.roles.install._venv",
+    "vfleet.roles.service._unit",
+    "vfleet.roles.gateway._nginx",
+    "vfleet.roles.monitoring._deploy",
+    "vfleet.cli.deploy_steps",
+    "vfleet.cli.preflight_steps",
+)
 
 # After the CLI ran: which of NOT_FOR_RUN are loaded, and what the report says.
 PROBE = """
@@ -39,8 +55,7 @@ print(json.dumps(sorted(m for m in sys.modules if m in {names!r})))
 
 def _cli_then_modules(*argv: str) -> list[str]:
     code = PROBE.format(names=set(NOT_FOR_RUN))
-    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=REPO,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -54,8 +69,9 @@ def local_inventory(tmp_path: Path) -> Path:
 
 def test_run_imports_no_other_commands_roles(tmp_path, local_inventory):
     report = tmp_path / "report.json"
-    loaded = _cli_then_modules("run", "--inventory", str(local_inventory), "--quiet",
-                               "--report", str(report), "--command", "true")
+    loaded = _cli_then_modules(
+        "run", "--inventory", str(local_inventory), "--quiet", "--report", str(report), "--command", "true"
+    )
     assert json.loads(report.read_text())["hosts"]["localhost"]["status"] == "changed"  # it did run
     assert loaded == []
 
@@ -64,8 +80,13 @@ def test_run_prints_host_output_as_written(local_inventory):
     """No emoji codes: a host's ':ok:' is printed as ':ok:' (and rich's emoji table, 13 ms of a
     run, is never loaded)."""
     code = PROBE.replace("{names!r}", "{'rich._emoji_codes'}")
-    p = subprocess.run([sys.executable, "-c", code, "run", "--inventory", str(local_inventory),
-                        "--command", "echo status :ok: :x:"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", code, "run", "--inventory", str(local_inventory), "--command", "echo status :ok: :x:"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert "[localhost] status :ok: :x:" in p.stdout
     assert p.stdout.strip().splitlines()[-1] == "[]"
 
@@ -83,10 +104,32 @@ def test_deploy_still_gets_its_steps(local_inventory):
 
 def test_menu_lists_every_task():
     names = set(namespace.task_names)
-    assert names >= {"deploy", "weights", "install", "service", "gateway", "smoke", "verify", "run", "inventory",
-                     "plan", "render", "restart", "upgrade", "drain", "undrain", "monitor",
-                     "preflight.preflight", "preflight.capture", "lab.up", "lab.down", "lab.status",
-                     "bench.bench", "bench.compare", "eval.variants"}
+    assert names >= {
+        "deploy",
+        "weights",
+        "install",
+        "service",
+        "gateway",
+        "smoke",
+        "verify",
+        "run",
+        "inventory",
+        "plan",
+        "render",
+        "restart",
+        "upgrade",
+        "drain",
+        "undrain",
+        "monitor",
+        "preflight.preflight",
+        "preflight.capture",
+        "lab.up",
+        "lab.down",
+        "lab.status",
+        "bench.bench",
+        "bench.compare",
+        "eval.variants",
+    }
 
 
 @pytest.mark.parametrize("spec", VARIABLES, ids=lambda s: s.name)

@@ -1,6 +1,7 @@
 """The live `measured` record of a vLLM host (vfleet/roles/status/_measured.py), from what its
 probes print (tests/unit/data/status/measured.yaml) without a host: the parsers, the record, the
 plan's memory, and the record shared by the hosts behind a gateway."""
+
 from __future__ import annotations
 
 import json
@@ -28,11 +29,19 @@ def test_the_record_of_a_lab_host():
     cfg = host_config({"dtype": "bfloat16", "kv_cache_dtype": "fp8", "model_source": "/nonexistent/tiny"})
     got = answers(cfg, install=DATA["install"], weights=DATA["weights"], argv=DATA["argv"], gpus=DATA["gpus_two"])
     rec = m.record_of(cfg, got)
-    assert rec == {"vllm_version": "0.32.0", "vllm_argv": DATA["argv"].splitlines(), "model": "tiny",
-                   "weights_version": "tiny-1a2b3c4d5e6f", "dtype": "bfloat16", "kv_cache_dtype": "fp8",
-                   "gpu_model": "NVIDIA H200", "gpu_count": 2, "gpu_memory_used_mib": 260210.0}
-    assert list(rec) == [k for k in m.measured.FIELDS if k in rec]     # the record's own order
-    json.dumps(rec)   # it travels in a JSON report
+    assert rec == {
+        "vllm_version": "0.32.0",
+        "vllm_argv": DATA["argv"].splitlines(),
+        "model": "tiny",
+        "weights_version": "tiny-1a2b3c4d5e6f",
+        "dtype": "bfloat16",
+        "kv_cache_dtype": "fp8",
+        "gpu_model": "NVIDIA H200",
+        "gpu_count": 2,
+        "gpu_memory_used_mib": 260210.0,
+    }
+    assert list(rec) == [k for k in m.measured.FIELDS if k in rec]  # the record's own order
+    json.dumps(rec)  # it travels in a JSON report
 
 
 def test_a_host_that_answered_nothing_still_says_what_the_inventory_sets():
@@ -50,7 +59,7 @@ def test_an_api_key_on_the_command_line_is_masked():
 
 def test_the_argv_probe_reads_the_units_main_process():
     cmd = m.measured_probes(host_config())["argv"].command()
-    assert "systemctl show -p MainPID --value -- vllm.service" in cmd and '/proc/$pid/cmdline' in cmd
+    assert "systemctl show -p MainPID --value -- vllm.service" in cmd and "/proc/$pid/cmdline" in cmd
 
 
 @pytest.mark.parametrize("source", ["/nonexistent/tiny", "host1:/srv/src/tiny", str(MODELS)])
@@ -60,8 +69,9 @@ def test_no_planned_weights_without_the_model_on_the_controller(source):
 
 def test_planned_weights_are_the_whole_models_over_its_tp_gpus():
     one = m.planned_weights_gib(host_config({"model_source": str(MODELS / "llama_chat")}), 143771)
-    two = m.planned_weights_gib(host_config({"model_source": str(MODELS / "llama_chat"), "tensor_parallel_size": 2}),
-                               143771)
+    two = m.planned_weights_gib(
+        host_config({"model_source": str(MODELS / "llama_chat"), "tensor_parallel_size": 2}), 143771
+    )
     # config.json alone (no safetensors here): an 8B Llama in bf16 is counted from its shape, about 15 GiB
     # whether one GPU holds it or two hold half each; the KV cache is not in it (same for every variant)
     assert one is not None and 14.5 < one < 15.5
@@ -88,8 +98,12 @@ def test_the_gpu_probe_is_answered_by_the_labs_nvidia_smi():
     lab = Path(__file__).resolve().parents[2] / "vfleet" / "lab"
     cfg = host_config()
     args = m.measured_probes(cfg)["gpus"].command().split()[1:]
-    out = subprocess.run([sys.executable, str(lab / "nvidia_smi.py"), *args], capture_output=True, text=True,
-                         env={"VFLEET_GPU_PROFILE": str(lab / "profiles" / "h200-1"), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, str(lab / "nvidia_smi.py"), *args],
+        capture_output=True,
+        text=True,
+        env={"VFLEET_GPU_PROFILE": str(lab / "profiles" / "h200-1"), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     rec = m.record_of(cfg, answers(cfg, gpus=out.stdout))
     assert (rec["gpu_model"], rec["gpu_count"], rec["gpu_memory_used_mib"]) == ("NVIDIA H200", 1, 0.0)
@@ -119,15 +133,24 @@ def test_planned_weights_count_lora_slots_and_the_speculative_draft(tmp_path):
     adapter = tmp_path / "alpha"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 256, "base_model_name_or_path": "llama"}))
-    lora = m.planned_weights_gib(host_config({"model_source": source,
-                                              "lora_adapters": [{"name": "alpha", "source": str(adapter)}]}), 143771)
+    lora = m.planned_weights_gib(
+        host_config({"model_source": source, "lora_adapters": [{"name": "alpha", "source": str(adapter)}]}), 143771
+    )
     draft = tmp_path / "draft"
     draft.mkdir()
     (draft / "config.json").write_text((MODELS / "llama_chat" / "config.json").read_text())
-    (draft / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 2 * 2**30},
-                                                                    "weight_map": {}}))
-    spec = m.planned_weights_gib(host_config({"model_source": source, "speculative_decoding": {
-        "method": "draft_model", "num_speculative_tokens": 3, "source": str(draft)}}), 143771)
+    (draft / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 2 * 2**30}, "weight_map": {}})
+    )
+    spec = m.planned_weights_gib(
+        host_config(
+            {
+                "model_source": source,
+                "speculative_decoding": {"method": "draft_model", "num_speculative_tokens": 3, "source": str(draft)},
+            }
+        ),
+        143771,
+    )
     assert plain is not None and lora is not None and spec is not None
     assert lora > plain + 0.5  # an 8B Llama's stacks at rank 256 are GiBs
     assert spec == pytest.approx(plain + 2, abs=0.02)  # the draft's 2 GiB of weights

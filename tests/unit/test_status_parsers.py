@@ -1,5 +1,6 @@
 """The status probes' parsers (vfleet/roles/status/_parsers.py) from captured outputs in
 tests/unit/data/status/: adding a case is adding data."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,10 +36,10 @@ def test_file_hashes_and_the_systemd_version():
 
 def test_a_probe_is_unknown_when_its_command_failed_or_said_it_could_not_see():
     probe = Probe("journalctl ...", parsers.journal_counts, unknown_if=("not seeing messages",))
-    assert probe.process_output(None) is None                                   # no section at all
-    assert probe.process_output(Output("", "", 1)) is None                      # failed
+    assert probe.process_output(None) is None  # no section at all
+    assert probe.process_output(Output("", "", 1)) is None  # failed
     hint = "Hint: You are currently not seeing messages from other users and the system."
-    assert probe.process_output(Output("", hint, 0)) is None                   # exit 0, but blind
+    assert probe.process_output(Output("", hint, 0)) is None  # exit 0, but blind
     assert probe.process_output(Output("39f53479d3a045ac8e11786248231fbf\n", "", 0))["starts"] == 1
 
 

@@ -1,6 +1,7 @@
 """The triage classifier on real logs from vLLM's issues (tests/unit/data/triage/cases.yaml
 names each log's source): the right class, and the right deciding lines, in order, with their
 numbers in the file. Adding a case is adding a log and a row."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -62,18 +63,23 @@ def test_a_hang_warning_decides_only_without_a_fatal_line() -> None:
 def test_startup_config_naming_cudagraphs_does_not_make_a_loading_oom_after_loading() -> None:
     """vLLM's start line lists compilation settings (cudagraph sizes) before any weight is
     read: only frames and progress lines tell the phase."""
-    lines = ["INFO [core.py:71] Initializing a V1 LLM engine with config: compilation_config="
-             "{\"cudagraph_capture_sizes\": [8, 4, 2, 1]}",
-             "INFO [gpu_model_runner.py:1] Starting to load model /srv/models/m...",
-             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."]
+    lines = [
+        "INFO [core.py:71] Initializing a V1 LLM engine with config: compilation_config="
+        '{"cudagraph_capture_sizes": [8, 4, 2, 1]}',
+        "INFO [gpu_model_runner.py:1] Starting to load model /srv/models/m...",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+    ]
     verdict = classify_lines(lines, first_line=10)
     assert verdict.cls.id == "oom-loading"
     assert [ln.number for ln in verdict.lines] == [12, 11]
 
 
 def test_nccl_verdict_shows_the_settings_it_asks_about() -> None:
-    lines = ["export NCCL_P2P_DISABLE=1", "NCCL version 2.21.5+cuda12.4",
-             "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
+    lines = [
+        "export NCCL_P2P_DISABLE=1",
+        "NCCL version 2.21.5+cuda12.4",
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+    ]
     verdict = classify_lines(lines)
     assert [ln.number for ln in verdict.lines] == [3, 1, 2]
     assert "NCCL_P2P_DISABLE" in verdict.cls.next_step and "/dev/shm" in verdict.cls.next_step
@@ -85,15 +91,19 @@ def test_next_steps_name_inventory_variables_that_exist() -> None:
 
     names = {v.name for v in VARIABLES}
     steps = {c.id: c.next_step + " " + c.hint for c in CLASSES}
-    for class_id, wanted in {"oom-loading": ["tensor_parallel_size", "quantization"],
-                             "oom-after-loading": ["gpu_memory_utilization", "max_model_len"],
-                             "kv-cache-too-small": ["max_model_len", "gpu_memory_utilization"],
-                             "nccl": ["nccl_env"], "chat-template": ["chat_template", "serve_completions_only"],
-                             "port-in-use": ["vllm_port"], "no-kernel": ["vllm_version", "dtype"]}.items():
+    for class_id, wanted in {
+        "oom-loading": ["tensor_parallel_size", "quantization"],
+        "oom-after-loading": ["gpu_memory_utilization", "max_model_len"],
+        "kv-cache-too-small": ["max_model_len", "gpu_memory_utilization"],
+        "nccl": ["nccl_env"],
+        "chat-template": ["chat_template", "serve_completions_only"],
+        "port-in-use": ["vllm_port"],
+        "no-kernel": ["vllm_version", "dtype"],
+    }.items():
         for name in wanted:
             assert name in names and name in steps[class_id], (class_id, name)
     after = steps["oom-after-loading"]
-    assert after.index("gpu_memory_utilization") < after.index("max_model_len")   # the order: utilization first
+    assert after.index("gpu_memory_utilization") < after.index("max_model_len")  # the order: utilization first
     assert "0.02-0.05" in after
 
 

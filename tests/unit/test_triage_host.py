@@ -2,6 +2,7 @@
 and `vfleet triage --inventory` run end to end on a local connection whose systemctl and
 journalctl are small scripts answering from data (no systemd needed), and the readiness
 failure that appends the class to its one-line message without another round trip."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,13 +60,29 @@ def fake_systemd(tmp_path: Path, monkeypatch) -> Path:
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     inv = tmp_path / "inv.yaml"
-    host = {"ansible_connection": "local", "vllm_version": "0.32.0", "model_name": "tiny",
-            "model_source": "/srv/src/tiny"}
-    inv.write_text(yaml.safe_dump({"all": {"children": {"vllm": {"hosts": {
-        "gpu01": {**host, "service_name": "vllm-a"}, "gpu02": {**host, "service_name": "vllm-b"}}}}}}))
+    host = {
+        "ansible_connection": "local",
+        "vllm_version": "0.32.0",
+        "model_name": "tiny",
+        "model_source": "/srv/src/tiny",
+    }
+    inv.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "vllm": {
+                            "hosts": {
+                                "gpu01": {**host, "service_name": "vllm-a"},
+                                "gpu02": {**host, "service_name": "vllm-b"},
+                            }
+                        }
+                    }
+                }
+            }
+        )
+    )
     return inv
-
-
 
 
 def test_triage_inventory_classifies_the_failed_host_only(fake_systemd: Path, tmp_path: Path, capsys) -> None:
@@ -75,7 +92,7 @@ def test_triage_inventory_classifies_the_failed_host_only(fake_systemd: Path, tm
     assert "gpu01 vllm-a.service: out of memory after loading" in out
     assert "3: ERROR 08-20 03:10:01 [engine.py:467] CUDA out of memory. Tried to allocate 33.75 GiB" in out
     assert "lower gpu_memory_utilization by 0.02-0.05" in out
-    assert "gpu02 vllm-b.service:" not in out          # serving: no verdict
+    assert "gpu02 vllm-b.service:" not in out  # serving: no verdict
     data = json.loads(report.read_text())
     assert data["hosts"]["gpu01"]["status"] == "failed" and data["hosts"]["gpu02"]["status"] == "ok"
     failed_step = data["hosts"]["gpu01"]["steps"][-1]
@@ -84,7 +101,7 @@ def test_triage_inventory_classifies_the_failed_host_only(fake_systemd: Path, tm
 
 
 def test_a_host_whose_systemctl_prints_nothing_is_failed_not_ok(fake_systemd: Path, tmp_path: Path, capsys) -> None:
-    (tmp_path / "a.show").write_text("")       # no systemd on gpu01, or systemctl show failed
+    (tmp_path / "a.show").write_text("")  # no systemd on gpu01, or systemctl show failed
     report = tmp_path / "report.json"
     assert run_cli("triage", "--inventory", str(fake_systemd), "--report", str(report)) == 1
     gpu01 = json.loads(report.read_text())["hosts"]["gpu01"]
@@ -98,7 +115,10 @@ def test_triage_log_prints_class_lines_next_step_and_writes_the_report(tmp_path:
     log = DATA / "oom-after-loading-2.log"
     assert run_cli("triage", "--log", str(log), "--report", str(report)) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{log}: out of memory after loading (KV cache allocation or CUDA graph capture), at CUDA graph capture"
+    assert (
+        out[0]
+        == f"{log}: out of memory after loading (KV cache allocation or CUDA graph capture), at CUDA graph capture"
+    )
     assert any(line.startswith("    7: ") and "RuntimeError: CUDA error: out of memory" in line for line in out)
     assert any(line.startswith("  next step: ") and "gpu_memory_utilization" in line for line in out)
     data = json.loads(report.read_text())

@@ -3,6 +3,7 @@
 line numbers stay those of the file, for host reads and `--log` alike. Also: text whose
 characters grow when lowered keeps the scan's line offsets right, and log text reaches the
 terminal with its escape sequences escaped."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,15 +18,15 @@ BANNER = "INFO 08-20 03:09:00 [api_server.py:1797] vLLM API server version 0.10.
 
 # -o cat: systemd's own lines for the unit are bare
 RESTARTED = [
-    "Started vllm.service - vLLM OpenAI-compatible server.",       # 1
-    BANNER,                                                         # 2
-    "INFO Model loading took 16.55 GiB and 2.8 seconds",            # 3
-    OOM,                                                            # 4
+    "Started vllm.service - vLLM OpenAI-compatible server.",  # 1
+    BANNER,  # 2
+    "INFO Model loading took 16.55 GiB and 2.8 seconds",  # 3
+    OOM,  # 4
     "vllm.service: Main process exited, code=exited, status=1/FAILURE",
     "vllm.service: Scheduled restart job, restart counter is at 1.",
-    "Started vllm.service - vLLM OpenAI-compatible server.",       # 7
-    BANNER,                                                         # 8
-    PORT,                                                           # 9
+    "Started vllm.service - vLLM OpenAI-compatible server.",  # 7
+    BANNER,  # 8
+    PORT,  # 9
     "vllm.service: Failed with result 'exit-code'.",
 ]
 
@@ -47,28 +48,37 @@ def test_a_last_start_without_a_signal_yet_leaves_the_one_before_to_decide() -> 
 def test_only_the_start_just_before_the_last_is_read_when_the_last_shows_nothing() -> None:
     """Three starts: an OOM in the first, nothing known in the second and third: unknown, not
     the first start's OOM."""
-    verdict = classify_lines(RESTARTED[:5] + ["Started vllm.service - vLLM.", "INFO loading",
-                                              "Started vllm.service - vLLM.", BANNER])
+    verdict = classify_lines(
+        RESTARTED[:5] + ["Started vllm.service - vLLM.", "INFO loading", "Started vllm.service - vLLM.", BANNER]
+    )
     assert verdict.cls.id == "unknown" and "the last start, from line 8" in verdict.note
 
 
 def test_a_pasted_journal_with_prefixes_is_cut_at_its_last_start_too(tmp_path: Path, capsys) -> None:
     log = tmp_path / "journal.txt"
-    log.write_text("\n".join([
-        "Aug 20 03:08:00 gpu01 systemd[1]: Started vllm.service - vLLM.",
-        f"Aug 20 03:08:30 gpu01 vllm[811]: {OOM}",
-        "Aug 20 03:09:00 gpu01 systemd[1]: Started vllm.service - vLLM.",
-        f"Aug 20 03:09:01 gpu01 vllm[922]: {PORT}",
-    ]) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                "Aug 20 03:08:00 gpu01 systemd[1]: Started vllm.service - vLLM.",
+                f"Aug 20 03:08:30 gpu01 vllm[811]: {OOM}",
+                "Aug 20 03:09:00 gpu01 systemd[1]: Started vllm.service - vLLM.",
+                f"Aug 20 03:09:01 gpu01 vllm[922]: {PORT}",
+            ]
+        )
+        + "\n"
+    )
     assert run_cli("triage", "--log", str(log)) == 0
     out = capsys.readouterr().out
     assert f"{log}: port already in use" in out and "    4: " in out and "the last start, from line 3" in out
 
 
 def test_characters_that_grow_when_lowered_keep_the_line_offsets_right() -> None:
-    """"İ".lower() is two code points: offsets taken from the original lines drifted."""
-    lines = ["İ" * 40] * 3 + ["RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
-                              "INFO shutting down", "INFO bye"]
+    """ "İ".lower() is two code points: offsets taken from the original lines drifted."""
+    lines = ["İ" * 40] * 3 + [
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        "INFO shutting down",
+        "INFO bye",
+    ]
     verdict = classify_lines(lines)
     assert verdict.cls.id.startswith("oom") and verdict.lines[0].number == 4
 

@@ -1,6 +1,7 @@
 """`vfleet usage` (vfleet/roles/usage/): summaries from access log lines and the log-reading
 fact from data files (tests/unit/data/usage/), the fact's command run for real under `sh` over
 a log folder with rotated copies, the window flags, and the command's one-line errors."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,7 +26,7 @@ from vfleet.roles.usage._window import window
 DATA = Path(__file__).parent / "data" / "usage"
 SUMMARIES = yaml.safe_load((DATA / "summaries.yaml").read_text())
 READS = yaml.safe_load((DATA / "reads.yaml").read_text())
-T0 = 1796244000.0   # 2026-12-02T20:40:00+00:00
+T0 = 1796244000.0  # 2026-12-02T20:40:00+00:00
 
 
 @pytest.mark.parametrize("case", SUMMARIES, ids=[c["name"] for c in SUMMARIES])
@@ -46,8 +47,21 @@ def test_ttfb_is_the_last_upstreams():
 
 
 def _line(msec: float, tenant: str = "search") -> str:
-    return json.dumps({"time": "", "msec": msec, "tenant": tenant, "model": "m", "answered_by": "m", "status": 200,
-                       "error": "", "upstream": "", "request_time": 0.1, "ttfb": "0.01"}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "time": "",
+            "msec": msec,
+            "tenant": tenant,
+            "model": "m",
+            "answered_by": "m",
+            "status": 200,
+            "error": "",
+            "upstream": "",
+            "request_time": 0.1,
+            "ttfb": "0.01",
+        },
+        separators=(",", ":"),
+    )
 
 
 def _write(path: Path, msecs: list[float], mtime: float, gz: bool = False) -> None:
@@ -82,7 +96,7 @@ def test_the_command_reads_rotated_copies_oldest_first_within_the_window(rotated
     got = AccessLogLines(T0, T0 + 100).process_output(out)
     assert got.lines[-1] == "garbage", got.lines
     assert [json.loads(line)["msec"] for line in got.lines[:-1]] == [T0 + 10, T0 + 20, T0 + 30, T0 + 40]
-    assert got.lines[-1] == "garbage" and not got.truncated      # passed on, for the summary to skip
+    assert got.lines[-1] == "garbage" and not got.truncated  # passed on, for the summary to skip
 
 
 def test_the_command_skips_files_last_written_before_the_window(rotated):
@@ -121,30 +135,38 @@ def test_the_command_says_which_file_it_cannot_read():
         as_other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
         p = subprocess.run([*as_other, "sh", "-c", fact.command()], capture_output=True, text=True, timeout=60)
         assert p.returncode == 3
-        assert fact.process_output(Output(p.stdout, p.stderr, p.returncode)).error == \
-            f"cannot read {log}.1: {NOT_READABLE}"
+        assert (
+            fact.process_output(Output(p.stdout, p.stderr, p.returncode)).error
+            == f"cannot read {log}.1: {NOT_READABLE}"
+        )
     finally:
         shutil.rmtree(folder)
 
 
-@pytest.mark.parametrize("since,until,expected", [
-    ("10m", "2026-12-02T20:40:00+00:00", (T0 - 600, T0)),
-    ("2h", None, (T0 + 50 - 7200, T0 + 50)),
-    ("1d", None, (T0 + 50 - 86400, T0 + 50)),
-    (None, None, (T0 + 50 - 3600, T0 + 50)),
-    ("2026-12-02T20:30:00", "2026-12-02T21:40:00+01:00", (T0 - 600, T0)),   # no offset: UTC
-])
+@pytest.mark.parametrize(
+    "since,until,expected",
+    [
+        ("10m", "2026-12-02T20:40:00+00:00", (T0 - 600, T0)),
+        ("2h", None, (T0 + 50 - 7200, T0 + 50)),
+        ("1d", None, (T0 + 50 - 86400, T0 + 50)),
+        (None, None, (T0 + 50 - 3600, T0 + 50)),
+        ("2026-12-02T20:30:00", "2026-12-02T21:40:00+01:00", (T0 - 600, T0)),  # no offset: UTC
+    ],
+)
 def test_window(since, until, expected):
     w = window(since, until, T0 + 50)
     assert (w.since, w.until) == expected
 
 
-@pytest.mark.parametrize("since,until,message", [
-    ("10x", None, "--since: '10x' is neither a duration"),
-    ("-1h", None, "--since: '-1h' is neither a duration"),
-    (None, "yesterday", "--until: 'yesterday' is neither a duration"),
-    ("2026-12-02T21:00:00+00:00", "2026-12-02T20:00:00+00:00", "is not before --until"),
-])
+@pytest.mark.parametrize(
+    "since,until,message",
+    [
+        ("10x", None, "--since: '10x' is neither a duration"),
+        ("-1h", None, "--since: '-1h' is neither a duration"),
+        (None, "yesterday", "--until: 'yesterday' is neither a duration"),
+        ("2026-12-02T21:00:00+00:00", "2026-12-02T20:00:00+00:00", "is not before --until"),
+    ],
+)
 def test_a_bad_window_is_one_line(since, until, message):
     with pytest.raises(VfleetError, match=message.replace("(", r"\(")):
         window(since, until, T0)
@@ -155,7 +177,8 @@ def test_no_gateway_and_a_bad_since_exit_2_with_one_line(tmp_path):
     inv.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
     p = vfleet_cli("usage", "--inventory", str(inv))
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
-        f"error: {inv}: no host of group 'gateways': no access log to read"], p.stderr
+        f"error: {inv}: no host of group 'gateways': no access log to read"
+    ], p.stderr
     p = vfleet_cli("usage", "--inventory", str(inv), "--since", "yesterday")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--since" in p.stderr, p.stderr
 
@@ -176,14 +199,35 @@ def test_a_missing_log_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
 def test_usage_prints_the_table_and_writes_the_json(tmp_path, rotated, monkeypatch, capsys):
     monkeypatch.setattr(collect, "ACCESS_LOG", str(rotated))
     out = tmp_path / "out" / "usage.json"
-    code = vfleet_in_process("usage", "--inventory", str(_gateway_inventory(tmp_path)), "--since",
-                             "2026-12-02T20:40:00+00:00", "--until", "2026-12-02T20:41:40+00:00", "--json", str(out))
+    code = vfleet_in_process(
+        "usage",
+        "--inventory",
+        str(_gateway_inventory(tmp_path)),
+        "--since",
+        "2026-12-02T20:40:00+00:00",
+        "--until",
+        "2026-12-02T20:41:40+00:00",
+        "--json",
+        str(out),
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "search" in printed and "1 log line(s) skipped" in printed
     assert json.loads(out.read_text()) == {
         "window": {"since": "2026-12-02T20:40:00+00:00", "until": "2026-12-02T20:41:40+00:00"},
         "gateways": ["gw1"],
-        "rows": [{"tenant": "search", "model": "m", "requests": 4, "errors": {}, "p50_s": 0.1, "p95_s": 0.1,
-                  "ttfb_p50_s": 0.01, "ttfb_p95_s": 0.01}],
-        "skipped": 1, "truncated": []}
+        "rows": [
+            {
+                "tenant": "search",
+                "model": "m",
+                "requests": 4,
+                "errors": {},
+                "p50_s": 0.1,
+                "p95_s": 0.1,
+                "ttfb_p50_s": 0.01,
+                "ttfb_p95_s": 0.01,
+            }
+        ],
+        "skipped": 1,
+        "truncated": [],
+    }

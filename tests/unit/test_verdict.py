@@ -1,5 +1,6 @@
 """The bottleneck verdict (vfleet/clients/verdict.py), case by case from
 tests/unit/data/verdict/cases.yaml: each rule, and each threshold from both sides."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,9 +23,11 @@ def test_verdict_of_each_case(case):
 
 def test_a_verdict_names_the_numbers_it_read_and_the_fix():
     got = v.verdict(v.ServerNumbers(running=40, waiting=12, kv_cache_usage=0.97))
-    assert got.line() == ("memory-bound (waiting 12, running 40, KV 97%): requests wait for KV cache: lower "
-                          "max_model_len, quantize (weights or kv_cache_dtype), or add GPUs "
-                          "(tensor_parallel_size) / hosts")
+    assert got.line() == (
+        "memory-bound (waiting 12, running 40, KV 97%): requests wait for KV cache: lower "
+        "max_model_len, quantize (weights or kv_cache_dtype), or add GPUs "
+        "(tensor_parallel_size) / hosts"
+    )
     assert got.to_dict()["numbers"] == {"waiting": 12, "running": 40, "kv_cache_usage": 0.97}
 
 

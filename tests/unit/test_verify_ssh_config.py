@@ -1,6 +1,7 @@
 """The ssh_config `vfleet verify` writes for testinfra, read back by the real `ssh -G`: every
 inventory value is one ssh_config word, and one that is not (a newline + ProxyCommand, a
 space, a quote) is refused before anything is written."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,8 +15,16 @@ from vfleet.roles.verify import ssh_config
 
 
 def host(name: str = "gpu01", address: str = "10.0.0.7", **vars) -> Host:
-    return Host(name=name, vars={"host_key_checking": True, **vars}, groups=["all", "vllm"], address=address,
-                user="ops", port=2222, key_file="/keys/id_ed25519", connection="ssh")
+    return Host(
+        name=name,
+        vars={"host_key_checking": True, **vars},
+        groups=["all", "vllm"],
+        address=address,
+        user="ops",
+        port=2222,
+        key_file="/keys/id_ed25519",
+        connection="ssh",
+    )
 
 
 def ssh_g(config: str, tmp_path: Path, name: str) -> dict[str, str]:
@@ -38,12 +47,15 @@ def test_ipv6_address_is_one_word(tmp_path):
     assert ssh_g(ssh_config([host(address="fd00::7")]), tmp_path, "gpu01")["hostname"] == "fd00::7"
 
 
-@pytest.mark.parametrize("field, value", [
-    ("address", "10.0.0.7\n  ProxyCommand touch /tmp/pwned"),
-    ("address", "10.0.0.7 ProxyCommand=x"),
-    ("name", "gpu01\nHost *"),
-    ("address", '"10.0.0.7"'),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("address", "10.0.0.7\n  ProxyCommand touch /tmp/pwned"),
+        ("address", "10.0.0.7 ProxyCommand=x"),
+        ("name", "gpu01\nHost *"),
+        ("address", '"10.0.0.7"'),
+    ],
+)
 def test_values_that_are_not_one_word_are_refused(field, value, tmp_path):
     h = host(**{field: value})
     with pytest.raises(VfleetError, match="cannot be written to an ssh_config"):

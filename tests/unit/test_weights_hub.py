@@ -2,6 +2,7 @@
 named by the hub's ETags, snapshots of links, refs) built here and resolved by huggingface_hub
 in offline mode; the export's manifest checked by the same `sha256sum -c` a host runs; the
 hostile cases each end in one line with nothing exported."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,16 +17,15 @@ from huggingface_hub.utils.sha import git_hash
 from tests.hf_cache import add_revision
 from tests.unit.configs import host_config
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.weights import _sync as sync
-from vfleet.roles.model_source import _hub as hub
-from vfleet.roles.model_source import _payload as payload
+from vfleet.roles.model_source import _hub as hub, _payload as payload
 from vfleet.roles.model_source._manifest import MANIFEST_NAME, verify_command
+from vfleet.roles.weights import _sync as sync
 
 REPO = "acme/tiny-chat"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OLD_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
-WEIGHTS = bytes(range(256)) * 64          # model.safetensors, an LFS file: its blob is named by its sha256
-CONFIG = b'{"model_type": "llama", "hidden_size": 64}\n'   # a git file: named by its git sha1
+WEIGHTS = bytes(range(256)) * 64  # model.safetensors, an LFS file: its blob is named by its sha256
+CONFIG = b'{"model_type": "llama", "hidden_size": 64}\n'  # a git file: named by its git sha1
 VOCAB = b"a\nb\n"
 
 
@@ -37,8 +37,9 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     payload.hub_export.cache_clear()
-    add_revision(hub_cache, REPO, COMMIT, {"config.json": CONFIG, "model.safetensors": WEIGHTS,
-                                           "tokenizer/vocab.txt": VOCAB})
+    add_revision(
+        hub_cache, REPO, COMMIT, {"config.json": CONFIG, "model.safetensors": WEIGHTS, "tokenizer/vocab.txt": VOCAB}
+    )
     return hub_cache
 
 
@@ -55,9 +56,11 @@ def test_a_branch_resolves_offline_to_its_commit_and_exports_verified_links(cach
     assert (export.folder / "model.safetensors").read_bytes() == WEIGHTS
     assert os.readlink(export.folder / "tokenizer" / "vocab.txt").startswith(str(cache))
     lines = (export.folder / MANIFEST_NAME).read_text().splitlines()
-    assert lines == [f"{hashlib.sha256(CONFIG).hexdigest()}  config.json",
-                     f"{hashlib.sha256(WEIGHTS).hexdigest()}  model.safetensors",
-                     f"{hashlib.sha256(VOCAB).hexdigest()}  tokenizer/vocab.txt"]
+    assert lines == [
+        f"{hashlib.sha256(CONFIG).hexdigest()}  config.json",
+        f"{hashlib.sha256(WEIGHTS).hexdigest()}  model.safetensors",
+        f"{hashlib.sha256(VOCAB).hexdigest()}  tokenizer/vocab.txt",
+    ]
     assert not list(export.folder.parent.glob(".*")), "no temporary export left behind"
     assert scan_cache_dir(cache).warnings == [] and not (cache / "models--acme--tiny-chat" / "vfleet").exists()
 
@@ -86,7 +89,7 @@ def test_model_revision_pins_a_source_written_without_one(cache):
 def test_a_branch_that_moved_is_a_new_copy(cache):
     first = sync.resolve_source(host_config({"model_source": f"hf://{REPO}@main"}))
     add_revision(cache, REPO, OLD_COMMIT, {"config.json": CONFIG, "model.safetensors": WEIGHTS[:1024]})
-    payload.hub_export.cache_clear()   # a later run
+    payload.hub_export.cache_clear()  # a later run
     moved = sync.resolve_source(host_config({"model_source": f"hf://{REPO}@main"}))
     assert (first.hub_commit, moved.hub_commit) == (COMMIT, OLD_COMMIT) and moved.manifest_id != first.manifest_id
 
@@ -137,13 +140,16 @@ def test_a_repo_that_is_not_in_the_cache_while_offline_is_refused(cache, tmp_pat
         hub.resolve(hub.parse(spec))
 
 
-@pytest.mark.parametrize("spec, why", [
-    ("hf://../../etc", "Repo id must use"),
-    ("hf://acme/tiny/../../x", "a path inside a model repository"),
-    ("hf://datasets/acme/tiny", "a dataset repository"),
-    ("hf://acme/tiny@main;id", "has the revision"),
-    ("hf://acme/tiny@-rf", "has the revision"),
-])
+@pytest.mark.parametrize(
+    "spec, why",
+    [
+        ("hf://../../etc", "Repo id must use"),
+        ("hf://acme/tiny/../../x", "a path inside a model repository"),
+        ("hf://datasets/acme/tiny", "a dataset repository"),
+        ("hf://acme/tiny@main;id", "has the revision"),
+        ("hf://acme/tiny@-rf", "has the revision"),
+    ],
+)
 def test_a_source_with_path_or_shell_characters_is_refused_by_the_schema(spec, why):
     with pytest.raises(VfleetError) as e:
         host_config({"model_source": spec})
@@ -190,18 +196,21 @@ def test_hosts_ask_for_the_same_weights_when_their_revisions_agree():
 
 def test_status_compares_a_hub_source_through_an_existing_export_and_never_hashes_or_downloads(cache, monkeypatch):
     from vfleet.roles.status._drift import Wanted, controller_manifest_id, drift
-    monkeypatch.setattr(hub, "_cache_only", True)      # what `vfleet status` sets (hub.never_download)
+
+    monkeypatch.setattr(hub, "_cache_only", True)  # what `vfleet status` sets (hub.never_download)
     cfg = host_config({"model_source": f"hf://{REPO}@main"})
     venv = cfg.venv_path
     seen = drift(cfg, Wanted("u", "e"), None, "enabled", venv, "/srv/models/.versions/tiny-aaaaaaaaaaaa")
     assert seen.changed == () and any("is not exported on this controller yet" in u for u in seen.unknown)
-    assert not hub.export_root().exists()                 # nothing hashed, nothing written
-    src = sync.resolve_source(cfg)                         # what deploy does: verify and export
+    assert not hub.export_root().exists()  # nothing hashed, nothing written
+    src = sync.resolve_source(cfg)  # what deploy does: verify and export
     controller_manifest_id.cache_clear()
     live = f"/srv/models/.versions/{sync.copy_name(cfg, src.manifest_id)}"
     assert drift(cfg, Wanted("u", "e"), None, "enabled", venv, live).changed == ()
     assert drift(cfg, Wanted("u", "e"), None, "enabled", venv, "/srv/models/.versions/tiny-0").changed == ("weights",)
     other = host_config({"model_source": f"hf://{REPO}@v9"})
     seen = drift(other, Wanted("u", "e"), None, "enabled", venv, live)
-    assert any("revision 'v9' is not in the Hugging Face cache" in u and "vfleet status never downloads" in u
-               for u in seen.unknown), seen.unknown
+    assert any(
+        "revision 'v9' is not in the Hugging Face cache" in u and "vfleet status never downloads" in u
+        for u in seen.unknown
+    ), seen.unknown

@@ -18,10 +18,18 @@ def _model(tmp_path, sharded=False):
     if sharded:
         (d / "model-00001-of-00002.safetensors").write_bytes(b"A" * 100)
         (d / "model-00002-of-00002.safetensors").write_bytes(b"B" * 50)
-        (d / wm.INDEX_NAME).write_text(json.dumps({"metadata": {}, "weight_map": {
-            "a.weight": "model-00001-of-00002.safetensors",
-            "b.weight": "model-00002-of-00002.safetensors",
-            "c.weight": "model-00002-of-00002.safetensors"}}))
+        (d / wm.INDEX_NAME).write_text(
+            json.dumps(
+                {
+                    "metadata": {},
+                    "weight_map": {
+                        "a.weight": "model-00001-of-00002.safetensors",
+                        "b.weight": "model-00002-of-00002.safetensors",
+                        "c.weight": "model-00002-of-00002.safetensors",
+                    },
+                }
+            )
+        )
     else:
         (d / "model.safetensors").write_bytes(b"W" * 10)
     return d
@@ -51,8 +59,7 @@ def test_manifest_excludes_itself_and_is_stable(tmp_path):
 
 def test_missing_shard_is_refused(tmp_path):
     d = _model(tmp_path, sharded=True)
-    assert wm.make_manifest(d)["shards"] == ["model-00001-of-00002.safetensors",
-                                            "model-00002-of-00002.safetensors"]
+    assert wm.make_manifest(d)["shards"] == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     (d / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(wm.ManifestError, match="00002"):
         wm.make_manifest(d)

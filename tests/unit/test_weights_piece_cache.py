@@ -1,6 +1,7 @@
 """The chain's piece manifest kept on the controller between deploys (piece_cache.py): read
 back only while the files are as they were, re-made when they changed or the entry was
 tampered with; real files in temp dirs."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.roles.weights import _pieces as pieces
 from vfleet.roles.model_source._manifest import manifest_id, write_manifest
+from vfleet.roles.weights import _pieces as pieces
 from vfleet.roles.weights._piece_cache import piece_manifest_for
 
 PIECE = 16 << 10
@@ -35,14 +36,18 @@ def _model(tmp_path: Path) -> Path:
 
 def _by_hand(path: Path) -> tuple[str, ...]:
     data = path.read_bytes()
-    return tuple(hashlib.sha256(data[i:i + PIECE]).hexdigest() for i in range(0, max(len(data), 1), PIECE))
+    return tuple(hashlib.sha256(data[i : i + PIECE]).hexdigest() for i in range(0, max(len(data), 1), PIECE))
 
 
 def test_threaded_hashing_matches_each_piece_hashed_by_hand(tmp_path):
     model = _model(tmp_path)
     pm = pieces.make_piece_manifest(model, PIECE)
-    assert [f.path for f in pm.files] == ["MANIFEST.sha256", "config.json", "model-00001-of-00002.safetensors",
-                                          "sub/model-00002-of-00002.safetensors"]
+    assert [f.path for f in pm.files] == [
+        "MANIFEST.sha256",
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "sub/model-00002-of-00002.safetensors",
+    ]
     for f in pm.files:
         assert f.sha256 == _by_hand(model / f.path), f.path
 
@@ -59,7 +64,7 @@ def test_a_changed_file_is_hashed_again(tmp_path):
     model = _model(tmp_path)
     first, _ = piece_manifest_for(model, manifest_id(model), PIECE)
     shard = model / "sub" / "model-00002-of-00002.safetensors"
-    shard.write_bytes(os.urandom(3 * PIECE))   # same size, new bytes, new mtime; manifest left stale
+    shard.write_bytes(os.urandom(3 * PIECE))  # same size, new bytes, new mtime; manifest left stale
     os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
     now, kept = piece_manifest_for(model, manifest_id(model), PIECE)
     assert not kept and now != first

@@ -1,4 +1,5 @@
 """The disk-space check before a weight copy: parsed from `df` + `du` output (no host)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +15,7 @@ def test_space_command_is_valid_shell_and_quotes_the_path():
 
 def test_shortfall_counts_what_is_already_staged():
     assert space_shortfall(100, "50\n0\n") == (100, 50, 0)
-    assert space_shortfall(100, "50\n60\n") is None          # a resume: 40 left, 50 free
+    assert space_shortfall(100, "50\n60\n") is None  # a resume: 40 left, 50 free
     assert space_shortfall(100, "10\n60\n") == (40, 10, 60)
 
 

@@ -7,16 +7,47 @@ flags), so a task module imports at its top only what the menu and the common pa
 its body or through its *_steps module. Why: importing every role for every command cost
 `vfleet run` ~0.2 s of its start (httpx, jinja2, the audit), more than pyinfra's whole lead
 at 5 and 20 hosts (docs/measurements.md "Speed against Ansible and pyinfra"; tests/unit/test_startup.py)."""
+
 from invoke import Collection
 
-from vfleet.cli import bench, core, deploy, lab, monitor, preflight, render, rollout, status, triage, usage, variants
-from vfleet.cli import eval as eval_cli
+from vfleet.cli import (
+    bench,
+    core,
+    deploy,
+    eval as eval_cli,
+    lab,
+    monitor,
+    preflight,
+    render,
+    rollout,
+    status,
+    triage,
+    usage,
+    variants,
+)
 
 namespace = Collection()
-for t in (core.inventory, core.run, preflight.plan, deploy.deploy, deploy.weights_task, deploy.install,
-          deploy.service_task, deploy.gateway_task, deploy.smoke_task, deploy.verify, rollout.restart,
-          rollout.upgrade, rollout.drain, rollout.undrain, render.render,
-          monitor.monitor, triage.triage, status.status, usage.usage):
+for t in (
+    core.inventory,
+    core.run,
+    preflight.plan,
+    deploy.deploy,
+    deploy.weights_task,
+    deploy.install,
+    deploy.service_task,
+    deploy.gateway_task,
+    deploy.smoke_task,
+    deploy.verify,
+    rollout.restart,
+    rollout.upgrade,
+    rollout.drain,
+    rollout.undrain,
+    render.render,
+    monitor.monitor,
+    triage.triage,
+    status.status,
+    usage.usage,
+):
     namespace.add_task(t)
 namespace.add_collection(preflight.preflight)
 namespace.add_collection(lab.lab)

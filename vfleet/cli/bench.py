@@ -3,24 +3,27 @@
 What it needs of a host comes from its HostConfig (vfleet/config/hostconfig.py): base_url (vLLM:
 address + vllm_port), gateway_url (address + gateway_port), served_model_name (default
 model_name) and api_key. vfleet/roles/bench itself only takes URLs, a model name and a key."""
+
 from __future__ import annotations
 
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
-from vfleet.engine.errors import VfleetError
-from vfleet.config.hostconfig import HostConfig
-from vfleet.config.variables import VLLM_GROUP
 from vfleet.cli.common import cli_errors, helptext, load, select
 from vfleet.cli.measure import measured_record
 from vfleet.cli.options import TaskOptions
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.variables import VLLM_GROUP
+from vfleet.engine.errors import VfleetError
 
 DEFAULT_CONCURRENCY = "1,4,16,64"
 
 BENCH_HELP = helptext(
-    "inventory", "set", "report",
+    "inventory",
+    "set",
+    "report",
     limit="vLLM hosts behind the target: whose /metrics are sampled, and what max_num_seqs is split over "
-          "(default: all of group vllm)",
+    "(default: all of group vllm)",
     target="Gateway host to send through (default: the first of group gateways)",
     host="Send to this one vLLM host directly instead of through a gateway",
     concurrency=f"Concurrency levels, e.g. 1,4,16,64,128 (default {DEFAULT_CONCURRENCY} when no --rate)",
@@ -32,7 +35,7 @@ BENCH_HELP = helptext(
     input_len="Synthetic prompt length in tokens (default 256); prompts are distinct per request",
     output_len="Output tokens per request (default 128), exact with ignore_eos",
     natural="Let the model end naturally (no ignore_eos; --output-len is then only the cap)",
-    dataset="Prompts from a file instead: JSONL of {\"messages\": [...]} or a ShareGPT-style JSON",
+    dataset='Prompts from a file instead: JSONL of {"messages": [...]} or a ShareGPT-style JSON',
     dataset_format="auto (default), jsonl or sharegpt",
     seed="Seed for synthetic prompts and Poisson arrivals (default 0)",
     timeout="Seconds one request may take (default 300)",
@@ -44,7 +47,7 @@ BENCH_HELP = helptext(
     metrics_interval="Seconds between /metrics samples (default 1)",
     server_metrics="Sample each vLLM host's /metrics during levels (default on; --no-server-metrics)",
     measure="Read each vLLM host's setup over SSH for the result's measured record: vLLM version and argv, "
-            "GPUs, memory used (default on; --no-measure for a bench without SSH access)",
+    "GPUs, memory used (default on; --no-measure for a bench without SSH access)",
 )
 
 
@@ -56,11 +59,36 @@ def _model(cfg: HostConfig) -> str:
 
 @task(help=BENCH_HELP, iterable=["set_"], auto_shortflags=False)
 @cli_errors
-def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, host=None, concurrency=None, rate=None,
-          requests=0, seconds=None, max_seconds=600, warmup=None, input_len=256, output_len=128, natural=False,
-          dataset=None, dataset_format="auto", seed=0, timeout=300, max_inflight=1024, out="bench-results",
-          name="bench", slo_ttft_p95=None, slo_e2e_p95=None, server_metrics=True, metrics_interval=None,
-          measure=True):
+def bench(
+    c,
+    inventory=None,
+    limit=None,
+    set_=None,
+    report=None,
+    target=None,
+    host=None,
+    concurrency=None,
+    rate=None,
+    requests=0,
+    seconds=None,
+    max_seconds=600,
+    warmup=None,
+    input_len=256,
+    output_len=128,
+    natural=False,
+    dataset=None,
+    dataset_format="auto",
+    seed=0,
+    timeout=300,
+    max_inflight=1024,
+    out="bench-results",
+    name="bench",
+    slo_ttft_p95=None,
+    slo_e2e_p95=None,
+    server_metrics=True,
+    metrics_interval=None,
+    measure=True,
+):
     """Load sweep through a gateway (or one host): find the knee, suggest max_num_seqs.
 
     Writes the results as JSON, CSV and PNG."""
@@ -87,30 +115,50 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
     else:
         gws = [g for g in fleet.gateways if target is None or g.name == target]
         if not gws:
-            raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
-                              "give --target NAME or --host for one vLLM host")
+            raise VfleetError(
+                f"no gateway host{' ' + target if target else ''} in {inv.path}; "
+                "give --target NAME or --host for one vLLM host"
+            )
         g = fleet.config(gws[0])
         ep = Endpoint(g.gateway_url, _model(g), g.api_key, verify=g.gateway_verify)
         tgt = {"kind": "gateway", "name": g.name, "url": ep.base_url}
         behind = fleet.configs_of(vllm_hosts)
     levels = parse_levels(concurrency if (concurrency or rate) else DEFAULT_CONCURRENCY, rate)
     settings = SweepSettings(
-        requests=int(requests) or None, seconds=parse_duration(seconds), max_seconds=float(max_seconds),
-        warmup=None if warmup in (None, "") else int(warmup), output_len=int(output_len), ignore_eos=not natural,
-        timeout_s=float(timeout), max_inflight=int(max_inflight), seed=int(seed),
+        requests=int(requests) or None,
+        seconds=parse_duration(seconds),
+        max_seconds=float(max_seconds),
+        warmup=None if warmup in (None, "") else int(warmup),
+        output_len=int(output_len),
+        ignore_eos=not natural,
+        timeout_s=float(timeout),
+        max_inflight=int(max_inflight),
+        seed=int(seed),
         metrics_interval_s=parse_duration(metrics_interval) or 1.0,
-        max_num_seqs=sum(h.max_num_seqs for h in behind) if all(h.max_num_seqs for h in behind) else None)
+        max_num_seqs=sum(h.max_num_seqs for h in behind) if all(h.max_num_seqs for h in behind) else None,
+    )
     if settings.output_len < 1 or settings.max_seconds <= 0 or settings.max_inflight < 1:
         raise VfleetError("--output-len, --max-seconds and --max-inflight must be positive")
     prompts = load_file(dataset, dataset_format) if dataset else SyntheticPrompts(int(input_len), int(seed))
     metrics_urls = {h.name: h.base_url + "/metrics" for h in behind} if server_metrics else {}
     measured = measured_record(fleet, opts, [h.name for h in behind], one_host=bool(host)) if measure and behind else {}
-    result = run_sweep(ep, prompts, levels, settings, metrics_urls=metrics_urls, n_hosts=max(len(behind), 1),
-                       target=tgt, slo_ttft_p95_s=parse_duration(slo_ttft_p95),
-                       slo_e2e_p95_s=parse_duration(slo_e2e_p95), out_dir=out, name=name,
-                       console=output_console(), host_urls=[h.base_url for h in behind],
-                       inventory_max_model_len=min((h.max_model_len for h in behind if h.max_model_len), default=None),
-                       measured=measured)
+    result = run_sweep(
+        ep,
+        prompts,
+        levels,
+        settings,
+        metrics_urls=metrics_urls,
+        n_hosts=max(len(behind), 1),
+        target=tgt,
+        slo_ttft_p95_s=parse_duration(slo_ttft_p95),
+        slo_e2e_p95_s=parse_duration(slo_e2e_p95),
+        out_dir=out,
+        name=name,
+        console=output_console(),
+        host_urls=[h.base_url for h in behind],
+        inventory_max_model_len=min((h.max_model_len for h in behind if h.max_model_len), default=None),
+        measured=measured,
+    )
     if opts.report:
         from vfleet.clients.bench.output import write_json
 
@@ -120,8 +168,11 @@ def bench(c, inventory=None, limit=None, set_=None, report=None, target=None, ho
         raise Exit(code=1)
 
 
-@task(name="compare", help={"a": "The earlier result (JSON from vfleet bench)", "b": "The later result"},
-      positional=["a", "b"])
+@task(
+    name="compare",
+    help={"a": "The earlier result (JSON from vfleet bench)", "b": "The later result"},
+    positional=["a", "b"],
+)
 @cli_errors
 def compare(c, a, b):
     """Print the change between two bench results, level by level."""

@@ -1,6 +1,7 @@
 """What every task shares: the common flags, loading the inventory, opening a Play, and ending
 with the recap, the JSON report and the exit code. Operator mistakes (VfleetError) end as
 one line on stderr and exit 2, never a traceback."""
+
 from __future__ import annotations
 
 import functools
@@ -11,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from invoke.exceptions import Exit
 from rich.console import Console
 
+from vfleet.cli.options import TaskOptions
+from vfleet.config.fleet import Fleet
+from vfleet.config.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
 from vfleet.engine.errors import InventoryError, VfleetError
 from vfleet.engine.inventory import Host, load_inventory, parse_set_args
 from vfleet.engine.inventory.masking import remember_secrets
 from vfleet.engine.report import print_recap, report_dict, write_json_atomic
 from vfleet.engine.runner import Play, PlayAborted, RunOptions
-from vfleet.config.fleet import Fleet
-from vfleet.config.variables import GATEWAY_GROUP, SCHEMA, VLLM_GROUP
-from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
     from vfleet.roles.gateway import Backend
@@ -80,7 +81,7 @@ def load(opts: TaskOptions) -> Fleet:
     """The inventory, checked against vfleet's variables (its warnings go to stderr), as the
     run's one fleet model: a multi-host replica is checked here, before anything connects."""
     inv = load_inventory(resolve_inventory_path(opts.inventory), parse_set_args(list(opts.set_)), schema=SCHEMA)
-    remember_secrets((h.vars for h in inv.hosts.values()), schema=SCHEMA)   # hidden in all output
+    remember_secrets((h.vars for h in inv.hosts.values()), schema=SCHEMA)  # hidden in all output
     for line in inv.warnings:
         print(f"warning: {line}", file=sys.stderr)
     fleet = Fleet.of(inv)
@@ -124,8 +125,12 @@ def make_play(task: str, fleet: Fleet, hosts: list[Host], opts: TaskOptions, con
     if opts.forks < 1:
         raise VfleetError(f"--forks must be at least 1, got {opts.forks}")
     options = RunOptions(
-        forks=opts.forks, check=opts.check, diff=opts.diff, connect_timeout=opts.connect_timeout,
-        command_timeout=opts.command_timeout, host_key_checking=False if opts.no_host_key_checking else None,
+        forks=opts.forks,
+        check=opts.check,
+        diff=opts.diff,
+        connect_timeout=opts.connect_timeout,
+        command_timeout=opts.command_timeout,
+        host_key_checking=False if opts.no_host_key_checking else None,
         verbose=opts.verbose,
     )
     # emoji=False: hosts' output is printed as they wrote it (":ok:" stays ":ok:", not an emoji),

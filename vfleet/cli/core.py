@@ -1,20 +1,28 @@
 """Tasks that only need the engine: inspect an inventory, run an ad-hoc command."""
+
 from __future__ import annotations
 
 import json
 
 from invoke import task
 
-from vfleet.engine.inventory import masked_vars
-from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.engine.results import Status
 from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
 from vfleet.cli.options import TaskOptions
+from vfleet.engine.inventory import masked_vars
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed
 
 
-@task(help=helptext("inventory", "set", "limit", host="Show only this host's merged variables",
-                    graph="Print the group tree instead of JSON (like ansible-inventory --graph)"),
-      iterable=["set_"])
+@task(
+    help=helptext(
+        "inventory",
+        "set",
+        "limit",
+        host="Show only this host's merged variables",
+        graph="Print the group tree instead of JSON (like ansible-inventory --graph)",
+    ),
+    iterable=["set_"],
+)
 @cli_errors
 def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
     """Print resolved hosts, groups and merged variables as JSON (secrets masked).
@@ -38,13 +46,35 @@ def inventory(c, inventory=None, host=None, graph=False, limit=None, set_=None):
     print(json.dumps(data, indent=2, default=str))
 
 
-@task(help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout",
-                    "command_timeout", command="The shell command to run on every selected host",
-                    quiet="Do not print each host's output"),
-      iterable=["set_"])
+@task(
+    help=helptext(
+        "inventory",
+        "limit",
+        "set",
+        "forks",
+        "report",
+        "no_host_key_checking",
+        "connect_timeout",
+        "command_timeout",
+        command="The shell command to run on every selected host",
+        quiet="Do not print each host's output",
+    ),
+    iterable=["set_"],
+)
 @cli_errors
-def run(c, command, inventory=None, limit=None, set_=None, forks=10, report=None, no_host_key_checking=False,
-        connect_timeout=None, command_timeout=None, quiet=False):
+def run(
+    c,
+    command,
+    inventory=None,
+    limit=None,
+    set_=None,
+    forks=10,
+    report=None,
+    no_host_key_checking=False,
+    connect_timeout=None,
+    command_timeout=None,
+    quiet=False,
+):
     """Run one shell command on every selected host in parallel (like `ansible all -a CMD`)."""
     opts = TaskOptions.of(locals())
     fleet = load(opts)

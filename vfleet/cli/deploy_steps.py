@@ -2,6 +2,7 @@
 the selection, the fleet lock, each step, the rolling restart of changed hosts, the smoke
 checks. Apart from vfleet/cli/deploy.py so that the roles load only when one of those tasks
 runs, not for every command's task menu (vfleet/cli/__init__.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,32 +11,36 @@ import shlex
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
-from vfleet.engine.errors import VfleetError
-from vfleet.engine.results import Status
-from vfleet.engine.runner import HostFailed, Play
-from vfleet.roles.preflight import audit
-from vfleet.roles.gateway import nginx as gateway
-from vfleet.roles.replica import deploy as replica_deploy
-from vfleet.roles.rollout import rollback_point
-from vfleet.roles.compile_cache import sharing
-from vfleet.roles.rollout import EvalGate, gate_lines, open_gate as open_eval_gate
-from vfleet.roles.service import unit as service
-from vfleet.roles.service import unit_files
-from vfleet.clients import smoke
-from vfleet.roles.install import venv as vllm_install
-from vfleet.roles.weights import sync as weights
-from vfleet.roles.model_source import adapter_payload_of, draft_payload
-from vfleet.roles.weights import AdapterTotals, DraftTotals, WeightsBySource
-from vfleet.config.fleet import Fleet
-from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.rollout import Converged, RestoredUntried, RolloutInfo, RolloutSummary
-from vfleet.roles.rollout import batch_sizes
-from vfleet.roles.rollout import Rollout
-from vfleet.roles.service import ServiceOutcome
-from vfleet.roles.triage import failure_journal
 from vfleet.cli.common import backends, gateway_names, load, make_play, select, vllm_names
 from vfleet.cli.options import TaskOptions
 from vfleet.cli.preflight_steps import replica_checks
+from vfleet.clients import smoke
+from vfleet.config.fleet import Fleet
+from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostFailed, Play
+from vfleet.roles.compile_cache import sharing
+from vfleet.roles.gateway import nginx as gateway
+from vfleet.roles.install import venv as vllm_install
+from vfleet.roles.model_source import adapter_payload_of, draft_payload
+from vfleet.roles.preflight import audit
+from vfleet.roles.replica import deploy as replica_deploy
+from vfleet.roles.rollout import (
+    Converged,
+    EvalGate,
+    RestoredUntried,
+    Rollout,
+    RolloutInfo,
+    RolloutSummary,
+    batch_sizes,
+    gate_lines,
+    open_gate as open_eval_gate,
+    rollback_point,
+)
+from vfleet.roles.service import ServiceOutcome, unit as service, unit_files
+from vfleet.roles.triage import failure_journal
+from vfleet.roles.weights import AdapterTotals, DraftTotals, WeightsBySource, sync as weights
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def check_gateways(play: Play, fleet: Fleet) -> None:
             raise VfleetError(f"gateway {name}: {why}; nothing was changed on any host")
     if nginx is None:
         play.run_step("gateway: nginx -t before any change", lambda ctx: check_on_host(ctx, bs), hosts=names)
-        for name in names:      # an unreachable gateway is left to its step, as before
+        for name in names:  # an unreachable gateway is left to its step, as before
             failed = [s for s in play.results[name].steps if s.status is Status.FAILED]
             if failed:
                 raise VfleetError(f"gateway {name}: {failed[-1].message}; nothing was changed on any host")
@@ -136,16 +141,23 @@ def step_adapters(play: Play) -> None:
         for adapter in play.contexts[n].config.lora_adapters:
             hosts_of.setdefault(adapter.name, []).append(n)
     if hosts_of:
-        play.note(AdapterTotals({name: weights.run(play, names, adapter_payload_of(name), report=False)
-                                 for name, names in hosts_of.items()}))
+        play.note(
+            AdapterTotals(
+                {
+                    name: weights.run(play, names, adapter_payload_of(name), report=False)
+                    for name, names in hosts_of.items()
+                }
+            )
+        )
     drafts: dict[str, list[str]] = {}
     for n in vllm_names(play.hosts):
         cfg = play.contexts[n].config
         if cfg.speculative is not None and cfg.speculative.has_model:
             drafts.setdefault(draft_payload(cfg).key, []).append(n)
     if drafts:
-        play.note(DraftTotals({src: weights.run(play, names, draft_payload, report=False)
-                               for src, names in drafts.items()}))
+        play.note(
+            DraftTotals({src: weights.run(play, names, draft_payload, report=False) for src, names in drafts.items()})
+        )
 
 
 def step_install(play: Play) -> None:
@@ -156,8 +168,12 @@ def step_service(play: Play, fleet: Fleet, rolling: bool = False) -> None:
     """Single-host vLLM services; then the multi-host replicas, which start as one
     (vfleet/roles/replica/_deploy.py)."""
     members = fleet.members
-    play.run_step("service", service.configure, hosts=[n for n in vllm_names(play.hosts) if n not in members],
-                  handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS)
+    play.run_step(
+        "service",
+        service.configure,
+        hosts=[n for n in vllm_names(play.hosts) if n not in members],
+        handlers=service.ROLLING_HANDLERS if rolling else service.HANDLERS,
+    )
     replica_deploy.run(play, fleet)
 
 
@@ -185,8 +201,10 @@ def open_gate(play: Play, fleet: Fleet, path: str | None, opts: TaskOptions, bat
     if not path:
         return None
     if not batch:
-        raise VfleetError(f"--gate {path} needs --batch: the gate judges the first batch (the canary) before "
-                          "the others restart; add --batch 1")
+        raise VfleetError(
+            f"--gate {path} needs --batch: the gate judges the first batch (the canary) before "
+            "the others restart; add --batch 1"
+        )
     return open_eval_gate(path, fleet, vllm_names(play.hosts), task=play.task, report=opts.report)
 
 
@@ -201,12 +219,18 @@ def step_restart_changed(play: Play, fleet: Fleet, batch: str | None, gate: Eval
         _warn_serving_restarted(play)
     if play.options.check:
         return
-    active = set(play.active)   # Play.active is a list: one lookup per host, not one scan
-    deferred = [n for n in vllm_names(play.hosts)
-                if batch and n in active and _outcome(play, n).restart_deferred]
+    active = set(play.active)  # Play.active is a list: one lookup per host, not one scan
+    deferred = [n for n in vllm_names(play.hosts) if batch and n in active and _outcome(play, n).restart_deferred]
     gws = [g for g in gateway_names(play.hosts) if g in active]
-    rollout = Rollout(play, backends(fleet, _planned(play)), deferred, gws, restore=rollback_point.restore, gate=gate,
-                      cache=None if fleet.replicas else sharing(play, deferred))
+    rollout = Rollout(
+        play,
+        backends(fleet, _planned(play)),
+        deferred,
+        gws,
+        restore=rollback_point.restore,
+        gate=gate,
+        cache=None if fleet.replicas else sharing(play, deferred),
+    )
     if not deferred:
         healed = rollout.converge() if gws else []
         if healed:
@@ -230,8 +254,11 @@ def _batch_budget(play: Play, among: list[str]) -> float:
     if play.options.max_fail_percentage is not None:
         return float(play.options.max_fail_percentage)
     chosen = set(among)
-    set_ = [h.vars["max_fail_percentage"] for h in play.hosts
-            if h.name in chosen and h.sources.get("max_fail_percentage", "default") != "default"]
+    set_ = [
+        h.vars["max_fail_percentage"]
+        for h in play.hosts
+        if h.name in chosen and h.sources.get("max_fail_percentage", "default") != "default"
+    ]
     return float(min(set_)) if set_ else 0.0
 
 
@@ -241,11 +268,13 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
     (the next crash or reboot would start it). When the play aborted (max_fail_percentage),
     run_step refuses every step, yet these files must still go back: then host by host on
     their contexts, each result recorded, so --report and the gate's lines are still written."""
+
     def put_back(ctx) -> None:
         what = rollback_point.restore(ctx)
         ctx.result.note(RestoredUntried())
-        ctx.record("rollout", ctx.name, Status.SKIPPED,
-                   f"not restarted: the batches stopped; {what} put back (what it serves)")
+        ctx.record(
+            "rollout", ctx.name, Status.SKIPPED, f"not restarted: the batches stopped; {what} put back (what it serves)"
+        )
 
     active = set(play.active)
     untried = [n for n in deferred if n in active and play.results[n].get(RolloutInfo) is None]
@@ -257,7 +286,7 @@ def _restore_untried(play: Play, deferred: list[str]) -> None:
         ctx.step_name = "rollout stopped: put back untried hosts"
         try:
             put_back(ctx)
-        except VfleetError as exc:   # HostFailed, unreachable, a command that failed: say so and go on
+        except VfleetError as exc:  # HostFailed, unreachable, a command that failed: say so and go on
             ctx.record("rollout", name, Status.FAILED, f"not restarted; putting its saved point back failed: {exc}")
 
 
@@ -280,20 +309,23 @@ def _smoke_gateway(fleet: Fleet):
     name the way its clients do (results labelled "gateway", or "gateway <model>" when
     there are several). The models are the fleet's, not the run's hosts': `smoke --limit
     gateways` asked for the gateway's own served name, which no host of a two-model fleet serves."""
-    models: dict[str, tuple[bool, tuple[str, ...]]] = {}   # name -> (chat, its adapters)
+    models: dict[str, tuple[bool, tuple[str, ...]]] = {}  # name -> (chat, its adapters)
     for cfg in fleet.configs_of(fleet.serving_hosts):
-        models.setdefault(str(cfg.served_model_name),
-                          (not cfg.serve_completions_only, tuple(a.name for a in cfg.lora_adapters)))
+        models.setdefault(
+            str(cfg.served_model_name), (not cfg.serve_completions_only, tuple(a.name for a in cfg.lora_adapters))
+        )
 
     def step(ctx) -> None:
         if len(models) <= 1:
             adapters = next(iter(models.values()))[1] if models else ()
             smoke.run_smoke(ctx, dataclasses.replace(smoke.gateway_target(ctx.config), adapters=adapters))
             return
-        for model, (chat, adapters) in models.items():   # kind stays "gateway" (the gateway's checks), kept per model
+        for model, (chat, adapters) in models.items():  # kind stays "gateway" (the gateway's checks), kept per model
             t = smoke.gateway_target(ctx.config)
-            smoke.run_smoke(ctx, dataclasses.replace(t, model=model, chat=chat, adapters=adapters),
-                            label=f"gateway {model}")
+            smoke.run_smoke(
+                ctx, dataclasses.replace(t, model=model, chat=chat, adapters=adapters), label=f"gateway {model}"
+            )
+
     return step
 
 
@@ -307,22 +339,33 @@ def _smoke_host(ctx) -> None:
         props = ctx.run(f"systemctl show -p ActiveState,NRestarts,ExecMainStatus -- {shlex.quote(unit)}").stdout
         state = ", ".join(ln.strip() for ln in props.splitlines() if ln.strip())
         journal = failure_journal(ctx, unit)
-        raise HostFailed(f"{exc}; {unit}: {state}{journal.seen()}; journal: {journal.tail()}",
-                         {**(exc.data or {}), **journal.data(), "systemd": state}) from None
+        raise HostFailed(
+            f"{exc}; {unit}: {state}{journal.seen()}; journal: {journal.tail()}",
+            {**(exc.data or {}), **journal.data(), "systemd": state},
+        ) from None
 
 
 def step_preflight(play: Play, fleet: Fleet, *, strict: bool, force: bool) -> None:
     """The preflight audit of the vLLM hosts; a host that fails it leaves the run unless --force."""
     facts = audit.gather(play, hosts=vllm_names(play.hosts))
-    audit.audit(play, fleet.inventory, facts, strict=strict, fail_hosts=not force,
-                extra_checks=replica_checks(play, fleet, facts))
+    audit.audit(
+        play,
+        fleet.inventory,
+        facts,
+        strict=strict,
+        fail_hosts=not force,
+        extra_checks=replica_checks(play, fleet, facts),
+    )
 
 
 def _warn_serving_restarted(play: Play) -> None:
     hit = [n for n in vllm_names(play.hosts) if _outcome(play, n).was_active and _outcome(play, n).restarts]
     if len(hit) > 1:
-        play.print(f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
-                   f"on a live fleet use `deploy --batch 1` to roll them through the gateways", markup=False)
+        play.print(
+            f"note: {len(hit)} serving hosts were restarted at once ({', '.join(hit)}); "
+            f"on a live fleet use `deploy --batch 1` to roll them through the gateways",
+            markup=False,
+        )
 
 
 def require_serving(play: Play) -> None:
@@ -344,9 +387,12 @@ def curl_line(cfg: HostConfig, model: str | None = None) -> str:
     """A command that works against the gateway, every inventory value quoted for the shell
     (the key stays in $VLLM_API_KEY: never printed; a TLS gateway's CA file as --cacert);
     `model`: a served name behind it."""
-    body = json.dumps({"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}],
-                       "max_tokens": 16})
+    body = json.dumps(
+        {"model": model or cfg.served_model_name, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}
+    )
     key = '-H "Authorization: Bearer $VLLM_API_KEY" ' if cfg.api_key else ""
     ca = f"--cacert {shlex.quote(cfg.gateway_verify)} " if isinstance(cfg.gateway_verify, str) else ""
-    return (f"curl -s {ca}{key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
-            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}")
+    return (
+        f"curl -s {ca}{key}{shlex.quote(cfg.gateway_url + '/v1/chat/completions')} "
+        f"-H 'Content-Type: application/json' -d {shlex.quote(body)}"
+    )

@@ -4,6 +4,7 @@ and the gate between two reports.
 eval measures and exits 0 unless a target could not be reached; eval.compare judges (exit 1 over
 a threshold). What eval needs of a host comes from its HostConfig through
 vfleet/clients/eval/targets.py (URL, served model name, key, the `measured` record)."""
+
 from __future__ import annotations
 
 import math
@@ -13,18 +14,19 @@ from pathlib import Path
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
-from vfleet.engine.errors import VfleetError
-from vfleet.config.variables import VLLM_GROUP
 from vfleet.cli.common import cli_errors, helptext, load, select
 from vfleet.cli.options import TaskOptions
+from vfleet.config.variables import VLLM_GROUP
+from vfleet.engine.errors import VfleetError
 
 EVAL_HELP = helptext(
-    "inventory", "set",
+    "inventory",
+    "set",
     report="Also write the report(s) as JSON to this path",
     host="Evaluate this one vLLM host directly",
     target="Gateway host to send through (default: the first of group gateways)",
     limit="Evaluate each vLLM host of this group or pattern directly, one report a host",
-    evalset="Eval set, JSONL of {\"id\", \"messages\", one of answer|regex|schema} (default: the built-in set)",
+    evalset='Eval set, JSONL of {"id", "messages", one of answer|regex|schema} (default: the built-in set)',
     seed="Sampling seed sent with every request (default 0; decoding is greedy)",
     max_tokens="Most tokens a reply may have (default 64; an item's own max_tokens wins)",
     concurrency="Items in flight at once (default 1: outputs drift with batch composition)",
@@ -34,7 +36,7 @@ EVAL_HELP = helptext(
     out="Folder for NAME.json, or NAME-HOST.json per host with --limit (default: eval-results)",
     name="Base name of the files (default eval)",
     measure="Read each vLLM host's setup over SSH for the report's measured record (default on; "
-            "--no-measure: only what the inventory says)",
+    "--no-measure: only what the inventory says)",
 )
 
 
@@ -55,8 +57,10 @@ def _targets(fleet, opts: TaskOptions, host: str | None, target: str | None):
         return [(host_target(fleet.config(h)), fleet.config(h)) for h in hosts]
     gws = [g for g in fleet.gateways if target is None or g.name == target]
     if not gws:
-        raise VfleetError(f"no gateway host{' ' + target if target else ''} in {inv.path}; "
-                          "give --target NAME, --host for one vLLM host or --limit GROUP")
+        raise VfleetError(
+            f"no gateway host{' ' + target if target else ''} in {inv.path}; "
+            "give --target NAME, --host for one vLLM host or --limit GROUP"
+        )
     behind = select(fleet, None, VLLM_GROUP)
     return [(gateway_target(fleet.config(gws[0])), fleet.config(behind[0]) if behind else fleet.config(gws[0]))]
 
@@ -68,15 +72,35 @@ def _live_records(fleet, opts: TaskOptions, targets, *, through_gateway: bool) -
 
     if through_gateway:
         behind = [h.name for h in select(fleet, None, VLLM_GROUP)]
-        return {targets[0][1].name: measured_record(fleet, opts, behind, one_host=False, task_name="eval")} if behind else {}
+        return (
+            {targets[0][1].name: measured_record(fleet, opts, behind, one_host=False, task_name="eval")}
+            if behind
+            else {}
+        )
     return host_records(fleet, opts, [cfg.name for _, cfg in targets], task_name="eval")
 
 
 @task(help=EVAL_HELP, iterable=["set_"], auto_shortflags=False)
 @cli_errors
-def eval_task(c, inventory=None, limit=None, set_=None, report=None, host=None, target=None, evalset=None, seed=0,
-              max_tokens=64, concurrency=1, top_logprobs=5, timeout=120, reference=None, out="eval-results",
-              name="eval", measure=True):
+def eval_task(
+    c,
+    inventory=None,
+    limit=None,
+    set_=None,
+    report=None,
+    host=None,
+    target=None,
+    evalset=None,
+    seed=0,
+    max_tokens=64,
+    concurrency=1,
+    top_logprobs=5,
+    timeout=120,
+    reference=None,
+    out="eval-results",
+    name="eval",
+    measure=True,
+):
     """Run a fixed prompt set against a host or the gateway: score it, record tokens and logprobs."""
     # imported here: httpx and jsonschema would cost every other command's start (see bench)
     from vfleet.clients.bench.output import console as output_console
@@ -88,14 +112,19 @@ def eval_task(c, inventory=None, limit=None, set_=None, report=None, host=None, 
     from vfleet.engine.report import write_json_atomic
 
     opts = TaskOptions.of(locals())
-    settings = EvalSettings(seed=int(seed), max_tokens=int(max_tokens), top_logprobs=int(top_logprobs),
-                            concurrency=int(concurrency), timeout=float(timeout))
+    settings = EvalSettings(
+        seed=int(seed),
+        max_tokens=int(max_tokens),
+        top_logprobs=int(top_logprobs),
+        concurrency=int(concurrency),
+        timeout=float(timeout),
+    )
     settings.check()
     items = load_evalset(evalset)
     ref = EvalReport.load(reference) if reference else None
     fleet = load(opts)
     targets = _targets(fleet, opts, host, target)
-    per_host = bool(opts.limit) and not host   # --limit: one report a host, named after it
+    per_host = bool(opts.limit) and not host  # --limit: one report a host, named after it
     console = output_console()
     live = _live_records(fleet, opts, targets, through_gateway=not host and not opts.limit) if measure else {}
     written = {}
@@ -112,16 +141,24 @@ def eval_task(c, inventory=None, limit=None, set_=None, report=None, host=None, 
         console.print(summary_line(result), markup=False, highlight=False)
         console.print(f"report written to {path}", markup=False, highlight=False)
     if report:
-        data = ({"task": "eval", "reports": {label: r.to_dict() for label, r in written.items()}} if per_host
-                else next(iter(written.values())).to_dict())
+        data = (
+            {"task": "eval", "reports": {label: r.to_dict() for label, r in written.items()}}
+            if per_host
+            else next(iter(written.values())).to_dict()
+        )
         write_json_atomic(report, data)
 
 
-@task(name="compare", positional=["a", "b"], help={
-    "a": "The earlier report (JSON from vfleet eval): the baseline",
-    "b": "The later report; run with --reference A for a divergence figure",
-    "max_score_drop": "Largest accepted drop of the score, as a fraction (default 0.03 = 3 points)",
-    "max_divergence": "Largest accepted mean divergence of B from A, nats/token (default 0.10)"})
+@task(
+    name="compare",
+    positional=["a", "b"],
+    help={
+        "a": "The earlier report (JSON from vfleet eval): the baseline",
+        "b": "The later report; run with --reference A for a divergence figure",
+        "max_score_drop": "Largest accepted drop of the score, as a fraction (default 0.03 = 3 points)",
+        "max_divergence": "Largest accepted mean divergence of B from A, nats/token (default 0.10)",
+    },
+)
 @cli_errors
 def compare(c, a, b, max_score_drop=0.03, max_divergence=0.10):
     """Compare two eval reports: items that flipped, divergence, setup changes; exit 1 over a threshold."""
@@ -132,8 +169,10 @@ def compare(c, a, b, max_score_drop=0.03, max_divergence=0.10):
 
     limits = Thresholds(max_score_drop=float(max_score_drop), max_divergence=float(max_divergence))
     if not all(math.isfinite(v) and v >= 0 for v in (limits.max_score_drop, limits.max_divergence)):
-        raise VfleetError(f"--max-score-drop {max_score_drop} --max-divergence {max_divergence}: both must be "
-                          "finite numbers, 0 or more (NaN would turn the check off)")
+        raise VfleetError(
+            f"--max-score-drop {max_score_drop} --max-divergence {max_divergence}: both must be "
+            "finite numbers, 0 or more (NaN would turn the check off)"
+        )
     ra, rb = EvalReport.load(a), EvalReport.load(b)
     result = compare_reports(ra, rb, limits)
     console = output_console()

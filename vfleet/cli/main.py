@@ -4,6 +4,7 @@ so `vfleet deploy ...` works from any directory with the tasks and flags of `inv
 Every command runs inside redacting_output() (vfleet/engine/redact.py): whatever it prints,
 an error line, a warning, a host's output, the recap, a traceback of a bug, reaches the
 terminal with the run's secrets hidden."""
+
 import os
 import re
 import sys
@@ -50,7 +51,7 @@ def help_first(argv: list[str]) -> list[str]:
     arguments (run's command, drain's host, bench.compare's a and b) positionally, so a
     `--help` after such a task became its value and the task ran (`drain` with host
     "--help"). Only a bare --help/-h word before any `--` counts, not one inside a quoted value."""
-    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    words = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
     tasks = [w for w in words if namespace.task_names.get(w) is not None or w in namespace.collections]
     if not tasks or not any(w in HELP_FLAGS for w in words):
         return argv

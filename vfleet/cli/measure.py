@@ -1,11 +1,12 @@
 """The `measured` record of a bench result or an eval report, read live from the vLLM hosts
 behind the target (vfleet/roles/status/_measured.py: one SSH round trip a host), so that
 bench.compare and eval.compare can say which setup field changed between two runs."""
+
 from __future__ import annotations
 
-from vfleet.config.fleet import Fleet
 from vfleet.cli.common import make_play
 from vfleet.cli.options import TaskOptions
+from vfleet.config.fleet import Fleet
 
 
 def host_records(fleet: Fleet, opts: TaskOptions, names: list[str], task_name: str = "bench") -> dict[str, dict]:
@@ -17,8 +18,9 @@ def host_records(fleet: Fleet, opts: TaskOptions, names: list[str], task_name: s
 
     from vfleet.roles.status import measured_records
 
-    play = make_play(task_name, fleet, [fleet.inventory.hosts[n] for n in names], opts,
-                     console=Console(file=io.StringIO()))
+    play = make_play(
+        task_name, fleet, [fleet.inventory.hosts[n] for n in names], opts, console=Console(file=io.StringIO())
+    )
     try:
         records = measured_records(play, names)
     finally:
@@ -29,8 +31,9 @@ def host_records(fleet: Fleet, opts: TaskOptions, names: list[str], task_name: s
     return records
 
 
-def measured_record(fleet: Fleet, opts: TaskOptions, names: list[str], *, one_host: bool,
-                    task_name: str = "bench") -> dict:
+def measured_record(
+    fleet: Fleet, opts: TaskOptions, names: list[str], *, one_host: bool, task_name: str = "bench"
+) -> dict:
     """The measured record of the hosts behind the target: that host's record for --host, the
     hosts' shared fields plus each host's own record through a gateway."""
     from vfleet.roles.status import common_record

@@ -4,45 +4,82 @@ prometheus-nginx-exporter and mtail (per-tenant request metrics from the access 
 gateway and prometheus-node-exporter with vfleet's GPU
 readings on each vLLM host (`--deploy`), kept in step with the inventory. The
 monitoring role is imported when it runs."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from invoke import task
 
-from vfleet.engine.errors import VfleetError
-from vfleet.config.monitoring import MonitoringSettings
-from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
 from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
 from vfleet.cli.options import TaskOptions
+from vfleet.config.monitoring import MonitoringSettings
+from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
+from vfleet.engine.errors import VfleetError
 
-CHANGING = ("inventory", "limit", "set", "forks", "report", "check", "diff", "no_host_key_checking",
-            "connect_timeout", "command_timeout", "verbose")
+CHANGING = (
+    "inventory",
+    "limit",
+    "set",
+    "forks",
+    "report",
+    "check",
+    "diff",
+    "no_host_key_checking",
+    "connect_timeout",
+    "command_timeout",
+    "verbose",
+)
 
 
-@task(help=helptext(*CHANGING, dest="Write prometheus.yml, targets/, rules/ and grafana/ into this folder",
-                    deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group and "
-                           f"prometheus-nginx-exporter and mtail on the '{GATEWAY_GROUP}' group, "
-                           f"prometheus-node-exporter with GPU readings on the '{VLLM_GROUP}' group "
-                           "(--limit picks among those hosts)"),
-      iterable=["set_"])
+@task(
+    help=helptext(
+        *CHANGING,
+        dest="Write prometheus.yml, targets/, rules/ and grafana/ into this folder",
+        deploy=f"Install and configure Prometheus on the '{MONITORING_GROUP}' group and "
+        f"prometheus-nginx-exporter and mtail on the '{GATEWAY_GROUP}' group, "
+        f"prometheus-node-exporter with GPU readings on the '{VLLM_GROUP}' group "
+        "(--limit picks among those hosts)",
+    ),
+    iterable=["set_"],
+)
 @cli_errors
-def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, forks=10, report=None,
-            check=False, diff=False, no_host_key_checking=False, connect_timeout=None, command_timeout=None,
-            verbose=False):
+def monitor(
+    c,
+    inventory=None,
+    limit=None,
+    set_=None,
+    dest=None,
+    deploy=False,
+    forks=10,
+    report=None,
+    check=False,
+    diff=False,
+    no_host_key_checking=False,
+    connect_timeout=None,
+    command_timeout=None,
+    verbose=False,
+):
     """Monitoring of every vLLM host: scrape config, alert rules, a Grafana dashboard.
 
     The scrape config has file_sd targets, the alert rules the metric names of each host's vLLM
     version; --deploy runs Prometheus on the monitoring group (promtool-checked, reloaded only
     on change), the nginx exporter on each gateway and the GPU readings on each vLLM host."""
-    from vfleet.roles.monitoring import deploy as monitoring_deploy
-    from vfleet.roles.monitoring import exporter, gpu_exporter, mtail
-    from vfleet.roles.monitoring import monitoring_files, write_tree
+    from vfleet.roles.monitoring import (
+        deploy as monitoring_deploy,
+        exporter,
+        gpu_exporter,
+        monitoring_files,
+        mtail,
+        write_tree,
+    )
 
     opts = TaskOptions.of(locals())
     if not dest and not deploy:
-        raise VfleetError("nothing to do: give --dest DIR (write the files) and/or --deploy "
-                          f"(Prometheus on the '{MONITORING_GROUP}' group)")
+        raise VfleetError(
+            "nothing to do: give --dest DIR (write the files) and/or --deploy "
+            f"(Prometheus on the '{MONITORING_GROUP}' group)"
+        )
     fleet = load(opts)
     vllm = fleet.configs_of(fleet.vllm_hosts)
     if not vllm:
@@ -56,8 +93,10 @@ def monitor(c, inventory=None, limit=None, set_=None, dest=None, deploy=False, f
     if deploy:
         monitors = [h.name for h in select(fleet, opts.limit, MONITORING_GROUP)]
         if not monitors:
-            raise VfleetError(f"--deploy: no host of group '{MONITORING_GROUP}' in {fleet.inventory.path}"
-                              + (f" matches --limit {opts.limit}" if opts.limit else ""))
+            raise VfleetError(
+                f"--deploy: no host of group '{MONITORING_GROUP}' in {fleet.inventory.path}"
+                + (f" matches --limit {opts.limit}" if opts.limit else "")
+            )
         exporters = [h.name for h in select(fleet, opts.limit, GATEWAY_GROUP)]
         gpu_hosts = [h.name for h in select(fleet, opts.limit, VLLM_GROUP)]
         hosts = [h for h in select(fleet, opts.limit) if h.name in {*monitors, *exporters, *gpu_hosts}]

@@ -4,6 +4,7 @@ Invoke builds a task's flags from its function's signature, so each task keeps i
 parameters (its --help stays what it was); the first thing it does is bundle the common ones
 into a TaskOptions, and that one object travels down to loading the inventory, opening the
 Play and writing the report, instead of ten arguments passed along at every call."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -2,6 +2,7 @@
 plan of each audited host and of a model folder, and how a plan is printed. Apart from
 vfleet/cli/preflight.py so that the audit's roles load only when one of those tasks runs
 (vfleet/cli/__init__.py)."""
+
 from __future__ import annotations
 
 import json
@@ -12,20 +13,23 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from vfleet.config.fleet import Fleet
+from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.runner import Play
-from vfleet.roles.preflight import capacity
-from vfleet.config.fleet import Fleet
+from vfleet.roles.preflight import (
+    DEFAULT_BLOCK_SIZE,
+    CapacityRecord,
+    ParallelPlan,
+    capacity,
+    check_inputs,
+    check_tp_heads,
+    draft_of,
+    plan_parallel,
+    with_adapters,
+    with_model_source,
+)
 from vfleet.roles.replica import allreduce as replica_allreduce, preflight as replica_preflight
-from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.preflight import DEFAULT_BLOCK_SIZE
-from vfleet.roles.preflight import draft_of
-from vfleet.roles.preflight import check_inputs
-from vfleet.roles.preflight import ParallelPlan, plan_parallel
-from vfleet.roles.preflight import CapacityRecord
-from vfleet.roles.preflight import check_tp_heads
-from vfleet.roles.preflight import with_adapters
-from vfleet.roles.preflight import with_model_source
 from vfleet.roles.weights import controller_folder
 
 
@@ -52,10 +56,16 @@ def print_layout(console: Console, title: str, lay: ParallelPlan) -> None:
     if not lay.fits:
         console.print(f"[{title}] [red]no layout fits[/]: " + "; ".join(lay.tried), markup=True)
         return
-    where = f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (docs/replicas.md)" \
-        if lay.multi_host else "one host"
-    console.print(f"[{title}] smallest layout: tensor_parallel_size {lay.tensor_parallel_size} x "
-                  f"pipeline_parallel_size {lay.pipeline_parallel_size} = {lay.gpus} GPUs on {where}", markup=False)
+    where = (
+        f"{lay.hosts} hosts x {lay.gpus_per_host} GPUs: a multi-host replica (docs/replicas.md)"
+        if lay.multi_host
+        else "one host"
+    )
+    console.print(
+        f"[{title}] smallest layout: tensor_parallel_size {lay.tensor_parallel_size} x "
+        f"pipeline_parallel_size {lay.pipeline_parallel_size} = {lay.gpus} GPUs on {where}",
+        markup=False,
+    )
     if lay.stage:
         print_plan(console, f"{title}: busiest pipeline stage" if lay.pipeline_parallel_size > 1 else title, lay.stage)
 
@@ -81,13 +91,16 @@ def quantization_flag(value: str | None) -> str | None:
     if value in (None, ""):
         return None
     if not re.fullmatch(r"[a-z0-9_]{1,40}", str(value)):
-        raise VfleetError(f"--quantization: expected a method name such as fp8 (lower-case letters, digits, _), "
-                          f"got {str(value)[:40]!r}")
+        raise VfleetError(
+            f"--quantization: expected a method name such as fp8 (lower-case letters, digits, _), "
+            f"got {str(value)[:40]!r}"
+        )
     return str(value)
 
 
-def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None,
-                  hosts=None, **engine) -> None:
+def plan_offline(
+    config: str, report: str | None, gpu_memory_mib, cpu_kvcache_space_gib, gpus_per_host=None, hosts=None, **engine
+) -> None:
     """`plan --config`: the same planner and the same heads check as a preflight, no host."""
     console = Console(highlight=False)
     cfg = capacity.load_config(config)  # bounded, strict, checked: errors name the file and the key
@@ -105,17 +118,20 @@ def plan_offline(config: str, report: str | None, gpu_memory_mib, cpu_kvcache_sp
     weights = capacity.weights_bytes_from_dir(config) if Path(config).is_dir() else None
     if gpus_per_host:
         engine.pop("tp")
-        lay = plan_parallel(cfg, gpu_memory_mib, gpus_per_host=gpus_per_host, hosts=hosts or 1,
-                            weights_bytes=weights, **engine)
+        lay = plan_parallel(
+            cfg, gpu_memory_mib, gpus_per_host=gpus_per_host, hosts=hosts or 1, weights_bytes=weights, **engine
+        )
         print_layout(console, "layout", lay)
         if report:
             from vfleet.engine.report import write_json_atomic
+
             write_json_atomic(report, lay.to_dict())
         return
     p = capacity.plan(cfg, gpu_memory_mib, weights_bytes=weights, **engine)
     print_plan(console, "plan", p.to_dict())
     if report:
         from vfleet.engine.report import write_json_atomic
+
         write_json_atomic(report, p.to_dict())
 
 
@@ -126,8 +142,9 @@ def plan_hosts(play: Play, facts: dict[str, dict], console: Console) -> None:
         cfg = ctx.config
         f = with_adapters(with_model_source(f, controller_folder(cfg)), cfg)  # the controller's copies, if any
         if cfg.cpu_kvcache_space_gib and f.get("model_config"):
-            tokens = capacity.cpu_kv_capacity_tokens(f["model_config"], float(cfg.cpu_kvcache_space_gib),
-                                                     draft=draft_of(cfg.speculative, f))
+            tokens = capacity.cpu_kv_capacity_tokens(
+                f["model_config"], float(cfg.cpu_kvcache_space_gib), draft=draft_of(cfg.speculative, f)
+            )
             record = CapacityRecord(cpu_kv_capacity_tokens=tokens)
             record.note_on(ctx.result)
             print_plan(console, name, record.capacity())
@@ -152,14 +169,24 @@ def _fleet_layout(cfg: HostConfig, f: dict, facts: dict[str, dict]) -> ParallelP
     if not gpus or not f.get("model_config") or not gpus[0].get("memory_total_mib"):
         return None
     same = [h for h, g in facts.items() if (g.get("gpus") or [{}])[0].get("name") == gpus[0].get("name")]
-    return plan_parallel(f["model_config"], int(gpus[0]["memory_total_mib"]), gpus_per_host=len(gpus),
-                         hosts=max(1, len(same)), weights_bytes=f.get("weights_bytes") or cfg.model_size_bytes,
-                         dtype=cfg.dtype, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                         max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
-                         kv_cache_dtype=cfg.kv_cache_dtype, enforce_eager=cfg.enforce_eager,
-                         quantization=cfg.quantization, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                         kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
-                         lora=capacity.lora_of(cfg, f), draft=draft_of(cfg.speculative, f))
+    return plan_parallel(
+        f["model_config"],
+        int(gpus[0]["memory_total_mib"]),
+        gpus_per_host=len(gpus),
+        hosts=max(1, len(same)),
+        weights_bytes=f.get("weights_bytes") or cfg.model_size_bytes,
+        dtype=cfg.dtype,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        max_model_len=cfg.max_model_len,
+        max_num_seqs=cfg.max_num_seqs,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        enforce_eager=cfg.enforce_eager,
+        quantization=cfg.quantization,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
+        lora=capacity.lora_of(cfg, f),
+        draft=draft_of(cfg.speculative, f),
+    )
 
 
 def print_plan(console: Console, title: str, d: dict) -> None:

@@ -11,6 +11,7 @@ inside DIR/<host> (the host name one plain folder name, the path a clean absolut
 joined path, symlinks already in DIR resolved, still inside) before the first file is written;
 each file is written atomically (a temporary file renamed into place), so a refusal or a crash
 leaves no half-written file."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,16 +21,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vfleet.roles.gateway import render_files
-from vfleet.roles.gateway import Backend
 from vfleet.config.fleet import Fleet
 from vfleet.config.hostconfig import HostConfig
-from vfleet.roles.replica import render_member
-from vfleet.roles.service import render_service
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.config.vllm_facts import flag_available
-
 from vfleet.engine.errors import VfleetError
+from vfleet.roles.gateway import Backend, render_files
+from vfleet.roles.replica import render_member
+from vfleet.roles.service import render_service
 
 __all__ = ["RenderedFile", "render_host", "MASK", "dest_targets", "write_rendered"]
 
@@ -38,21 +37,25 @@ MASK = "********"
 
 @dataclass(frozen=True)
 class RenderedFile:
-    path: str          # where deploy puts it on the host
+    path: str  # where deploy puts it on the host
     mode: str
     text: str
 
 
 def masked(cfg: HostConfig) -> HostConfig:
     """The config with every secret replaced by MASK (also vllm_env values named like one)."""
-    from vfleet.engine.inventory import masked_vars
     from vfleet.config.variables import SCHEMA
+    from vfleet.engine.inventory import masked_vars
 
     env = masked_vars(dict(cfg.vllm_env), schema=SCHEMA)
     env = {k: (MASK if v == "***" else v) for k, v in env.items()}
-    return dataclasses.replace(cfg, api_key=MASK if cfg.api_key else None,
-                               hf_token=MASK if cfg.hf_token else None, vllm_env=env,
-                               gateway_tenants=tuple(dataclasses.replace(t, key=MASK) for t in cfg.gateway_tenants))
+    return dataclasses.replace(
+        cfg,
+        api_key=MASK if cfg.api_key else None,
+        hf_token=MASK if cfg.hf_token else None,
+        vllm_env=env,
+        gateway_tenants=tuple(dataclasses.replace(t, key=MASK) for t in cfg.gateway_tenants),
+    )
 
 
 def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) -> list[RenderedFile]:
@@ -60,11 +63,20 @@ def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) 
     out: list[RenderedFile] = []
     cfg = fleet.config(host)
     replica = fleet.replica_of(host)
-    if replica is not None:  # a multi-host replica's member: Ray units, the head's vLLM (vfleet/roles/replica/_ray_render.py)
+    if (
+        replica is not None
+    ):  # a multi-host replica's member: Ray units, the head's vLLM (vfleet/roles/replica/_ray_render.py)
         cfg.require_serving()
-        out += [RenderedFile(f.path, f.mode, f.text) for f in render_member(
-            replica, masked(cfg), masked(fleet.config(replica.head)), flag_available,
-            systemd_version=systemd_version)]
+        out += [
+            RenderedFile(f.path, f.mode, f.text)
+            for f in render_member(
+                replica,
+                masked(cfg),
+                masked(fleet.config(replica.head)),
+                flag_available,
+                systemd_version=systemd_version,
+            )
+        ]
     elif VLLM_GROUP in cfg.groups:
         cfg.require_serving()
         r = render_service(masked(cfg), flag_available, systemd_version=systemd_version)
@@ -72,8 +84,10 @@ def render_host(fleet: Fleet, host: str, *, systemd_version: int | None = None) 
     if GATEWAY_GROUP in cfg.groups:
         backends = [Backend.of(fleet.config(h)) for h in fleet.serving_hosts]
         files = render_files(backends, masked(cfg))
-        out += [RenderedFile(f.path, f.mode, MASK + "\n" if f.secret and f.relative.endswith(".key") else f.content)
-                for f in files.all]
+        out += [
+            RenderedFile(f.path, f.mode, MASK + "\n" if f.secret and f.relative.endswith(".key") else f.content)
+            for f in files.all
+        ]
     return out
 
 
@@ -88,7 +102,9 @@ def _target(root: Path, host: str, path: str) -> Path:
     folder = (root / host).resolve()
     target = (folder / path.lstrip("/")).resolve()
     if not folder.is_relative_to(root) or not target.is_relative_to(folder) or target == folder:
-        raise VfleetError(f"{where} would land outside {root / host} (through a symlink in {root}): nothing was written")
+        raise VfleetError(
+            f"{where} would land outside {root / host} (through a symlink in {root}): nothing was written"
+        )
     return target
 
 

@@ -3,6 +3,7 @@ vLLM host its unit, versions, model, place on each gateway, the server's numbers
 starts in the last hour, drift from the inventory and the bottleneck verdict; per gateway
 nginx and its backends. One round trip per host, all hosts at once; `--watch N` redraws every
 N seconds until Ctrl-C."""
+
 from __future__ import annotations
 
 import io
@@ -21,7 +22,7 @@ from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.report import write_json_atomic
 
-STATUS_FORKS = 64   # hosts asked at once: a round is one short script per host, mostly waiting on the network
+STATUS_FORKS = 64  # hosts asked at once: a round is one short script per host, mostly waiting on the network
 
 
 def _seconds(value: object) -> float | None:
@@ -36,26 +37,45 @@ def _seconds(value: object) -> float | None:
     return seconds
 
 
-@task(help=helptext("inventory", "limit", "set", "report", "no_host_key_checking", "connect_timeout",
-                    forks=f"How many hosts are asked at once (default {STATUS_FORKS})",
-                    watch="Redraw every SECONDS until Ctrl-C (the report, if asked, is rewritten each round)"),
-      iterable=["set_"])
+@task(
+    help=helptext(
+        "inventory",
+        "limit",
+        "set",
+        "report",
+        "no_host_key_checking",
+        "connect_timeout",
+        forks=f"How many hosts are asked at once (default {STATUS_FORKS})",
+        watch="Redraw every SECONDS until Ctrl-C (the report, if asked, is rewritten each round)",
+    ),
+    iterable=["set_"],
+)
 @cli_errors
-def status(c, inventory=None, limit=None, set_=None, report=None, forks=STATUS_FORKS, watch=None,
-           no_host_key_checking=False, connect_timeout=None):
+def status(
+    c,
+    inventory=None,
+    limit=None,
+    set_=None,
+    report=None,
+    forks=STATUS_FORKS,
+    watch=None,
+    no_host_key_checking=False,
+    connect_timeout=None,
+):
     """Show every host's unit, versions, load, GPUs, drift and bottleneck verdict."""
-    from vfleet.roles.status import Watch, run_round
-    from vfleet.roles.status import screen
     from vfleet.roles.model_source import never_download
+    from vfleet.roles.status import Watch, run_round, screen
 
-    never_download()   # the wanted unit reads hub adapters' ranks: from the cache, never a download
+    never_download()  # the wanted unit reads hub adapters' ranks: from the cache, never a download
     opts = TaskOptions.of(locals())
     every = _seconds(watch)
     fleet = load(opts)
     hosts = [h for h in select(fleet, opts.limit) if VLLM_GROUP in h.groups or GATEWAY_GROUP in h.groups]
     if not hosts:
-        raise VfleetError(f"{fleet.inventory.path}: no host of group '{VLLM_GROUP}' or '{GATEWAY_GROUP}'"
-                          + (f" matches --limit {opts.limit}" if opts.limit else ""))
+        raise VfleetError(
+            f"{fleet.inventory.path}: no host of group '{VLLM_GROUP}' or '{GATEWAY_GROUP}'"
+            + (f" matches --limit {opts.limit}" if opts.limit else "")
+        )
     configs = fleet.configs_of(hosts)
     backends = [(c.name, c.base_url) for c in fleet.configs_of(fleet.serving_hosts)]
     # a pipe or a file gets whole rows (kubectl's way), a terminal its own width

@@ -4,19 +4,20 @@
 inventory; `--inventory` reads the journal of every selected vLLM host whose unit is failed or
 restarting, one round trip a host, and classifies it. The classifier (vfleet/roles/triage/) is
 imported when the task runs; docs/triage.md lists its classes and rules."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from invoke import task
 
+from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
+from vfleet.cli.options import TaskOptions
+from vfleet.config.variables import VLLM_GROUP
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.report import write_json_atomic
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.config.variables import VLLM_GROUP
-from vfleet.cli.common import cli_errors, finish, helptext, load, make_play, select
-from vfleet.cli.options import TaskOptions
 
 if TYPE_CHECKING:
     from vfleet.roles.triage import Verdict
@@ -40,8 +41,7 @@ def verdict_lines(source: str, verdict: "Verdict") -> list[str]:
 
 
 def _triage_log(path: str, report: str | None) -> None:
-    from vfleet.roles.triage import classify_lines
-    from vfleet.roles.triage import read_log
+    from vfleet.roles.triage import classify_lines, read_log
 
     text = read_log(path)
     verdict = classify_lines(text.lines, first_line=text.first_line, note=text.note)
@@ -52,12 +52,31 @@ def _triage_log(path: str, report: str | None) -> None:
         print(f"report written to {report}")
 
 
-@task(help=helptext("inventory", "limit", "set", "forks", "report", "no_host_key_checking", "connect_timeout",
-                    log="Classify this saved journal or vLLM log instead of reading hosts (its last 8 MiB)"),
-      iterable=["set_"])
+@task(
+    help=helptext(
+        "inventory",
+        "limit",
+        "set",
+        "forks",
+        "report",
+        "no_host_key_checking",
+        "connect_timeout",
+        log="Classify this saved journal or vLLM log instead of reading hosts (its last 8 MiB)",
+    ),
+    iterable=["set_"],
+)
 @cli_errors
-def triage(c, inventory=None, limit=None, log=None, set_=None, forks=10, report=None, no_host_key_checking=False,
-           connect_timeout=None):
+def triage(
+    c,
+    inventory=None,
+    limit=None,
+    log=None,
+    set_=None,
+    forks=10,
+    report=None,
+    no_host_key_checking=False,
+    connect_timeout=None,
+):
     """Why vLLM failed to start or died, and the next step (--log FILE, or the hosts' journals).
 
     Prints the class (out of memory while loading or after, KV cache too small, NCCL, chat
@@ -75,16 +94,20 @@ def triage(c, inventory=None, limit=None, log=None, set_=None, forks=10, report=
     fleet = load(opts)
     hosts = select(fleet, opts.limit, VLLM_GROUP)
     if not hosts:
-        raise VfleetError(f"{fleet.inventory.path}: no host of group '{VLLM_GROUP}'"
-                          + (f" matches --limit {opts.limit}" if opts.limit else ""))
+        raise VfleetError(
+            f"{fleet.inventory.path}: no host of group '{VLLM_GROUP}'"
+            + (f" matches --limit {opts.limit}" if opts.limit else "")
+        )
     play = make_play("triage", fleet, hosts, opts)
     found: dict[str, list[str]] = {}
 
     def step(ctx: HostContext) -> None:
         t = triage_host(ctx)
         if not t.health.read:
-            raise HostFailed(f"{t.unit}: state unknown: `systemctl show` printed no ActiveState (no systemd on "
-                             "the host, or systemctl failed); check that the host runs systemd and the unit exists")
+            raise HostFailed(
+                f"{t.unit}: state unknown: `systemctl show` printed no ActiveState (no systemd on "
+                "the host, or systemctl failed); check that the host runs systemd and the unit exists"
+            )
         if t.verdict is None:
             ctx.record("triage", t.unit, Status.OK, f"{t.health.describe()}: not down, nothing to triage")
             return

@@ -3,6 +3,7 @@ score from the files `vfleet bench` and `vfleet eval` wrote; nothing connects to
 
 Exit 0 when every variant is accepted, 1 when one is rejected (its score dropped more than
 --max-score-drop below the baseline's), 2 on bad input."""
+
 from __future__ import annotations
 
 import re
@@ -10,12 +11,12 @@ import re
 from invoke import task
 from invoke.exceptions import Exit
 
-from vfleet.engine.errors import VfleetError
 from vfleet.cli.common import cli_errors
+from vfleet.engine.errors import VfleetError
 
 VARIANTS_HELP = {
     "variant": "NAME=BENCH.json,EVAL.json: a variant's `vfleet bench` result and `vfleet eval` report "
-               "(repeat, two or more; the first is the baseline)",
+    "(repeat, two or more; the first is the baseline)",
     "max_score_drop": "Largest eval score drop below the baseline accepted, as a fraction (default 0.03 = 3 points)",
     "level": "Concurrency level of the benches to compare (default: the highest level every variant completed)",
     "out": "Folder for NAME.json (the table) and NAME.png (default: variants-results)",
@@ -30,7 +31,7 @@ def _max_score_drop(text: str | None, default: float) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value <= 1:   # NaN fails this too
+    if not 0 <= value <= 1:  # NaN fails this too
         raise VfleetError(f"--max-score-drop {text}: expected a fraction from 0 to 1, e.g. 0.03 for 3 points")
     return value
 
@@ -69,8 +70,10 @@ def variants(c, variant=None, max_score_drop=None, level=None, out="variants-res
         console.print(j.line, markup=False)
     files = {"json": Path(out) / f"{name}.json", "png": Path(out) / f"{name}.png"}
     write_png(files["png"], rows, at, judgements, drop)
-    write_json(files["json"], judge.result_dict(rows, at, drop, judgements, warned)
-               | {"files": {k: str(v) for k, v in files.items()}})
+    write_json(
+        files["json"],
+        judge.result_dict(rows, at, drop, judgements, warned) | {"files": {k: str(v) for k, v in files.items()}},
+    )
     console.print("written: " + ", ".join(str(v) for v in files.values()))
     if not all(j.accepted for j in judgements):
         raise Exit(code=1)

@@ -4,6 +4,7 @@ non-streamed chat requests from a few worker threads, each request classified as
 without a finished choice). It proves a rolling restart dropped nothing (the rollout tests and
 benchmarks/rolling_restart.py). Throughput and latency sweeps are `vfleet bench`'s job
 (vfleet/clients/bench/). Loops are bounded in time and count, and stop by themselves."""
+
 from __future__ import annotations
 
 import contextlib
@@ -63,8 +64,8 @@ class LoadGenerator:
     pause_s: float = 0.05
     timeout_s: float = 120.0
     max_requests: int = 100_000
-    verify: str | bool = True   # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
-    prompt: str = "Count to ten."   # what each request asks (a LoRA adapter is asked what it was trained on)
+    verify: str | bool = True  # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
+    prompt: str = "Count to ten."  # what each request asks (a LoRA adapter is asked what it was trained on)
     results: list[RequestResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -75,8 +76,13 @@ class LoadGenerator:
 
     # -- one request ----------------------------------------------------------------------
     def _body(self, stream: bool) -> dict[str, Any]:
-        return {"model": self.model, "messages": [{"role": "user", "content": self.prompt}],
-                "max_tokens": self.max_tokens, "ignore_eos": True, "stream": stream}
+        return {
+            "model": self.model,
+            "messages": [{"role": "user", "content": self.prompt}],
+            "max_tokens": self.max_tokens,
+            "ignore_eos": True,
+            "stream": stream,
+        }
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -91,8 +97,9 @@ class LoadGenerator:
                 continue
             res.resent = resent
             return res
-        return RequestResult(t0, time.monotonic() - t0, stream, "failed",
-                             f"{type(failure).__name__}: {failure}"[:200], resent=RESENDS)
+        return RequestResult(
+            t0, time.monotonic() - t0, stream, "failed", f"{type(failure).__name__}: {failure}"[:200], resent=RESENDS
+        )
 
     def _attempt(self, client: httpx.Client, stream: bool, t0: float) -> RequestResult:
         url = f"{self.base_url}/v1/chat/completions"
@@ -109,8 +116,11 @@ class LoadGenerator:
             done = False
             finished = False
             with contextlib.ExitStack() as stack:
-                es = _response(lambda: stack.enter_context(
-                    connect_sse(client, "POST", url, json=self._body(True), headers=self._headers())))
+                es = _response(
+                    lambda: stack.enter_context(
+                        connect_sse(client, "POST", url, json=self._body(True), headers=self._headers())
+                    )
+                )
                 if es.response.status_code != 200:
                     return RequestResult(t0, time.monotonic() - t0, True, "failed", _http_failure(es.response))
                 for sse in es.iter_sse():
@@ -125,8 +135,9 @@ class LoadGenerator:
                             ttft = time.monotonic() - t0
                         finished = finished or bool(ch.get("finish_reason"))
             outcome = "ok" if (done and finished) else "truncated"
-            return RequestResult(t0, time.monotonic() - t0, True, outcome,
-                                 "" if outcome == "ok" else "stream ended before [DONE]", ttft)
+            return RequestResult(
+                t0, time.monotonic() - t0, True, outcome, "" if outcome == "ok" else "stream ended before [DONE]", ttft
+            )
         except (httpx.HTTPError, json.JSONDecodeError) as exc:
             return RequestResult(t0, time.monotonic() - t0, stream, "failed", f"{type(exc).__name__}: {exc}"[:200])
 
@@ -173,14 +184,19 @@ class LoadGenerator:
             q = statistics.quantiles(values, n=100, method="inclusive")
             return {"p50": round(q[49], 4), "p90": round(q[89], 4), "p99": round(q[98], 4)}
 
-        return {"requests": len(res), **counts, "streamed": sum(r.streamed for r in res),
-                "resent": sum(r.resent for r in res),
-                "latency_s": pct(lat), "ttft_s": pct(ttft),
-                "errors": sorted({r.detail for r in res if r.outcome != "ok"})[:10]}
+        return {
+            "requests": len(res),
+            **counts,
+            "streamed": sum(r.streamed for r in res),
+            "resent": sum(r.resent for r in res),
+            "latency_s": pct(lat),
+            "ttft_s": pct(ttft),
+            "errors": sorted({r.detail for r in res if r.outcome != "ok"})[:10],
+        }
 
 
 def _http_failure(r: httpx.Response) -> str:
-    """"HTTP 503" and the OpenAI-style error code of the body when it has one, which tells the
+    """ "HTTP 503" and the OpenAI-style error code of the body when it has one, which tells the
     gateway's own answers (model_unavailable: no host of the model could take it) from vLLM's."""
     try:
         r.read()

@@ -9,6 +9,7 @@ reader to diff two reports by hand.
 The record is a plain dict (it travels in JSON reports); `FIELDS` is its vocabulary, in the
 order a person reads it. A field nobody could read is absent or None, and "unknown" is never
 reported as a change."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -4,6 +4,7 @@ completion with chunks (time to first token measured), Prometheus gauges on /met
 /metrics NOT exposed by the gateway), a request without the API key refused, and two probes of
 what the model says (vfleet/clients/smoke_probes.py: a reply that stops by itself, a reply that
 satisfies a JSON schema)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,10 +18,10 @@ from httpx_sse import connect_sse
 
 from vfleet.clients import smoke_probes
 from vfleet.clients.bench import server_metrics
-from vfleet.engine.results import Status
-from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.config.extra_args import unsafe_warnings
 from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.results import Status
+from vfleet.engine.runner import HostContext, HostFailed
 
 RUNNING_GAUGES = ("vllm:num_requests_running",)
 PROMPT = [{"role": "user", "content": "Say hello to the fleet."}]
@@ -69,11 +70,11 @@ class Target:
     base_url: str
     model: str
     api_key: str | None
-    chat: bool = True   # False: the model has no chat template, /v1/completions only
-    vllm_version: str | None = None   # the pinned version: a probe it cannot answer is skipped
-    verify: str | bool = True          # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
-    adapters: tuple[str, ...] = ()     # LoRA adapters served beside the model: listed, and a completion each
-    speculative: bool = False          # speculative decoding on: its acceptance read from /metrics
+    chat: bool = True  # False: the model has no chat template, /v1/completions only
+    vllm_version: str | None = None  # the pinned version: a probe it cannot answer is skipped
+    verify: str | bool = True  # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
+    adapters: tuple[str, ...] = ()  # LoRA adapters served beside the model: listed, and a completion each
+    speculative: bool = False  # speculative decoding on: its acceptance read from /metrics
 
     @property
     def headers(self) -> dict[str, str]:
@@ -85,21 +86,33 @@ class Target:
 
     def body(self, max_tokens: int, **extra: Any) -> dict[str, Any]:
         prompt = {"messages": PROMPT} if self.chat else {"prompt": PROMPT[0]["content"]}
-        return {"model": self.model, **prompt, "max_tokens": max_tokens, "ignore_eos": True,
-                "temperature": 0, **extra}
+        return {"model": self.model, **prompt, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0, **extra}
 
 
 def host_target(cfg: HostConfig) -> Target:
     """vLLM on one host, asked for the name it serves (served_model_name)."""
-    return Target("host", cfg.base_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version,
-                  adapters=tuple(a.name for a in cfg.lora_adapters), speculative=cfg.speculative is not None)
+    return Target(
+        "host",
+        cfg.base_url,
+        str(cfg.served_model_name),
+        cfg.api_key,
+        chat=not cfg.serve_completions_only,
+        vllm_version=cfg.vllm_version,
+        adapters=tuple(a.name for a in cfg.lora_adapters),
+        speculative=cfg.speculative is not None,
+    )
 
 
 def gateway_target(cfg: HostConfig) -> Target:
-    return Target("gateway", cfg.gateway_url, str(cfg.served_model_name), cfg.api_key,
-                  chat=not cfg.serve_completions_only, vllm_version=cfg.vllm_version,
-                  verify=cfg.gateway_verify)
+    return Target(
+        "gateway",
+        cfg.gateway_url,
+        str(cfg.served_model_name),
+        cfg.api_key,
+        chat=not cfg.serve_completions_only,
+        vllm_version=cfg.vllm_version,
+        verify=cfg.gateway_verify,
+    )
 
 
 def chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict[str, Any]:
@@ -123,8 +136,9 @@ def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict
     text = []
     done = False
     finish = None
-    with connect_sse(client, "POST", f"{t.base_url}{t.endpoint}", headers=t.headers,
-                     json=t.body(max_tokens, stream=True)) as es:
+    with connect_sse(
+        client, "POST", f"{t.base_url}{t.endpoint}", headers=t.headers, json=t.body(max_tokens, stream=True)
+    ) as es:
         es.response.raise_for_status()
         for sse in es.iter_sse():
             if sse.data == "[DONE]":
@@ -139,8 +153,14 @@ def stream_chat(client: httpx.Client, t: Target, *, max_tokens: int = 8) -> dict
                     chunks += 1
                     text.append(delta)
                 finish = choice.get("finish_reason") or finish
-    return {"chunks": chunks, "ttft_s": ttft, "done": done, "finish_reason": finish, "text": "".join(text),
-            "elapsed_s": time.monotonic() - t0}
+    return {
+        "chunks": chunks,
+        "ttft_s": ttft,
+        "done": done,
+        "finish_reason": finish,
+        "text": "".join(text),
+        "elapsed_s": time.monotonic() - t0,
+    }
 
 
 def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tuple[bool, str, dict]]]]:
@@ -152,8 +172,11 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         r = c.get(f"{t.base_url}/v1/models", headers=t.headers)
         names = [m.get("id") for m in r.json().get("data", [])] if r.status_code == 200 else []
         missing = [n for n in (t.model, *t.adapters) if n not in names]
-        return not missing, f"HTTP {r.status_code}, models {names}" + (f", missing {missing}" if missing else ""), \
-            {"models": names}
+        return (
+            not missing,
+            f"HTTP {r.status_code}, models {names}" + (f", missing {missing}" if missing else ""),
+            {"models": names},
+        )
 
     def completion(c: httpx.Client, t: Target):
         d = chat(c, t)
@@ -165,15 +188,22 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
         s = stream_chat(c, t)
         ok = s["chunks"] > 0 and s["done"]
         ttft = f"{s['ttft_s'] * 1000:.0f} ms" if s["ttft_s"] is not None else "n/a"
-        return ok, f"{s['chunks']} chunks, TTFT {ttft}, [DONE] {'yes' if s['done'] else 'missing'}", \
-            {"chunks": s["chunks"], "ttft_s": s["ttft_s"]}
+        return (
+            ok,
+            f"{s['chunks']} chunks, TTFT {ttft}, [DONE] {'yes' if s['done'] else 'missing'}",
+            {"chunks": s["chunks"], "ttft_s": s["ttft_s"]},
+        )
 
     def metrics(c: httpx.Client, t: Target):
         r = c.get(f"{t.base_url}/metrics", headers=t.headers)
         if t.kind == "gateway":
             return r.status_code in (403, 404), f"HTTP {r.status_code} (must not be exposed)", {}
         missing = [g for g in RUNNING_GAUGES if g not in r.text]
-        return r.status_code == 200 and not missing, f"HTTP {r.status_code}" + (f", missing {missing}" if missing else ""), {}
+        return (
+            r.status_code == 200 and not missing,
+            f"HTTP {r.status_code}" + (f", missing {missing}" if missing else ""),
+            {},
+        )
 
     def auth(c: httpx.Client, t: Target):
         if not t.api_key:
@@ -184,24 +214,40 @@ def checks_for(t: Target) -> list[tuple[str, Callable[[httpx.Client, Target], tu
     def adapter(name: str) -> Callable[[httpx.Client, Target], tuple[bool, str, dict]]:
         """A completion asked of one LoRA adapter by its name: vLLM loads it on first use, so
         a wrong path or rank shows here, not at a client's first request."""
+
         def check(c: httpx.Client, t: Target):
             ok, msg, data = completion(c, dataclasses.replace(t, model=name))
             return ok, msg, {**data, "adapter": name}
+
         return check
 
-    checks = [("/health", health), ("/v1/models", models), ("chat completion", completion),
-              (STREAMED, streamed), ("/metrics", metrics), ("api key required", auth)]
+    checks = [
+        ("/health", health),
+        ("/v1/models", models),
+        ("chat completion", completion),
+        (STREAMED, streamed),
+        ("/metrics", metrics),
+        ("api key required", auth),
+    ]
+
     def speculative(c: httpx.Client, t: Target):
         """After the completions above: vLLM exports its draft and accepted token counters only
         while speculative decoding runs, so their absence means the config did not take."""
         r = c.get(f"{t.base_url}/metrics", headers=t.headers)
         counts = server_metrics.acceptance(r.text) if r.status_code == 200 else None
         if counts is None:
-            return False, f"HTTP {r.status_code}, no vllm:spec_decode_* counters: speculative decoding is not running", {}
+            return (
+                False,
+                f"HTTP {r.status_code}, no vllm:spec_decode_* counters: speculative decoding is not running",
+                {},
+            )
         accepted, drafted = counts
         rate = accepted / drafted if drafted else None
-        shown = f"acceptance {rate:.1%} ({accepted:.0f} of {drafted:.0f} draft tokens)" if rate is not None \
+        shown = (
+            f"acceptance {rate:.1%} ({accepted:.0f} of {drafted:.0f} draft tokens)"
+            if rate is not None
             else "no draft tokens proposed yet"
+        )
         return True, shown, {"acceptance_rate": rate, "draft_tokens": drafted, "accepted_tokens": accepted}
 
     checks += [(f"adapter {name}", adapter(name)) for name in t.adapters]
@@ -225,8 +271,9 @@ def _warn_unsafe(ctx: HostContext) -> None:
         ctx.record("smoke host", "widened protection", Status.OK, "; ".join(lines), data={"warnings": lines})
 
 
-def run_smoke(ctx: HostContext, target: Target, *, label: str | None = None,
-              timeout: float = 120) -> dict[str, CheckResult]:
+def run_smoke(
+    ctx: HostContext, target: Target, *, label: str | None = None, timeout: float = 120
+) -> dict[str, CheckResult]:
     """Run every check against one target; record each, and keep them in the host's
     SmokeResults under `label` (default: the target's kind); fail the host if any failed."""
     results: dict[str, CheckResult] = {}

@@ -23,14 +23,30 @@ The rules, first match wins (the field reports' chains of reasoning, issue 27):
   5. otherwise healthy (requests running) or idle (none).
 Each verdict carries the numbers it read, so an operator can check it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KV_NEAR_FULL", "AT_LIMIT_SHARE", "TTFT_GROWTH", "RUNNING_LOW_SHARE", "GPU_UTIL_LOW",
-           "ServerNumbers", "Verdict", "verdict", "MEMORY_BOUND", "SEQS_TOO_SMALL", "QUEUEING",
-           "UNDERFED", "HEALTHY", "IDLE", "UNKNOWN", "TEXTS"]
+__all__ = [
+    "KV_NEAR_FULL",
+    "AT_LIMIT_SHARE",
+    "TTFT_GROWTH",
+    "RUNNING_LOW_SHARE",
+    "GPU_UTIL_LOW",
+    "ServerNumbers",
+    "Verdict",
+    "verdict",
+    "MEMORY_BOUND",
+    "SEQS_TOO_SMALL",
+    "QUEUEING",
+    "UNDERFED",
+    "HEALTHY",
+    "IDLE",
+    "UNKNOWN",
+    "TEXTS",
+]
 
 KV_NEAR_FULL = 0.90
 """KV cache usage (0..1) at which a waiting request is waiting for cache blocks. vLLM's
@@ -67,18 +83,17 @@ UNKNOWN = "unknown"
 
 TEXTS: dict[str, str] = {
     MEMORY_BOUND: "requests wait for KV cache: lower max_model_len, quantize (weights or kv_cache_dtype), "
-                  "or add GPUs (tensor_parallel_size) / hosts",
+    "or add GPUs (tensor_parallel_size) / hosts",
     SEQS_TOO_SMALL: "requests wait while the KV cache has room: raise max_num_seqs (inventory variable "
-                    "max_num_seqs) to the planner's figure (`vfleet preflight` prints the suggested max_num_seqs)",
-    QUEUEING: "the engine runs at max_num_seqs and TTFT grows: it is at capacity; add hosts or lower the "
-              "offered load",
+    "max_num_seqs) to the planner's figure (`vfleet preflight` prints the suggested max_num_seqs)",
+    QUEUEING: "the engine runs at max_num_seqs and TTFT grows: it is at capacity; add hosts or lower the offered load",
     UNDERFED: "the engine has room and the GPU idles: look upstream (client connection pool, gateway "
-              "limits gateway_max_conns / gateway_rate_limit)",
+    "limits gateway_max_conns / gateway_rate_limit)",
     HEALTHY: "requests run and none wait, or a few wait below max_num_seqs with the KV cache free "
-             "(admitted over the next scheduler steps, within max_num_batched_tokens)",
+    "(admitted over the next scheduler steps, within max_num_batched_tokens)",
     IDLE: "no request running or waiting",
     UNKNOWN: "not enough numbers to judge (no answer from /metrics, or requests wait and no KV cache "
-             "usage is exported)",
+    "usage is exported)",
 }
 """What each verdict means and what to do; the alert rules' descriptions use the same texts."""
 
@@ -143,8 +158,12 @@ def _pick(n: ServerNumbers, *names: str) -> dict[str, Any]:
 
 
 def _ttft_growing(n: ServerNumbers) -> bool:
-    return (n.ttft_s is not None and n.ttft_before_s is not None and n.ttft_before_s > 0
-            and n.ttft_s >= TTFT_GROWTH * n.ttft_before_s)
+    return (
+        n.ttft_s is not None
+        and n.ttft_before_s is not None
+        and n.ttft_before_s > 0
+        and n.ttft_s >= TTFT_GROWTH * n.ttft_before_s
+    )
 
 
 def _room(n: ServerNumbers) -> float | None:
@@ -165,7 +184,7 @@ def verdict(n: ServerNumbers) -> Verdict:
     at_limit = n.max_num_seqs is not None and running >= AT_LIMIT_SHARE * n.max_num_seqs
     if waiting > 0 and (at_limit or n.max_num_seqs is None):
         return Verdict(SEQS_TOO_SMALL, _pick(n, "waiting", "running", "max_num_seqs", "kv_cache_usage"))
-    if waiting > 0:   # below max_num_seqs, KV room: the next steps' token budget admits them
+    if waiting > 0:  # below max_num_seqs, KV room: the next steps' token budget admits them
         return Verdict(HEALTHY, _pick(n, "running", "waiting", "max_num_seqs", "kv_cache_usage"))
     if at_limit and _ttft_growing(n):
         return Verdict(QUEUEING, _pick(n, "running", "waiting", "max_num_seqs", "ttft_s", "ttft_before_s"))

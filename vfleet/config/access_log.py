@@ -5,6 +5,7 @@ error kinds. One home, so a renamed key or a moved file changes all three togeth
 Why in config and not in a role: the gateway role renders the log_format, the monitoring role
 ships the mtail program that tails the file, and the usage role reads it over SSH; a role must
 not lean on another role's internals, and all three sit above this layer."""
+
 from __future__ import annotations
 
 __all__ = ["ACCESS_LOG", "FIELDS", "ERROR_KINDS", "UNBOUNDED_MODEL_ERRORS"]
@@ -14,12 +15,34 @@ __all__ = ["ACCESS_LOG", "FIELDS", "ERROR_KINDS", "UNBOUNDED_MODEL_ERRORS"]
 ACCESS_LOG = "/var/log/nginx/vfleet-access.log"
 
 # Keys of one line, in the order the log_format writes them (GATEWAY24.md "The access log").
-FIELDS = ("time", "msec", "tenant", "model", "answered_by", "status", "error", "upstream",
-          "request_time", "ttfb", "method", "path", "bytes")
+FIELDS = (
+    "time",
+    "msec",
+    "tenant",
+    "model",
+    "answered_by",
+    "status",
+    "error",
+    "upstream",
+    "request_time",
+    "ttfb",
+    "method",
+    "path",
+    "bytes",
+)
 
 # What `error` holds when status >= 400 ("" below 400).
-ERROR_KINDS = ("unauthorized", "rate_limited", "concurrency_limited", "model_not_found", "bad_request",
-               "unavailable", "not_found", "upstream", "client_closed")
+ERROR_KINDS = (
+    "unauthorized",
+    "rate_limited",
+    "concurrency_limited",
+    "model_not_found",
+    "bad_request",
+    "unavailable",
+    "not_found",
+    "upstream",
+    "client_closed",
+)
 
 # Errors where `model` is whatever the client wrote (a refused key, an unknown model, a body
 # that could not be read): metrics label such requests model="" so that a client cannot

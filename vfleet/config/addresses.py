@@ -18,6 +18,7 @@ so the address itself must be one thing they all read the same:
 - anything else is a host name (RFC 1123 labels; `_` tolerated as /etc/hosts and ssh_config
   aliases use it), so never an option (`-oProxyCommand=...`), a space or a control character.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -40,8 +41,10 @@ def address_problem(value: str) -> str | None:
         except ValueError:
             return "not a well-formed IPv6 address"
         if ip.scope_id:
-            return ("an IPv6 zone (%...) cannot be written in a URL, an nginx line or Ray's address; "
-                    "use a global or unique-local address")
+            return (
+                "an IPv6 zone (%...) cannot be written in a URL, an nginx line or Ray's address; "
+                "use a global or unique-local address"
+            )
         return None
     if _DOTTED.fullmatch(value):
         try:

@@ -28,17 +28,18 @@ inventory names with one address, and need ports of their own. One port stays sh
 same variable of one unit listed under two names (one address, one SSH port, one
 service_name: the same process listens), e.g. SSH itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
 
-from vfleet.engine.inventory import Host, Inventory
-from vfleet.engine.pathrules import is_host_source
 from vfleet.config.addresses import address_problem, ip_problem, machine_key
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replicas import Replica
 from vfleet.config.variables import MONITORING_GROUP
+from vfleet.engine.inventory import Host, Inventory
+from vfleet.engine.pathrules import is_host_source
 
 __all__ = ["Listener", "listeners", "check_fleet", "RAY_MIN_PORT"]
 
@@ -60,8 +61,9 @@ class Listener:
 
     def same_listener(self, other: "Listener") -> bool:
         """The same process seen through two inventory names."""
-        return self.host != other.host and self.owner == other.owner and \
-            (self.var == other.var or self.owner[1] is None)
+        return (
+            self.host != other.host and self.owner == other.owner and (self.var == other.var or self.owner[1] is None)
+        )
 
 
 def _ssh_var(host: Host) -> str:
@@ -74,20 +76,26 @@ def listeners(host: Host, cfg: HostConfig, replica: Replica | None) -> list[List
     if cfg.serves and (replica is None or replica.head == cfg.name):
         out.append(("vllm_port", cfg.vllm_port))
     if cfg.is_gateway:
-        out += [("gateway_port", cfg.gateway_port),
-                ("monitoring_gateway_status_port", cfg.monitoring.gateway_status_port),
-                ("monitoring_gateway_exporter_port", cfg.monitoring.gateway_exporter_port),
-                ("monitoring_gateway_mtail_port", cfg.monitoring.gateway_mtail_port)]
+        out += [
+            ("gateway_port", cfg.gateway_port),
+            ("monitoring_gateway_status_port", cfg.monitoring.gateway_status_port),
+            ("monitoring_gateway_exporter_port", cfg.monitoring.gateway_exporter_port),
+            ("monitoring_gateway_mtail_port", cfg.monitoring.gateway_mtail_port),
+        ]
     if MONITORING_GROUP in cfg.groups:
         out.append(("monitoring_port", cfg.monitoring.port))
     if replica is not None:
         rs = cfg.replica
         if replica.head == cfg.name:
             out.append(("replica_allreduce_port", rs.allreduce_port))
-            out.append(("ray_port", rs.ray.port) if replica.backend == "ray" else ("replica_master_port", rs.master_port))
+            out.append(
+                ("ray_port", rs.ray.port) if replica.backend == "ray" else ("replica_master_port", rs.master_port)
+            )
         if replica.backend == "ray":
-            out += [("ray_node_manager_port", rs.ray.node_manager_port),
-                    ("ray_object_manager_port", rs.ray.object_manager_port)]
+            out += [
+                ("ray_node_manager_port", rs.ray.node_manager_port),
+                ("ray_object_manager_port", rs.ray.object_manager_port),
+            ]
     ssh = [Listener(host.name, _ssh_var(host), host.port, (host.port, None))] if host.connection != "local" else []
     return ssh + [Listener(host.name, var, port, (host.port, cfg.service_name)) for var, port in out]
 
@@ -113,20 +121,30 @@ def _ray_port_problems(cfg: HostConfig, replica: Replica | None) -> list[str]:
     if replica is None or replica.backend != "ray":
         return []
     ray = cfg.replica.ray
-    out = [f"host '{cfg.name}': {var} {port}: Ray takes ports {RAY_MIN_PORT}-65535 here; fix: a port from {RAY_MIN_PORT}"
-           for var, port in (("ray_port", ray.port), ("ray_min_worker_port", ray.min_worker_port),
-                             ("ray_max_worker_port", ray.max_worker_port)) if port < RAY_MIN_PORT]
+    out = [
+        f"host '{cfg.name}': {var} {port}: Ray takes ports {RAY_MIN_PORT}-65535 here; fix: a port from {RAY_MIN_PORT}"
+        for var, port in (
+            ("ray_port", ray.port),
+            ("ray_min_worker_port", ray.min_worker_port),
+            ("ray_max_worker_port", ray.max_worker_port),
+        )
+        if port < RAY_MIN_PORT
+    ]
     if ray.min_worker_port > ray.max_worker_port:
-        out.append(f"host '{cfg.name}': ray_min_worker_port {ray.min_worker_port} is above ray_max_worker_port "
-                   f"{ray.max_worker_port}; fix: min <= max")
+        out.append(
+            f"host '{cfg.name}': ray_min_worker_port {ray.min_worker_port} is above ray_max_worker_port "
+            f"{ray.max_worker_port}; fix: min <= max"
+        )
     return out
 
 
 def _clash(a: Listener, b: Listener, where: str) -> str:
     if a.host == b.host:
         return f"host '{a.host}': {a.var} and {b.var} are both {a.port}; fix: give each its own port"
-    return (f"hosts '{a.host}' and '{b.host}' share the address {where}: {a.host}'s {a.var} and {b.host}'s "
-            f"{b.var} are both {a.port}; fix: give each its own port")
+    return (
+        f"hosts '{a.host}' and '{b.host}' share the address {where}: {a.host}'s {a.var} and {b.host}'s "
+        f"{b.var} are both {a.port}; fix: give each its own port"
+    )
 
 
 def _port_problems(where: str, ports: list[Listener], ranges: dict[str, tuple[int, int]]) -> list[str]:
@@ -144,24 +162,30 @@ def _port_problems(where: str, ports: list[Listener], ranges: dict[str, tuple[in
         for p in ports:
             if lo <= p.port <= hi:
                 whose = "its" if p.host == owner else f"{owner}'s"
-                out.append(f"host '{p.host}': {p.var} {p.port} is inside {whose} Ray worker ports "
-                           f"ray_min_worker_port..ray_max_worker_port ({lo}-{hi}); fix: move it out or narrow the range")
+                out.append(
+                    f"host '{p.host}': {p.var} {p.port} is inside {whose} Ray worker ports "
+                    f"ray_min_worker_port..ray_max_worker_port ({lo}-{hi}); fix: move it out or narrow the range"
+                )
     spans = sorted((lo, hi, h) for h, (lo, hi) in ranges.items() if lo <= hi)
-    out += [f"hosts '{a}' and '{b}' share the address {where} and their Ray worker ranges overlap; fix: separate ranges"
-            for (_, hi_a, a), (lo_b, _, b) in zip(spans, spans[1:]) if lo_b <= hi_a]
+    out += [
+        f"hosts '{a}' and '{b}' share the address {where} and their Ray worker ranges overlap; fix: separate ranges"
+        for (_, hi_a, a), (lo_b, _, b) in zip(spans, spans[1:])
+        if lo_b <= hi_a
+    ]
     return out
 
 
 def _weights_problems(host: Host, cfg: HostConfig) -> list[str]:
     """The chain cuts the model into pieces on the controller: a HOST:/path source has none there."""
     if cfg.weights_distribution == "chain" and cfg.model_source and is_host_source(cfg.model_source):
-        return [f"host '{host.name}': weights_distribution chain needs model_source on the controller (a folder "
-                f"or hf://), not {cfg.model_source}; set weights_distribution: waves for a HOST:/path source"]
+        return [
+            f"host '{host.name}': weights_distribution chain needs model_source on the controller (a folder "
+            f"or hf://), not {cfg.model_source}; set weights_distribution: waves for a HOST:/path source"
+        ]
     return []
 
 
-def check_fleet(inventory: Inventory, configs: Mapping[str, HostConfig],
-                replicas: Mapping[str, Replica]) -> list[str]:
+def check_fleet(inventory: Inventory, configs: Mapping[str, HostConfig], replicas: Mapping[str, Replica]) -> list[str]:
     """Every cross-variable problem of the fleet, one line each, prefixed with the inventory's path."""
     replica_of = {h: r for r in replicas.values() for h in r.members}
     hosts = list(inventory.hosts.values())

@@ -12,6 +12,7 @@ change on any host. Errors never echo a value.
     fleet_errors(configs)    -> the same, one line per problem, naming the hosts
     unsafe_warnings(cfg)     -> one line per opted-in feature (and trust_remote_code)
 """
+
 from __future__ import annotations
 
 import re
@@ -39,15 +40,16 @@ _SECRET_WORDS = re.compile(r"(^|-)(secret|password|passwd)s?(-|$)|(^|-)(api-?key
 # flags vfleet renders nothing for, but which change what serves where
 _NOT_MODELLED = {
     "--config": "it reads options from a file, which could set any flag vfleet manages; give each "
-                "option in vllm_extra_args or its variable instead",
-    "--uds": "vLLM then ignores --host and --port, and the gateway, smoke and readiness reach "
-             "vllm_host:vllm_port",
+    "option in vllm_extra_args or its variable instead",
+    "--uds": "vLLM then ignores --host and --port, and the gateway, smoke and readiness reach vllm_host:vllm_port",
     "--grpc": "vLLM then serves gRPC, not HTTP, on vllm_port",
     "--grpc-port": "it opens a second (gRPC) port the gateway and vfleet's checks do not know",
     "--data-parallel-size": "vfleet plans one engine of tensor_parallel_size x pipeline_parallel_size "
-                            "GPUs per host (capacity, preflight, the gateway)",
-    **{f: "the gateway, smoke and readiness speak plain HTTP to vLLM; terminate TLS at the gateway"
-       for f in ("--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--ssl-cert-reqs", "--enable-ssl-refresh")},
+    "GPUs per host (capacity, preflight, the gateway)",
+    **{
+        f: "the gateway, smoke and readiness speak plain HTTP to vLLM; terminate TLS at the gateway"
+        for f in ("--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--ssl-cert-reqs", "--enable-ssl-refresh")
+    },
 }
 # environment vfleet writes from a variable (the secrets VLLM_API_KEY and HF_TOKEN are refused by
 # the env-file renderer: they stay in the 0600 file either way, and `vfleet inventory` shows them masked)
@@ -77,12 +79,14 @@ def _secret(r: Reading) -> str | None:
         if flag in _SECRET_FLAGS:
             return f"{ARGS}: {flag} would put a secret in the unit file (0644) and in `ps`: {_SECRET_FLAGS[flag]}"
     glued = r.spelled.lower().replace("_", "-")
-    if any(glued.startswith(flag) for flag in _SECRET_FLAGS):   # `--api-keySK...`: vLLM refuses it, we never echo it
+    if any(glued.startswith(flag) for flag in _SECRET_FLAGS):  # `--api-keySK...`: vLLM refuses it, we never echo it
         flag = next(f for f in _SECRET_FLAGS if glued.startswith(f))
         return f"{ARGS}: {flag}... would put a secret in the unit file (0644) and in `ps`: {_SECRET_FLAGS[flag]}"
     if any(_looks_secret(n) for n in (r.spelled, *r.canonical)):
-        return (f"{ARGS}: {r.spelled} looks like a secret, which the unit file (0644) and `ps` would show; "
-                f"pass it in vllm_env (the 0600 environment file) if vLLM reads it from there")
+        return (
+            f"{ARGS}: {r.spelled} looks like a secret, which the unit file (0644) and `ps` would show; "
+            f"pass it in vllm_env (the 0600 environment file) if vLLM reads it from there"
+        )
     return None
 
 
@@ -97,12 +101,15 @@ def _version_problem(cfg: HostConfig, r: Reading, flags: FlagList) -> str | None
         return f"{ARGS}: vLLM {version} does not accept {r.spelled[:60]}"
     for flag in r.options if len(r.canonical) == 1 and not flags.authoritative else ():
         if flag.startswith("--no-"):
-            continue   # the table's no_form says what vfleet may render, not what a release lacks
+            continue  # the table's no_form says what vfleet may render, not what a release lacks
         row = vllm_facts.flag_row(flag) or {}
         status = vllm_facts.flag_status(flag, version)
         if version and status in ("removed", "not-yet"):
-            why = (f"removed in {row['removed']}" + (f"; use {row['replaced_by']}" if row.get("replaced_by") else "")
-                   if status == "removed" else f"added in {row.get('added') or 'a later release'}")
+            why = (
+                f"removed in {row['removed']}" + (f"; use {row['replaced_by']}" if row.get("replaced_by") else "")
+                if status == "removed"
+                else f"added in {row.get('added') or 'a later release'}"
+            )
             return f"{ARGS}: vLLM {version} does not accept {flag} ({why})"
     return None
 
@@ -119,16 +126,20 @@ def _flag_problem(cfg: HostConfig, r: Reading, word: str, flags: FlagList, manag
         if opt in _NOT_MODELLED:
             return f"{ARGS}: {_shown(r)} is refused: {_NOT_MODELLED[opt]}"
     if " " in word.strip() or "\t" in word:
-        return f"{ARGS}: '{r.spelled} ...' is one item with a space, which vLLM reads as one unknown word; " \
-               "give the flag and its value as two items"
+        return (
+            f"{ARGS}: '{r.spelled} ...' is one item with a space, which vLLM reads as one unknown word; "
+            "give the flag and its value as two items"
+        )
     return None
 
 
 def _unsafe(cfg: HostConfig, feature: str, what: str, where: str) -> str | None:
     if feature in cfg.vllm_allow_unsafe:
         return None
-    return (f"{where}: {what} widens vLLM's protection ({UNSAFE_FEATURES[feature].opens}); add "
-            f"'{feature}' to vllm_allow_unsafe if you mean it (see {SECURITY_DOC})")
+    return (
+        f"{where}: {what} widens vLLM's protection ({UNSAFE_FEATURES[feature].opens}); add "
+        f"'{feature}' to vllm_allow_unsafe if you mean it (see {SECURITY_DOC})"
+    )
 
 
 def _flag_feature(r: Reading) -> str | None:
@@ -160,7 +171,7 @@ def _arg_errors(cfg: HostConfig, replica_flags: bool) -> list[str]:
     after_secret = False
     for word, r in readings(cfg.vllm_extra_args, flags):
         if after_secret and not word.startswith("--"):
-            continue   # a secret flag's value(s): never looked at, so never echoed
+            continue  # a secret flag's value(s): never looked at, so never echoed
         after_secret = False
         if r is None:
             continue
@@ -198,7 +209,7 @@ def fleet_errors(configs: Iterable[HostConfig]) -> list[str]:
     """check_extra_args over the fleet, each problem once with the hosts that have it (a group
     variable repeats it on every host): "hosts gpu01, gpu02: vars.vllm_extra_args: ..."."""
     hosts: dict[str, list[str]] = {}
-    seen: dict[tuple, list[str]] = {}   # hosts of one group share their words: read them once
+    seen: dict[tuple, list[str]] = {}  # hosts of one group share their words: read them once
     for cfg in configs:
         key = (cfg.vllm_version, cfg.vllm_extra_args, tuple(cfg.vllm_env.items()), cfg.vllm_allow_unsafe)
         if key not in seen:
@@ -215,8 +226,10 @@ def fleet_errors(configs: Iterable[HostConfig]) -> list[str]:
 def unsafe_warnings(cfg: HostConfig) -> list[str]:
     """One line per protection-widening feature this host runs with (each opted in, or it would
     not have loaded), and trust_remote_code: what preflight and smoke print."""
-    lines = [f"vllm_allow_unsafe: {name} ({', '.join(dict.fromkeys(how))}): {UNSAFE_FEATURES[name].opens}"
-             for name, how in sorted(features_in_use(cfg).items())]
+    lines = [
+        f"vllm_allow_unsafe: {name} ({', '.join(dict.fromkeys(how))}): {UNSAFE_FEATURES[name].opens}"
+        for name, how in sorted(features_in_use(cfg).items())
+    ]
     if cfg.trust_remote_code:
         lines.append(TRUST_REMOTE_CODE)
     return lines

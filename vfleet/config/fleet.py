@@ -16,23 +16,24 @@ vfleet/config/cross_checks.py, the fleet-wide monitoring values, vllm_extra_args
 against the pinned version's flags, vfleet/config/extra_args.py): every task builds it before
 its first connection, so `vfleet inventory`, render, preflight, deploy and restart all refuse
 the same inventory with the same lines."""
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Mapping
 
-from vfleet.engine.errors import InventoryError
-from vfleet.engine.inventory import Host, Inventory
 from vfleet.config.cross_checks import check_fleet
 from vfleet.config.extra_args import fleet_errors as extra_args_errors
 from vfleet.config.gateway_access import GatewayAccessReader
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.lora import lora_problems
-from vfleet.config.speculative import speculative_problems
 from vfleet.config.monitoring import MonitoringSettings, fleet_settings
 from vfleet.config.replicas import Replica, member_config, replicas_and_problems
+from vfleet.config.speculative import speculative_problems
 from vfleet.config.variables import GATEWAY_GROUP, MONITORING_GROUP, VLLM_GROUP
+from vfleet.engine.errors import InventoryError
+from vfleet.engine.inventory import Host, Inventory
 
 __all__ = ["Fleet"]
 
@@ -61,16 +62,23 @@ class Fleet:
         access = GatewayAccessReader()
         configs = {h.name: member_config(h, access) for h in inventory.hosts.values()}
         sources = {h.name: h.sources for h in inventory.hosts.values()}
-        monitoring, errors = fleet_settings(configs.values(), sources, path=str(inventory.path),
-                                            gateway_group=GATEWAY_GROUP)
+        monitoring, errors = fleet_settings(
+            configs.values(), sources, path=str(inventory.path), gateway_group=GATEWAY_GROUP
+        )
         if monitoring is not None and not errors:
             configs = {n: _with_fleet_monitoring(c, monitoring) for n, c in configs.items()}
         replicas, replica_errors = replicas_and_problems(inventory, configs)
-        errors += (replica_errors + check_fleet(inventory, configs, replicas)
-                   + extra_args_errors(configs.values()) + access.errors
-                   + _tenant_keys_of_backends(configs.values())
-                   + [f"{inventory.path}: {line}" for line in lora_problems(configs.values())
-                      + speculative_problems(configs.values())])
+        errors += (
+            replica_errors
+            + check_fleet(inventory, configs, replicas)
+            + extra_args_errors(configs.values())
+            + access.errors
+            + _tenant_keys_of_backends(configs.values())
+            + [
+                f"{inventory.path}: {line}"
+                for line in lora_problems(configs.values()) + speculative_problems(configs.values())
+            ]
+        )
         if errors:
             raise InventoryError(errors)
         return cls(inventory, replicas, configs, monitoring, tuple(access.warnings))
@@ -126,14 +134,21 @@ def _tenant_keys_of_backends(configs: Collection[HostConfig]) -> list[str]:
     """A tenant key equal to a vLLM host's api_key would let the tenant past the gateway's
     limits, straight to vLLM (the gateway's own api_key is checked as its tenants are read)."""
     backend = {c.api_key: c.name for c in configs if c.serves and c.api_key}
-    return [f"host '{g.name}': vars.gateway_tenants: tenant '{t.name}' has the same key as the "
-            f"api_key of host '{backend[t.key]}'; give the tenant a key of its own"
-            for g in configs for t in g.gateway_tenants if t.key in backend]
+    return [
+        f"host '{g.name}': vars.gateway_tenants: tenant '{t.name}' has the same key as the "
+        f"api_key of host '{backend[t.key]}'; give the tenant a key of its own"
+        for g in configs
+        for t in g.gateway_tenants
+        if t.key in backend
+    ]
 
 
 def _with_fleet_monitoring(cfg: HostConfig, fleet: MonitoringSettings) -> HostConfig:
     """`cfg` with the fleet-wide monitoring values; its gateway ports stay its own."""
-    own = dataclasses.replace(fleet, gateway_status_port=cfg.monitoring.gateway_status_port,
-                              gateway_exporter_port=cfg.monitoring.gateway_exporter_port,
-                              gateway_mtail_port=cfg.monitoring.gateway_mtail_port)
+    own = dataclasses.replace(
+        fleet,
+        gateway_status_port=cfg.monitoring.gateway_status_port,
+        gateway_exporter_port=cfg.monitoring.gateway_exporter_port,
+        gateway_mtail_port=cfg.monitoring.gateway_mtail_port,
+    )
     return cfg if own == cfg.monitoring else dataclasses.replace(cfg, monitoring=own)

@@ -11,6 +11,7 @@ Plain frozen dataclasses rather than pydantic: the values were already checked b
 (jsonschema, with messages naming the file and line), so a second validation layer would only
 add a dependency and a second set of error messages.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -18,14 +19,14 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from vfleet.engine.errors import VfleetError
-from vfleet.engine.inventory import Host
 from vfleet.config.gateway_access import GatewayAccessReader, GatewayTls, Tenant
 from vfleet.config.lora import LoraAdapter, adapters_from_vars
-from vfleet.config.speculative import Speculative, speculative_from_vars
 from vfleet.config.monitoring import MonitoringSettings
 from vfleet.config.replica_settings import ReplicaSettings
+from vfleet.config.speculative import Speculative, speculative_from_vars
 from vfleet.config.variables import GATEWAY_GROUP, VLLM_GROUP
+from vfleet.engine.errors import VfleetError
+from vfleet.engine.inventory import Host
 
 __all__ = ["HostConfig", "InstallSpec", "hostport"]
 
@@ -59,8 +60,14 @@ class InstallSpec:
     def as_dict(self) -> dict[str, Any]:
         """The marker's record; the newer keys only when set, so venvs verified before they
         existed stay trusted."""
-        spec = {"package": self.package, "version": self.version, "pins": list(self.pins),
-                "remove": list(self.remove), "python": self.python, "offline": self.offline}
+        spec = {
+            "package": self.package,
+            "version": self.version,
+            "pins": list(self.pins),
+            "remove": list(self.remove),
+            "python": self.python,
+            "offline": self.offline,
+        }
         if self.site_packages:
             spec["site_packages"] = list(self.site_packages)
         if self.no_deps:
@@ -85,7 +92,7 @@ class HostConfig:
     vllm_remove_packages: tuple[str, ...]
     vllm_site_packages: tuple[str, ...]
     vllm_install_no_deps: bool
-    vllm_installer: str      # auto, uv or pip; not in InstallSpec: a venv it made is the same venv
+    vllm_installer: str  # auto, uv or pip; not in InstallSpec: a venv it made is the same venv
     venv_name: str | None
     install_timeout: int
     # service account and unit
@@ -186,62 +193,82 @@ class HostConfig:
         gateway = GATEWAY_GROUP in host.groups
         service_name = str(v["service_name"])
         model_name = v.get("model_name")
-        model_path = v.get("model_path") or (
-            posixpath.join(v["model_dir"], model_name) if model_name else None)
+        model_path = v.get("model_path") or (posixpath.join(v["model_dir"], model_name) if model_name else None)
         cvd = v.get("cuda_visible_devices")
         served = v.get("served_model_name") or model_name
         config = cls(
-            name=host.name, address=host.address, groups=tuple(host.groups),
+            name=host.name,
+            address=host.address,
+            groups=tuple(host.groups),
             vllm_package=v["vllm_package"],
             vllm_version=None if v.get("vllm_version") is None else str(v["vllm_version"]),
-            vllm_python=v["vllm_python"], vllm_root=v["vllm_root"],
+            vllm_python=v["vllm_python"],
+            vllm_root=v["vllm_root"],
             vllm_wheelhouse=v.get("vllm_wheelhouse"),
             vllm_extra_pins=tuple(v["vllm_extra_pins"]),
             vllm_remove_packages=tuple(v["vllm_remove_packages"]),
             vllm_site_packages=tuple(v["vllm_site_packages"]),
             vllm_install_no_deps=bool(v["vllm_install_no_deps"]),
             vllm_installer=str(v["vllm_installer"]),
-            venv_name=v.get("vllm_venv_name"), install_timeout=int(v["install_timeout"]),
-            vllm_user=v["vllm_user"], vllm_group=v["vllm_group"], service_name=service_name,
+            venv_name=v.get("vllm_venv_name"),
+            install_timeout=int(v["install_timeout"]),
+            vllm_user=v["vllm_user"],
+            vllm_group=v["vllm_group"],
+            service_name=service_name,
             env_file=v.get("vllm_env_file") or f"/etc/vllm/{service_name}.env",
-            vllm_port=int(v["vllm_port"]), vllm_host=v["vllm_host"],
-            shutdown_timeout=int(v["shutdown_timeout"]), ready_timeout=int(v["ready_timeout"]),
-            model_source=v.get("model_source"), model_revision=v.get("model_revision"),
-            model_name=model_name, model_dir=v["model_dir"],
+            vllm_port=int(v["vllm_port"]),
+            vllm_host=v["vllm_host"],
+            shutdown_timeout=int(v["shutdown_timeout"]),
+            ready_timeout=int(v["ready_timeout"]),
+            model_source=v.get("model_source"),
+            model_revision=v.get("model_revision"),
+            model_name=model_name,
+            model_dir=v["model_dir"],
             model_path=model_path,
             served_model_name=served,
             model_size_bytes=v.get("model_size_bytes"),
-            dtype=v["dtype"], tensor_parallel_size=int(v["tensor_parallel_size"]),
+            dtype=v["dtype"],
+            tensor_parallel_size=int(v["tensor_parallel_size"]),
             pipeline_parallel_size=int(v["pipeline_parallel_size"]),
             max_model_len=v.get("max_model_len"),
             gpu_memory_utilization=float(v["gpu_memory_utilization"]),
-            max_num_seqs=v.get("max_num_seqs"), kv_cache_memory_bytes=v.get("kv_cache_memory_bytes"), max_num_batched_tokens=v.get("max_num_batched_tokens"),
+            max_num_seqs=v.get("max_num_seqs"),
+            kv_cache_memory_bytes=v.get("kv_cache_memory_bytes"),
+            max_num_batched_tokens=v.get("max_num_batched_tokens"),
             enable_chunked_prefill=v.get("enable_chunked_prefill"),
             enable_prefix_caching=v.get("enable_prefix_caching"),
-            enforce_eager=bool(v["enforce_eager"]), quantization=v.get("quantization"),
-            kv_cache_dtype=v["kv_cache_dtype"], swap_space=v.get("swap_space"),
+            enforce_eager=bool(v["enforce_eager"]),
+            quantization=v.get("quantization"),
+            kv_cache_dtype=v["kv_cache_dtype"],
+            swap_space=v.get("swap_space"),
             disable_log_requests=bool(v["disable_log_requests"]),
-            block_size=v.get("block_size"), trust_remote_code=bool(v["trust_remote_code"]),
-            chat_template=v.get("chat_template"), serve_completions_only=bool(v["serve_completions_only"]),
+            block_size=v.get("block_size"),
+            trust_remote_code=bool(v["trust_remote_code"]),
+            chat_template=v.get("chat_template"),
+            serve_completions_only=bool(v["serve_completions_only"]),
             vllm_extra_args=tuple(v["vllm_extra_args"]),
             vllm_env=dict(v["vllm_env"]),
             vllm_allow_unsafe=tuple(v["vllm_allow_unsafe"]),
             nccl_env=None if v.get("nccl_env") is None else dict(v["nccl_env"]),
             cuda_visible_devices=tuple(cvd) if isinstance(cvd, list) else cvd,
             cpu_kvcache_space_gib=v.get("cpu_kvcache_space_gib"),
-            weights_fanout=bool(v["weights_fanout"]), weights_distribution=str(v["weights_distribution"]),
+            weights_fanout=bool(v["weights_fanout"]),
+            weights_distribution=str(v["weights_distribution"]),
             weights_bwlimit=v.get("weights_bwlimit"),
             weights_peer_ssh_key=v.get("weights_peer_ssh_key"),
             compile_cache_share=bool(v["compile_cache_share"]),
             gateway_port=int(v["gateway_port"]),
             gateway_listen_address=v.get("gateway_listen_address"),
-            gateway_rate_limit=v["gateway_rate_limit"], gateway_rate_burst=int(v["gateway_rate_burst"]),
+            gateway_rate_limit=v["gateway_rate_limit"],
+            gateway_rate_burst=int(v["gateway_rate_burst"]),
             gateway_client_max_body_size=v["gateway_client_max_body_size"],
             gateway_read_timeout=int(v["gateway_read_timeout"]),
             gateway_max_fails=int(v["gateway_max_fails"]),
             gateway_fail_timeout=int(v["gateway_fail_timeout"]),
-            gateway_weight=int(v["gateway_weight"]), gateway_backup=bool(v["gateway_backup"]),
-            gateway_max_tokens=v.get("gateway_max_tokens"), gateway_max_conns=v.get("gateway_max_conns"),
+            gateway_weight=int(v["gateway_weight"]),
+            gateway_backup=bool(v["gateway_backup"]),
+            gateway_max_tokens=v.get("gateway_max_tokens"),
+            gateway_max_conns=v.get("gateway_max_conns"),
             gateway_route_prefix=v.get("gateway_route_prefix"),
             gateway_tenants=reader.tenants(host) if gateway else (),
             gateway_tls=reader.tls(host) if gateway else None,
@@ -249,8 +276,10 @@ class HostConfig:
             lora_adapters=adapters_from_vars(v.get("lora_adapters")),
             speculative=speculative_from_vars(v.get("speculative_decoding")),
             preflight_smi_xml=bool(v["preflight_smi_xml"]),
-            monitoring=MonitoringSettings.from_vars(v), replica=ReplicaSettings.from_vars(v),
-            api_key=v.get("api_key"), hf_token=v.get("hf_token"),
+            monitoring=MonitoringSettings.from_vars(v),
+            replica=ReplicaSettings.from_vars(v),
+            api_key=v.get("api_key"),
+            hf_token=v.get("hf_token"),
             set_in_inventory=frozenset(k for k, src in host.sources.items() if src != "default"),
         )
         if access is None:
@@ -268,11 +297,12 @@ class HostConfig:
 
     def require_serving(self) -> None:
         """A host that serves needs a pinned version and a model: say so before connecting."""
-        missing = [k for k, val in (("vllm_version", self.vllm_version), ("model_name", self.model_name))
-                   if not val]
+        missing = [k for k, val in (("vllm_version", self.vllm_version), ("model_name", self.model_name)) if not val]
         if missing:
-            raise VfleetError(f"host '{self.name}': {', '.join(missing)} not set in the inventory "
-                              f"(group {VLLM_GROUP}); see docs/variables.md")
+            raise VfleetError(
+                f"host '{self.name}': {', '.join(missing)} not set in the inventory "
+                f"(group {VLLM_GROUP}); see docs/variables.md"
+            )
 
     # -- systemd ------------------------------------------------------------------------
     @property
@@ -320,16 +350,23 @@ class HostConfig:
     @property
     def install_spec(self) -> InstallSpec:
         if not self.vllm_version:
-            raise VfleetError(f"host '{self.name}': vllm_version is not set in the inventory; "
-                              "pin one (see `vfleet preflight`)")
-        return InstallSpec(self.vllm_package, self.vllm_version, self.vllm_extra_pins,
-                           self.vllm_remove_packages, self.vllm_python, bool(self.vllm_wheelhouse),
-                           self.vllm_site_packages, self.vllm_install_no_deps)
+            raise VfleetError(
+                f"host '{self.name}': vllm_version is not set in the inventory; pin one (see `vfleet preflight`)"
+            )
+        return InstallSpec(
+            self.vllm_package,
+            self.vllm_version,
+            self.vllm_extra_pins,
+            self.vllm_remove_packages,
+            self.vllm_python,
+            bool(self.vllm_wheelhouse),
+            self.vllm_site_packages,
+            self.vllm_install_no_deps,
+        )
 
     def venv_for(self, version: str) -> str:
         """The venv of a version (an upgrade installs the new one beside the running one)."""
-        name = self.venv_name if (self.venv_name and version == self.vllm_version) \
-            else f"{self.vllm_package}-{version}"
+        name = self.venv_name if (self.venv_name and version == self.vllm_version) else f"{self.vllm_package}-{version}"
         return posixpath.join(self.vllm_root, name)
 
     @property
@@ -364,5 +401,4 @@ class HostConfig:
     def gateway_verify(self) -> str | bool:
         """What vfleet's clients of gateway_url pass as httpx's verify=: the CA file the
         inventory names, else True (the system's CAs)."""
-        return (self.gateway_tls.ca_file if self.gateway_tls and self.gateway_tls.ca_file
-                else True)
+        return self.gateway_tls.ca_file if self.gateway_tls and self.gateway_tls.ca_file else True

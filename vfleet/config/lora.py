@@ -14,6 +14,7 @@ Why a narrower name than a served model name: the name is a folder on the host
 (<model_dir>/lora/NAME), a word before '=' on vLLM's command line and a "model" clients
 send, so it carries no '/', '=', ':' or '@'.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,7 @@ from typing import Any, Iterable, Mapping
 from vfleet.engine.pathrules import HUB_SCHEME, REVISION, is_host_source
 from vfleet.engine.varschema import MAX_TEXT
 
-__all__ = ["LoraAdapter", "LORA_NAME_PATTERN", "LORA_ADAPTER_SCHEMA", "adapters_from_vars",
-           "lora_problems"]
+__all__ = ["LoraAdapter", "LORA_NAME_PATTERN", "LORA_ADAPTER_SCHEMA", "adapters_from_vars", "lora_problems"]
 
 LORA_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_ADAPTERS = 64
@@ -31,15 +31,20 @@ MAX_ADAPTERS = 64
 # One row of lora_adapters (variables.py holds the list; tests/unit/test_schema_rules.py
 # holds this row to the schema's rules like every other).
 LORA_ADAPTER_SCHEMA: dict[str, Any] = {
-    "type": "object", "maxProperties": 3, "additionalProperties": False,
+    "type": "object",
+    "maxProperties": 3,
+    "additionalProperties": False,
     "required": ["name", "source"],
     "properties": {
-        "name": {"type": "string", "pattern": LORA_NAME_PATTERN, "maxLength": 64,
-                 "examples": ["support-bot"]},
-        "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "source",
-                   "examples": ["/data/adapters/support-bot", "hf://acme/sql-lora@v2"]},
-        "revision": {"type": "string", "maxLength": 255, "pattern": REVISION.pattern,
-                     "examples": ["main", "v2"]},
+        "name": {"type": "string", "pattern": LORA_NAME_PATTERN, "maxLength": 64, "examples": ["support-bot"]},
+        "source": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_TEXT,
+            "path": "source",
+            "examples": ["/data/adapters/support-bot", "hf://acme/sql-lora@v2"],
+        },
+        "revision": {"type": "string", "maxLength": 255, "pattern": REVISION.pattern, "examples": ["main", "v2"]},
     },
 }
 
@@ -82,17 +87,23 @@ def lora_problems(configs: Iterable[Any]) -> list[str]:
             seen.add(a.name)
             # HOST:/path: the rank is read from adapter_config.json on the controller
             if is_host_source(a.source):
-                out.append(f"{where}.source: {a.source!r} names a host; adapters come from a controller "
-                           f"folder or hf://ORG/NAME@REVISION")
+                out.append(
+                    f"{where}.source: {a.source!r} names a host; adapters come from a controller "
+                    f"folder or hf://ORG/NAME@REVISION"
+                )
         first = by_model.setdefault(str(c.served_model_name), (c.name, c.lora_adapters))
         if first[1] != c.lora_adapters:
-            out.append(f"host '{c.name}': lora_adapters differ from host '{first[0]}', which serves the same "
-                       f"model {c.served_model_name!r}; set them once in the model group's group_vars")
+            out.append(
+                f"host '{c.name}': lora_adapters differ from host '{first[0]}', which serves the same "
+                f"model {c.served_model_name!r}; set them once in the model group's group_vars"
+            )
     owner: dict[str, str] = {}
     for model, (_, adapters) in by_model.items():
         for a in adapters:
             other = owner.setdefault(a.name, model)
             if other != model:
-                out.append(f"lora adapter {a.name!r} is declared for models {other!r} and {model!r}; "
-                           f"the gateway routes a name to one model: rename one")
+                out.append(
+                    f"lora adapter {a.name!r} is declared for models {other!r} and {model!r}; "
+                    f"the gateway routes a name to one model: rename one"
+                )
     return out

@@ -10,6 +10,7 @@ rendered without a row here would fail tests/unit/test_extra_args.py.
 It lives in the configuration layer (not in roles/service) because the inventory check runs
 when the fleet is loaded, below the roles.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,13 +20,23 @@ from typing import Callable, Mapping
 
 from vfleet.config.hostconfig import HostConfig
 
-__all__ = ["RenderedFlag", "VALUED", "SWITCHES", "LOG_REQUESTS", "MODEL", "REPLICA", "LORA", "SPECULATIVE", "managed_flags"]
+__all__ = [
+    "RenderedFlag",
+    "VALUED",
+    "SWITCHES",
+    "LOG_REQUESTS",
+    "MODEL",
+    "REPLICA",
+    "LORA",
+    "SPECULATIVE",
+    "managed_flags",
+]
 
 
 @dataclass(frozen=True)
 class RenderedFlag:
     flag: str
-    variable: str                          # what the inventory sets instead
+    variable: str  # what the inventory sets instead
     value: Callable[[HostConfig], object]  # None or "": not rendered (vLLM's default)
 
 
@@ -36,15 +47,20 @@ VALUED: tuple[RenderedFlag, ...] = (
     RenderedFlag("--port", "vllm_port", lambda c: c.vllm_port),
     RenderedFlag("--dtype", "dtype", lambda c: c.dtype),
     RenderedFlag("--tensor-parallel-size", "tensor_parallel_size", lambda c: c.tensor_parallel_size),
-    RenderedFlag("--pipeline-parallel-size", "pipeline_parallel_size",
-                 lambda c: c.pipeline_parallel_size if c.pipeline_parallel_size > 1 else None),
+    RenderedFlag(
+        "--pipeline-parallel-size",
+        "pipeline_parallel_size",
+        lambda c: c.pipeline_parallel_size if c.pipeline_parallel_size > 1 else None,
+    ),
     RenderedFlag("--max-model-len", "max_model_len", lambda c: c.max_model_len),
     RenderedFlag("--gpu-memory-utilization", "gpu_memory_utilization", lambda c: c.gpu_memory_utilization),
     RenderedFlag("--kv-cache-memory-bytes", "kv_cache_memory_bytes", lambda c: c.kv_cache_memory_bytes),
     RenderedFlag("--max-num-seqs", "max_num_seqs", lambda c: c.max_num_seqs),
     RenderedFlag("--max-num-batched-tokens", "max_num_batched_tokens", lambda c: c.max_num_batched_tokens),
     RenderedFlag("--quantization", "quantization", lambda c: c.quantization),
-    RenderedFlag("--kv-cache-dtype", "kv_cache_dtype", lambda c: None if c.kv_cache_dtype == "auto" else c.kv_cache_dtype),
+    RenderedFlag(
+        "--kv-cache-dtype", "kv_cache_dtype", lambda c: None if c.kv_cache_dtype == "auto" else c.kv_cache_dtype
+    ),
     RenderedFlag("--block-size", "block_size", lambda c: c.block_size),
     RenderedFlag("--swap-space", "swap_space", lambda c: c.swap_space),
     RenderedFlag("--chat-template", "chat_template", lambda c: c.chat_template),
@@ -76,12 +92,15 @@ REPLICA: dict[str, str] = {
 REPLICA["--master-port"] = "replica_master_port"
 
 # what lora_adapters renders (vfleet/roles/service/_lora_flags.py)
-LORA: dict[str, str] = {flag: "lora_adapters" for flag in (
-    "--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--lora-modules")}
+LORA: dict[str, str] = {
+    flag: "lora_adapters"
+    for flag in ("--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--lora-modules")
+}
 # what speculative_decoding renders (vfleet/roles/service/_speculative_flags.py), and 0.32's
 # shorthands that set the same keys
-SPECULATIVE: dict[str, str] = {flag: "speculative_decoding" for flag in (
-    "--speculative-config", "--spec-method", "--spec-model", "--spec-tokens")}
+SPECULATIVE: dict[str, str] = {
+    flag: "speculative_decoding" for flag in ("--speculative-config", "--spec-method", "--spec-model", "--spec-tokens")
+}
 
 
 @lru_cache(maxsize=1)

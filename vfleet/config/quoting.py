@@ -24,6 +24,7 @@ An error names the filter, the character and its position, never the value: a fi
 know whether it quotes a secret (an API key, a vllm_env token), and its message reaches the
 terminal.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,17 @@ import shlex
 
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["QuotingError", "systemd_quote", "systemd_env_quote", "nginx_quote", "promql_quote",
-           "shell_quote", "env_name", "systemd_unit_value", "FILTERS"]
+__all__ = [
+    "QuotingError",
+    "systemd_quote",
+    "systemd_env_quote",
+    "nginx_quote",
+    "promql_quote",
+    "shell_quote",
+    "env_name",
+    "systemd_unit_value",
+    "FILTERS",
+]
 
 
 class QuotingError(VfleetError, ValueError):
@@ -57,12 +67,16 @@ def _text(value, what: str) -> str:
     s = str(value)
     m = _CONTROL.search(s)
     if m:
-        raise QuotingError(f"{what}: control character {m.group()!r} at position {m.start()} "
-                           "(newlines and other control characters are refused; the value is not shown)")
+        raise QuotingError(
+            f"{what}: control character {m.group()!r} at position {m.start()} "
+            "(newlines and other control characters are refused; the value is not shown)"
+        )
     m = _SURROGATE.search(s)
     if m:
-        raise QuotingError(f"{what}: lone surrogate {m.group()!r} at position {m.start()} is not "
-                           "Unicode text (no UTF-8 file can hold it; the value is not shown)")
+        raise QuotingError(
+            f"{what}: lone surrogate {m.group()!r} at position {m.start()} is not "
+            "Unicode text (no UTF-8 file can hold it; the value is not shown)"
+        )
     return s
 
 
@@ -106,8 +120,9 @@ def nginx_quote(value) -> str:
     """Quote one argument of an nginx directive."""
     s = _text(value, "nginx_quote")
     if "$" in s:
-        raise QuotingError(f"nginx_quote: '$' at position {s.index('$')} (nginx would expand it as a "
-                           "variable; the value is not shown)")
+        raise QuotingError(
+            f"nginx_quote: '$' at position {s.index('$')} (nginx would expand it as a variable; the value is not shown)"
+        )
     if s and _NGINX_PLAIN.fullmatch(s):
         return s
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

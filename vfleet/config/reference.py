@@ -7,6 +7,7 @@ Why generated: the page lists the rows the inventory checker uses (vfleet/config
 so a variable cannot be documented with one type or default and checked with another.
 tests/unit/test_readme.py fails when the committed page is not what this module writes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,9 @@ def page() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vfleet.config.reference", description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH,
-                        help=f"file to write (default: {DEFAULT_PATH})")
+    parser.add_argument(
+        "path", nargs="?", type=Path, default=DEFAULT_PATH, help=f"file to write (default: {DEFAULT_PATH})"
+    )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the file differs")
     args = parser.parse_args(argv)
     want = page()

@@ -12,6 +12,7 @@ tell (their GPUs, driver, versions, NIC, clock) is vfleet/roles/replica/_preflig
 A run finds them once, in its fleet model (vfleet/config/fleet.py), which also answers which
 replica a host is in and which hosts serve.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,13 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vfleet.engine.errors import InventoryError
-from vfleet.engine.inventory import Host, Inventory
 from vfleet.config import vllm_facts
 from vfleet.config.gateway_access import GatewayAccessReader
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.variables import VARIABLES, VLLM_GROUP
+from vfleet.engine.errors import InventoryError
+from vfleet.engine.inventory import Host, Inventory
 
 __all__ = ["Replica", "find_replicas", "replicas_and_problems", "member_config", "SAME_ON_EVERY_MEMBER", "PER_MEMBER"]
 
@@ -38,18 +39,47 @@ __all__ = ["Replica", "find_replicas", "replicas_and_problems", "member_config",
 # reaches the engine (the vLLM or Ray command line, the unit, its environment, the venv, the
 # weights) and must be equal on every member, or the ranks disagree about the engine they run:
 # a new variable is compared unless it is added here.
-PER_MEMBER = frozenset({
-    "ansible_host", "ssh_host", "ansible_user", "ssh_user", "ansible_port", "ssh_port",
-    "ansible_ssh_private_key_file", "ansible_private_key_file", "ssh_key_file", "ansible_connection",
-    "connection", "known_hosts_file", "host_key_checking", "become", "connect_timeout", "command_timeout",
-    "max_fail_percentage", "install_timeout", "ready_timeout",
-    "cuda_visible_devices", "nccl_env", "vllm_env", "replica_nic", "replica_head", "vllm_host", "gpu_profile",
-    "model_size_bytes", "weights_fanout", "weights_distribution", "weights_bwlimit", "weights_peer_ssh_key",
-    "preflight_smi_xml", "replica_max_clock_skew_ms",
-})
+PER_MEMBER = frozenset(
+    {
+        "ansible_host",
+        "ssh_host",
+        "ansible_user",
+        "ssh_user",
+        "ansible_port",
+        "ssh_port",
+        "ansible_ssh_private_key_file",
+        "ansible_private_key_file",
+        "ssh_key_file",
+        "ansible_connection",
+        "connection",
+        "known_hosts_file",
+        "host_key_checking",
+        "become",
+        "connect_timeout",
+        "command_timeout",
+        "max_fail_percentage",
+        "install_timeout",
+        "ready_timeout",
+        "cuda_visible_devices",
+        "nccl_env",
+        "vllm_env",
+        "replica_nic",
+        "replica_head",
+        "vllm_host",
+        "gpu_profile",
+        "model_size_bytes",
+        "weights_fanout",
+        "weights_distribution",
+        "weights_bwlimit",
+        "weights_peer_ssh_key",
+        "preflight_smi_xml",
+        "replica_max_clock_skew_ms",
+    }
+)
 _PER_MEMBER_PREFIXES = ("gateway_", "monitoring_")
-SAME_ON_EVERY_MEMBER = tuple(v.name for v in VARIABLES
-                             if v.name not in PER_MEMBER and not v.name.startswith(_PER_MEMBER_PREFIXES))
+SAME_ON_EVERY_MEMBER = tuple(
+    v.name for v in VARIABLES if v.name not in PER_MEMBER and not v.name.startswith(_PER_MEMBER_PREFIXES)
+)
 _SECRET = frozenset(v.name for v in VARIABLES if v.secret)
 _GROUP_IN_SOURCE = re.compile(r"(group '[^']*'|host '[^']*'|--set)")
 
@@ -65,7 +95,7 @@ class Replica:
     pipeline_parallel_size: int
     gpus_per_host: int
     backend: str
-    where: str                      # "inv.yaml: line 10: group 'r1'": where `replica` was set
+    where: str  # "inv.yaml: line 10: group 'r1'": where `replica` was set
 
     @property
     def head(self) -> str:
@@ -83,10 +113,15 @@ class Replica:
         return self.members.index(host)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "head": self.head, "workers": list(self.workers),
-                "tensor_parallel_size": self.tensor_parallel_size,
-                "pipeline_parallel_size": self.pipeline_parallel_size,
-                "gpus_per_host": self.gpus_per_host, "backend": self.backend}
+        return {
+            "name": self.name,
+            "head": self.head,
+            "workers": list(self.workers),
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "gpus_per_host": self.gpus_per_host,
+            "backend": self.backend,
+        }
 
 
 def _where(host: Host, key: str) -> str:
@@ -103,10 +138,14 @@ def _problems(inv: Inventory, name: str, hosts: list[Host], cfg: HostConfig) -> 
     out: list[str] = []
     not_serving = [h.name for h in hosts if VLLM_GROUP not in h.groups]
     if not_serving:
-        out.append(f"{at}: {', '.join(not_serving)} not in group '{VLLM_GROUP}'; fix: put every member under {VLLM_GROUP}")
+        out.append(
+            f"{at}: {', '.join(not_serving)} not in group '{VLLM_GROUP}'; fix: put every member under {VLLM_GROUP}"
+        )
     if len(hosts) < 2:
-        out.append(f"{at}: replica: only {first.name} is a member; fix: add the other hosts to the group, "
-                   "or unset `replica` for a single-host replica")
+        out.append(
+            f"{at}: replica: only {first.name} is a member; fix: add the other hosts to the group, "
+            "or unset `replica` for a single-host replica"
+        )
     out += [f"{at}: {line}" for line in _differences(hosts)]
     heads = [h for h in hosts if ReplicaSettings.from_vars(h.vars).head]
     if len(heads) > 1:
@@ -118,18 +157,24 @@ def _problems(inv: Inventory, name: str, hosts: list[Host], cfg: HostConfig) -> 
     if g is None:
         split_ok = (tp * pp) % n == 0
         if not split_ok:
-            out.append(f"{at}: tensor_parallel_size x pipeline_parallel_size = {tp * pp} GPUs do not split over "
-                       f"{n} hosts; fix: make TP x PP a multiple of {n}, or set replica_gpus_per_host")
+            out.append(
+                f"{at}: tensor_parallel_size x pipeline_parallel_size = {tp * pp} GPUs do not split over "
+                f"{n} hosts; fix: make TP x PP a multiple of {n}, or set replica_gpus_per_host"
+            )
         g = max(1, (tp * pp) // n)
     elif n * g != tp * pp:
         split_ok = False
         want = f"pipeline_parallel_size {n * g // tp}" if (n * g) % tp == 0 else "TP x PP to match"
-        out.append(f"{at}: {n} hosts x replica_gpus_per_host {g} = {n * g} GPUs, but TP {tp} x PP {pp} "
-                   f"= {tp * pp}; fix: {want}, or change the members")
+        out.append(
+            f"{at}: {n} hosts x replica_gpus_per_host {g} = {n * g} GPUs, but TP {tp} x PP {pp} "
+            f"= {tp * pp}; fix: {want}, or change the members"
+        )
     if split_ok and not cfg.replica.allow_cross_host_tp and (tp > g or g % tp):
-        out.append(f"{at}: tensor_parallel_size {tp} does not divide one host's {g} GPUs, so a TP group would "
-                   f"cross hosts (slow over the network); fix: a tensor_parallel_size that divides {g}, with "
-                   "more pipeline stages, or allow_cross_host_tp: true")
+        out.append(
+            f"{at}: tensor_parallel_size {tp} does not divide one host's {g} GPUs, so a TP group would "
+            f"cross hosts (slow over the network); fix: a tensor_parallel_size that divides {g}, with "
+            "more pipeline stages, or allow_cross_host_tp: true"
+        )
     backend = cfg.replica.backend
     out += _backend_problems(at, backend, cfg.vllm_package, cfg.vllm_version, pp)
     if out:
@@ -143,8 +188,11 @@ def _differences(hosts: list[Host]) -> list[str]:
     out = []
     for key in SAME_ON_EVERY_MEMBER:
         if len({repr(h.vars.get(key)) for h in hosts}) > 1:
-            shown = "values not shown: a secret" if key in _SECRET else \
-                ", ".join(f"{h.name}={h.vars.get(key)!r}" for h in hosts)
+            shown = (
+                "values not shown: a secret"
+                if key in _SECRET
+                else ", ".join(f"{h.name}={h.vars.get(key)!r}" for h in hosts)
+            )
             out.append(f"{key} differs between members ({shown}); fix: set it once on the replica's group")
     return out
 
@@ -152,19 +200,28 @@ def _differences(hosts: list[Host]) -> list[str]:
 def _backend_problems(at: str, backend: str, package: str, version: str | None, pp: int) -> list[str]:
     """What the pinned build cannot run, from the facts table (vfleet/config/data/vllm_facts.yaml multinode)."""
     mn = vllm_facts.data()["multinode"]
-    if pp > 1 and any(r["package"] == package and str(r["version"]) == str(version) and r["pp"] == "fails"
-                      for r in mn.get("cpu_parallel_modes", [])):
-        return [f"{at}: pipeline_parallel_size {pp}: {package} {version} fails on the first request with "
-                "pipeline parallelism (docs/evidence/replica-cpu-0.32.0); fix: pipeline_parallel_size 1 and "
-                "the GPUs of every member in tensor_parallel_size, with allow_cross_host_tp: true"]
+    if pp > 1 and any(
+        r["package"] == package and str(r["version"]) == str(version) and r["pp"] == "fails"
+        for r in mn.get("cpu_parallel_modes", [])
+    ):
+        return [
+            f"{at}: pipeline_parallel_size {pp}: {package} {version} fails on the first request with "
+            "pipeline parallelism (docs/evidence/replica-cpu-0.32.0); fix: pipeline_parallel_size 1 and "
+            "the GPUs of every member in tensor_parallel_size, with allow_cross_host_tp: true"
+        ]
     row = next(r for r in mn["backends"] if r["backend"] == backend)
-    if backend == "ray" and any(r["package"] == package and vllm_facts.version_ge(r["through"], str(version))
-                                for r in mn["cpu_no_ray"]):
-        return [f"{at}: replica_backend ray: {package} {version} cannot run vLLM's Ray executor (the CPU platform "
-                "has no Ray device key); fix: replica_backend: mp"]
+    if backend == "ray" and any(
+        r["package"] == package and vllm_facts.version_ge(r["through"], str(version)) for r in mn["cpu_no_ray"]
+    ):
+        return [
+            f"{at}: replica_backend ray: {package} {version} cannot run vLLM's Ray executor (the CPU platform "
+            "has no Ray device key); fix: replica_backend: mp"
+        ]
     if version is not None and not vllm_facts.version_ge(str(version), row["first"]):
-        return [f"{at}: replica_backend {backend}: vLLM {version} has no multi-node {backend} mode (from {row['first']}); "
-                f"fix: vllm_version >= {row['first']} or replica_backend: ray"]
+        return [
+            f"{at}: replica_backend {backend}: vLLM {version} has no multi-node {backend} mode (from {row['first']}); "
+            f"fix: vllm_version >= {row['first']} or replica_backend: ray"
+        ]
     return []
 
 
@@ -177,8 +234,10 @@ def _grouped(inv: Inventory) -> dict[str, list[Host]]:
     return groups
 
 
-def replicas_and_problems(inv: Inventory, configs: Mapping[str, HostConfig] | None = None,
-                          ) -> tuple[dict[str, Replica], list[str]]:
+def replicas_and_problems(
+    inv: Inventory,
+    configs: Mapping[str, HostConfig] | None = None,
+) -> tuple[dict[str, Replica], list[str]]:
     """The inventory's valid multi-host replicas and one line per problem of the others, so the
     fleet model reports them with its other checks at once. `configs`: the run's configs by
     host (the fleet model's), so none is built twice."""
@@ -210,4 +269,3 @@ def member_config(host: Host, access: GatewayAccessReader | None = None) -> Host
         pins = tuple(p for p in cfg.vllm_extra_pins if not re.match(r"ray(\[[^]]*\])?\s*[=<>!~]", p))
         cfg = dataclasses.replace(cfg, vllm_extra_pins=pins + (f"ray=={cfg.replica.ray.version}",))
     return cfg
-

@@ -6,6 +6,7 @@ Other roles (the unit renderer, the upgrade audit) use `flag_available` / `accep
 only flags the pinned version accepts end up on the command line, `entrypoint` for the argv the
 version prefers, and `metric_names` for the Prometheus names dashboards and drains must query.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ def data() -> dict[str, Any]:
 
 
 # --- versions ---------------------------------------------------------------------------------
+
 
 def parse_version(v: str | None) -> tuple[int, ...] | None:
     """'0.10.2' -> (0, 10, 2); '0.5.4.post1' / '0.11.0rc1' / '0.32.0+cpu' -> leading numbers.
@@ -59,6 +61,7 @@ def cc_tuple(cc: str | None) -> tuple[int, int] | None:
 
 
 # --- GPUs -------------------------------------------------------------------------------------
+
 
 def gpu_info(name: str | None) -> dict[str, Any] | None:
     """The GPU table row whose `match` regex is found in an nvidia-smi GPU name, else None."""
@@ -115,13 +118,17 @@ def quantization_imports(version: str | None, quantization: str | None) -> list[
     if not quantization:
         return []
     quant = str(quantization).lower()
-    return [row for row in data()["quantization_imports"]
-            if row["quantization"] in ("*", quant)
-            and (not row["first"] or version_ge(version, row["first"]))
-            and (not row["last"] or version_ge(row["last"], version))]
+    return [
+        row
+        for row in data()["quantization_imports"]
+        if row["quantization"] in ("*", quant)
+        and (not row["first"] or version_ge(version, row["first"]))
+        and (not row["last"] or version_ge(row["last"], version))
+    ]
 
 
 # --- drivers and releases ---------------------------------------------------------------------
+
 
 def min_driver_for_cuda(cuda: str | None) -> str | None:
     """Exact minimum Linux driver for a CUDA X.Y (None if the table lacks that CUDA)."""
@@ -160,6 +167,7 @@ class Release:
 
     `min_driver` is what the newer of the kernels' and torch's CUDA needs natively; `compat_driver`
     is the floor under minor-version compatibility (same major), where vLLM runs with limits."""
+
     version: str
     torch: str
     cuda: str
@@ -200,9 +208,19 @@ def release_info(version: str | None) -> Release | None:
 
 def _release(version: str, row: dict[str, Any], approx: bool) -> Release:
     runtime = _newest_cuda(row["cuda"], row.get("torch_cuda"))
-    return Release(str(version), row["torch"], row["cuda"], row.get("torch_cuda"),
-                   str(min_driver_for_cuda(runtime)), compat_driver_for_cuda(runtime), row["min_cc"],
-                   row["cc70"], row.get("note", ""), row["source"], approx)
+    return Release(
+        str(version),
+        row["torch"],
+        row["cuda"],
+        row.get("torch_cuda"),
+        str(min_driver_for_cuda(runtime)),
+        compat_driver_for_cuda(runtime),
+        row["min_cc"],
+        row["cc70"],
+        row.get("note", ""),
+        row["source"],
+        approx,
+    )
 
 
 def engine_for(version: str | None) -> str | None:
@@ -215,6 +233,7 @@ def engine_for(version: str | None) -> str | None:
 
 
 # --- flags ------------------------------------------------------------------------------------
+
 
 def normalize_flag(flag: str) -> str:
     """'swap_space' / 'swap-space' / '--swap-space' -> '--swap-space'."""
@@ -233,7 +252,7 @@ def _flag_row(flag: str) -> dict[str, Any] | None:
 def _negated(flag: str) -> tuple[str, dict[str, Any]] | None:
     """'--no-enable-prefix-caching' -> ('--enable-prefix-caching', its row) when the table has one."""
     want = normalize_flag(flag)
-    row = _flag_row("--" + want[len("--no-"):]) if want.startswith("--no-") else None
+    row = _flag_row("--" + want[len("--no-") :]) if want.startswith("--no-") else None
     return (row["flag"], row) if row else None
 
 
@@ -288,13 +307,17 @@ def flag_available(flag: str, version: str | None) -> bool:
 
 # --- request fields ---------------------------------------------------------------------------
 
+
 def dropped_request_fields(old_version: str | None, new_version: str | None) -> list[dict[str, Any]]:
     """Rows of request fields `new_version` ignores that `old_version` still read (every field
     `new_version` ignores when `old_version` is unknown): a client sending one gets HTTP 200
     and the field has no effect."""
-    return [row for row in data()["request_fields"]
-            if version_ge(new_version, row["removed"])
-            and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))]
+    return [
+        row
+        for row in data()["request_fields"]
+        if version_ge(new_version, row["removed"])
+        and (parse_version(old_version) is None or not version_ge(old_version, row["removed"]))
+    ]
 
 
 def request_feature_available(feature: str, version: str | None) -> bool:
@@ -307,6 +330,7 @@ def request_feature_available(feature: str, version: str | None) -> bool:
 
 # --- environment variables ------------------------------------------------------------------
 
+
 def env_var(name: str, version: str | None) -> dict[str, Any] | None:
     """The env_vars row of `name` when `version` reads it (None when it does not, or the version
     is unknown: nothing is claimed about a version nobody pinned)."""
@@ -317,6 +341,7 @@ def env_var(name: str, version: str | None) -> dict[str, Any] | None:
 
 
 # --- entry point ------------------------------------------------------------------------------
+
 
 def flashinfer_kernels(version: str | None) -> dict[str, Any] | None:
     """The row saying which packages of FlashInfer's precompiled kernels `version` looks for at
@@ -341,12 +366,17 @@ def entrypoint(version: str | None, model: str = "MODEL", package: str = "vllm")
 
 # --- metrics ----------------------------------------------------------------------------------
 
+
 def _metric_rows(version: str | None, engine: str | None) -> list[dict[str, Any]]:
     """Rows exported by default by `version` running `engine` (default: the version's default)."""
     engine = engine or engine_for(version)
-    return [r for r in data()["metrics"] if engine in r["engines"]
-            and (not r["first"] or version_ge(version, r["first"]))
-            and (not r["until"] or not version_ge(version, r["until"]))]
+    return [
+        r
+        for r in data()["metrics"]
+        if engine in r["engines"]
+        and (not r["first"] or version_ge(version, r["first"]))
+        and (not r["until"] or not version_ge(version, r["until"]))
+    ]
 
 
 def metric_names(version: str | None, engine: str | None = None) -> dict[str, str]:
@@ -371,14 +401,16 @@ def metrics_exported(version: str | None, engine: str | None = None) -> set[str]
     return {r["name"] for r in _metric_rows(version, engine)}
 
 
-def metric_renames(old_version: str | None, new_version: str | None, old_engine: str | None = None,
-                   new_engine: str | None = None) -> list[tuple[str, str]]:
+def metric_renames(
+    old_version: str | None, new_version: str | None, old_engine: str | None = None, new_engine: str | None = None
+) -> list[tuple[str, str]]:
     """(name before, name after) for every logical metric whose preferred name differs."""
     a, b = metric_names(old_version, old_engine), metric_names(new_version, new_engine)
     return sorted({(a[k], b[k]) for k in a.keys() & b.keys() if a[k] != b[k]})
 
 
 # --- NCCL -------------------------------------------------------------------------------------
+
 
 def nccl_table() -> dict[str, Any]:
     return data()["nccl"]

@@ -12,6 +12,7 @@ argparse `_parse_optional` / `_get_option_tuples`, allow_abbrev left on).
 A release without a capture has no authoritative list: its words are read against the union of
 the captured lists, which is enough to recognise the flags vfleet manages or refuses.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,9 +54,9 @@ class Reading:
     """How vLLM reads one word of vllm_extra_args."""
 
     word_index: int
-    spelled: str                 # the option part as written, never the value
-    options: tuple[str, ...]     # option strings it may resolve to (one: unambiguous)
-    canonical: tuple[str, ...]   # their canonical flags, deduplicated
+    spelled: str  # the option part as written, never the value
+    options: tuple[str, ...]  # option strings it may resolve to (one: unambiguous)
+    canonical: tuple[str, ...]  # their canonical flags, deduplicated
 
     @property
     def negative(self) -> bool:

@@ -9,6 +9,7 @@ File writes are atomic (temp file in the same directory, then rename) so a servi
 reads a half-written unit or config; with `validate`, the old file is restored when the
 check command (`nginx -t`) rejects the new one, so a running service never sees it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,8 +25,16 @@ from vfleet.engine.facts import FileState, UnitState
 from vfleet.engine.results import Status, StepResult
 from vfleet.engine.runner import HostContext, HostFailed
 
-__all__ = ["Change", "file_change", "directory_change", "symlink_change", "service_changes",
-           "daemon_reload", "command", "apply"]
+__all__ = [
+    "Change",
+    "file_change",
+    "directory_change",
+    "symlink_change",
+    "service_changes",
+    "daemon_reload",
+    "command",
+    "apply",
+]
 
 q = shlex.quote
 
@@ -53,10 +62,19 @@ def _owner_spec(owner: str | None, group: str | None) -> str:
     return (owner or "") + (":" + group if group else "")
 
 
-def file_change(path: str, content: str | bytes, state: FileState, *, mode: str | int = "0644",
-                owner: str | None = None, group: str | None = None, sensitive: bool = False,
-                notify: str | None = None, action: str = "file",
-                validate: str | None = None) -> list[Change]:
+def file_change(
+    path: str,
+    content: str | bytes,
+    state: FileState,
+    *,
+    mode: str | int = "0644",
+    owner: str | None = None,
+    group: str | None = None,
+    sensitive: bool = False,
+    notify: str | None = None,
+    action: str = "file",
+    validate: str | None = None,
+) -> list[Change]:
     """Make `path` hold exactly `content` with mode/owner/group; [] when it already does."""
     if state.kind == "dir":
         raise HostFailed(f"{path} is a directory; remove it or choose another path")
@@ -82,23 +100,32 @@ def file_change(path: str, content: str | bytes, state: FileState, *, mode: str 
             diff = f"--- {path}\n+++ {path}\n(content not shown: it holds secrets)\n"
         else:
             try:
-                diff = "".join(difflib.unified_diff(
-                    (state.content or "").splitlines(keepends=True), data.decode().splitlines(keepends=True),
-                    fromfile=f"{path} (on host)", tofile=f"{path} (wanted)"))
+                diff = "".join(
+                    difflib.unified_diff(
+                        (state.content or "").splitlines(keepends=True),
+                        data.decode().splitlines(keepends=True),
+                        fromfile=f"{path} (on host)",
+                        tofile=f"{path} (wanted)",
+                    )
+                )
             except UnicodeDecodeError:
                 diff = f"(binary file {path} differs)\n"
     tmp = posixpath.join(posixpath.dirname(path) or ".", f".{posixpath.basename(path)}.vfleet-tmp")
     chown = f" && chown -- {q(_owner_spec(owner, group))} {q(tmp)}" if owner or group else ""
-    write = (f"set -e; mkdir -p -- {q(posixpath.dirname(path) or '.')}; umask 077; "
-             f"base64 -d > {q(tmp)}; chmod {want_mode} {q(tmp)}{chown}")
+    write = (
+        f"set -e; mkdir -p -- {q(posixpath.dirname(path) or '.')}; umask 077; "
+        f"base64 -d > {q(tmp)}; chmod {want_mode} {q(tmp)}{chown}"
+    )
     if validate:
         prev = q(path + ".vfleet-prev")
-        script = (f"{write}; if [ -f {q(path)} ]; then cp -p {q(path)} {prev}; else rm -f {prev}; fi; "
-                  f"mv -f {q(tmp)} {q(path)}; "
-                  f"if ! out=$( (umask 022; {validate}) 2>&1); then "
-                  f"if [ -f {prev} ]; then mv -f {prev} {q(path)}; else rm -f {q(path)}; fi; "
-                  f"echo \"$out\" >&2; echo 'rejected by {validate}; the previous file was put back' >&2; exit 3; fi; "
-                  f"rm -f {prev}")
+        script = (
+            f"{write}; if [ -f {q(path)} ]; then cp -p {q(path)} {prev}; else rm -f {prev}; fi; "
+            f"mv -f {q(tmp)} {q(path)}; "
+            f"if ! out=$( (umask 022; {validate}) 2>&1); then "
+            f"if [ -f {prev} ]; then mv -f {prev} {q(path)}; else rm -f {q(path)}; fi; "
+            f"echo \"$out\" >&2; echo 'rejected by {validate}; the previous file was put back' >&2; exit 3; fi; "
+            f"rm -f {prev}"
+        )
     else:
         script = f"{write}; mv -f {q(tmp)} {q(path)}"
     return [Change(action, path, ", ".join(reasons), script, base64.b64encode(data).decode(), diff, notify)]
@@ -123,12 +150,18 @@ def symlink_change(path: str, target: str, current: str | None, *, notify: str |
     if current == target:
         return []
     tmp = q(path + ".vfleet-tmp")
-    return [Change("symlink", path, f"{current or '(none)'} -> {target}",
-                   f"ln -sfn -- {q(target)} {tmp} && mv -Tf -- {tmp} {q(path)}", notify=notify)]
+    return [
+        Change(
+            "symlink",
+            path,
+            f"{current or '(none)'} -> {target}",
+            f"ln -sfn -- {q(target)} {tmp} && mv -Tf -- {tmp} {q(path)}",
+            notify=notify,
+        )
+    ]
 
 
-def service_changes(unit: str, state: UnitState, *, enabled: bool = True,
-                    started: bool | None = True) -> list[Change]:
+def service_changes(unit: str, state: UnitState, *, enabled: bool = True, started: bool | None = True) -> list[Change]:
     """Enable (or disable) a unit and start (or stop) it; started=None leaves it as it is
     (a restart is a handler's job, not a state)."""
     out: list[Change] = []
@@ -137,8 +170,14 @@ def service_changes(unit: str, state: UnitState, *, enabled: bool = True,
     if not enabled and state.enabled == "enabled":
         out.append(Change("service", unit, "disable", f"systemctl disable -- {q(unit)}"))
     if started is True and state.active != "active":
-        out.append(Change("service", unit, "start",
-                          f"systemctl reset-failed -- {q(unit)} 2>/dev/null; systemctl start -- {q(unit)}"))
+        out.append(
+            Change(
+                "service",
+                unit,
+                "start",
+                f"systemctl reset-failed -- {q(unit)} 2>/dev/null; systemctl start -- {q(unit)}",
+            )
+        )
     if started is False and state.active in ("active", "activating", "reloading"):
         out.append(Change("service", unit, "stop", f"systemctl stop -- {q(unit)}"))
     return out
@@ -148,8 +187,16 @@ def daemon_reload() -> Change:
     return Change("systemd", "daemon-reload", "unit files changed", "systemctl daemon-reload")
 
 
-def command(action: str, target: str, reason: str, script: str, *, stdin: str | None = None,
-            timeout: float | None = None, notify: str | None = None) -> Change:
+def command(
+    action: str,
+    target: str,
+    reason: str,
+    script: str,
+    *,
+    stdin: str | None = None,
+    timeout: float | None = None,
+    notify: str | None = None,
+) -> Change:
     """A change that is a command of its own (create a user, reload nginx)."""
     return Change(action, target, reason, script, stdin, notify=notify, timeout=timeout)
 
@@ -160,8 +207,11 @@ def apply(ctx: HostContext, changes: Iterable[Change]) -> list[StepResult]:
     out = []
     for ch in changes:
         if ctx.check:
-            out.append(ctx.record(ch.action, ch.target, Status.CHANGED, f"would change: {ch.reason}",
-                                  diff=ch.diff, notify=ch.notify))
+            out.append(
+                ctx.record(
+                    ch.action, ch.target, Status.CHANGED, f"would change: {ch.reason}", diff=ch.diff, notify=ch.notify
+                )
+            )
             continue
         t0 = time.monotonic()
         r = ctx.run(ch.command, stdin=ch.stdin, timeout=ch.timeout)
@@ -169,6 +219,15 @@ def apply(ctx: HostContext, changes: Iterable[Change]) -> list[StepResult]:
             raise HostFailed(f"{ch.action} {ch.target}: timed out")
         if not r.ok:
             raise HostFailed(f"{ch.action} {ch.target} ({ch.reason}) failed: exit {r.exited}: {r.tail(3)}")
-        out.append(ctx.record(ch.action, ch.target, Status.CHANGED, ch.reason, diff=ch.diff,
-                              elapsed_s=time.monotonic() - t0, notify=ch.notify))
+        out.append(
+            ctx.record(
+                ch.action,
+                ch.target,
+                Status.CHANGED,
+                ch.reason,
+                diff=ch.diff,
+                elapsed_s=time.monotonic() - t0,
+                notify=ch.notify,
+            )
+        )
     return out

@@ -4,15 +4,16 @@ Both expose the same two calls (run, close) so operations never care which one
 they talk to. Fabric's defaults are changed where a fleet tool needs stricter ones: host keys
 are checked against known_hosts unless the inventory explicitly opts out, every command has a
 timeout, and failures become UnreachableError/CommandError with a one-line operator message."""
+
 from __future__ import annotations
 
 import os
 import select
 import shlex
 import socket
+import subprocess
 import threading
 import time
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,7 +22,6 @@ import paramiko
 from fabric import Config, Connection
 
 from vfleet.engine.errors import VfleetError
-
 
 # A host that vanishes (powered off, container stopped, cable pulled) sends no RST: without
 # these a command on it waits out its whole timeout (24 h for a weight copy). Keepalives keep
@@ -112,7 +112,7 @@ def _add_known_keys(target: paramiko.HostKeys, files: list[Path], address: str, 
     name = address if port == 22 else f"[{address}]:{port}"
     for path in files:
         parsed = _parsed_known_hosts(path)
-        for keytype, pkey in ((parsed.lookup(name) or {}).items() if parsed else ()):
+        for keytype, pkey in (parsed.lookup(name) or {}).items() if parsed else ():
             target.add(name, keytype, pkey)
 
 
@@ -136,8 +136,12 @@ class SSHConnection:
             port=settings.port,
             connect_timeout=settings.connect_timeout,
             connect_kwargs=connect_kwargs,
-            config=Config(overrides={"run": {"hide": True, "warn": True, "in_stream": False},
-                                     "timeouts": {"connect": settings.connect_timeout}}),
+            config=Config(
+                overrides={
+                    "run": {"hide": True, "warn": True, "in_stream": False},
+                    "timeouts": {"connect": settings.connect_timeout},
+                }
+            ),
         )
         client: paramiko.SSHClient = self.conn.client
         if settings.host_key_checking:
@@ -179,10 +183,14 @@ class SSHConnection:
                     f"`ssh-keyscan -p {s.port} {s.address} >> {known}`, or set host_key_checking: false"
                 ) from None
             if any(m in text for m in NO_HANDSHAKE):  # TCP accepted, then silence: a wedged sshd, or not sshd
-                raise UnreachableError(f"{where}: connection timed out: TCP connected but no SSH handshake "
-                                       f"within {s.connect_timeout:g}s (sshd hung, or not an sshd)") from None
+                raise UnreachableError(
+                    f"{where}: connection timed out: TCP connected but no SSH handshake "
+                    f"within {s.connect_timeout:g}s (sshd hung, or not an sshd)"
+                ) from None
             if isinstance(exc, paramiko.AuthenticationException):
-                raise UnreachableError(f"{where}: authentication failed ({text}); check ssh_user/ssh_key_file") from None
+                raise UnreachableError(
+                    f"{where}: authentication failed ({text}); check ssh_user/ssh_key_file"
+                ) from None
             raise UnreachableError(f"{where}: SSH error: {text}") from None
         except (socket.timeout, TimeoutError):
             raise UnreachableError(f"{where}: connection timed out after {s.connect_timeout:g}s") from None
@@ -197,8 +205,9 @@ class SSHConnection:
         transport.set_keepalive(KEEPALIVE_S)
         sock = transport.sock
         if hasattr(socket, "TCP_USER_TIMEOUT") and isinstance(sock, socket.socket):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
-                            int(dead_after_s(self.settings.connect_timeout) * 1000))
+            sock.setsockopt(
+                socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(dead_after_s(self.settings.connect_timeout) * 1000)
+            )
 
     def run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
         """Run on a new channel of the Connection's transport. Not Fabric's Connection.run:
@@ -219,8 +228,7 @@ class SSHConnection:
             except paramiko.SSHException as exc:
                 if "Timeout opening channel" not in str(exc):
                     raise
-                return CommandResult(command, -1, "", f"no session channel within {timeout:g}s",
-                                     timed_out=True)
+                return CommandResult(command, -1, "", f"no session channel within {timeout:g}s", timed_out=True)
             chan.exec_command(full)
             if stdin is not None:
                 chan.sendall(stdin.encode())
@@ -245,12 +253,15 @@ class SSHConnection:
             code = -1 if timed_out else chan.recv_exit_status()
             chan.close()
             if not timed_out and code == -1 and not transport.is_active():  # closed by the dead-peer timeout
-                raise UnreachableError(f"{self.name}: connection lost while running a command (no answer for "
-                                       f"{dead_after_s(self.settings.connect_timeout):g}s: the host went away)")
+                raise UnreachableError(
+                    f"{self.name}: connection lost while running a command (no answer for "
+                    f"{dead_after_s(self.settings.connect_timeout):g}s: the host went away)"
+                )
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise UnreachableError(f"{self.name}: connection lost: {exc or type(exc).__name__}") from None
-        return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"),
-                             timed_out=timed_out)
+        return CommandResult(
+            command, code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out=timed_out
+        )
 
     def close(self) -> None:
         self.conn.close()
@@ -281,8 +292,12 @@ class LocalConnection:
         full = _wrap_become(command, self.settings.become)
         try:
             p = subprocess.run(
-                ["/bin/sh", "-c", full], input=stdin if stdin is not None else "", capture_output=True,
-                text=True, timeout=timeout, errors="replace",
+                ["/bin/sh", "-c", full],
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                errors="replace",
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")

@@ -2,6 +2,7 @@
 $XDG_CACHE_HOME/vfleet/<name> (default ~/.cache/vfleet/<name>), as the XDG base directory
 spec says for non-essential data. Deleting it costs time, never correctness.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Errors a user can act on. The CLI prints each as one line (no traceback) and exits 2;
 anything else escaping is a bug in vfleet."""
+
 from __future__ import annotations
 
 

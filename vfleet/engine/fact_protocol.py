@@ -23,6 +23,7 @@ each body followed by one newline that `read_outputs` takes off again, so an out
 final newline survives byte for byte. <label> is the fact's key, percent-encoded where it is
 not a plain word (keys are often paths).
 """
+
 from __future__ import annotations
 
 import re
@@ -88,12 +89,13 @@ def fact_script(facts: Mapping[str, AnyFact], *, parallel: bool = False) -> str:
         "export LC_ALL=C",
     ]
     if any(isinstance(f, OutputFact) and f.timeout_s for f in facts.values()):
-        parts.append('vf_timeout() { if command -v timeout >/dev/null 2>&1; then timeout "$@"; '
-                     'else shift; "$@"; fi; }')
+        parts.append('vf_timeout() { if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi; }')
     for i, fact in enumerate(facts.values()):
         parts.append(f"vf_{i}() {{\n{_body(fact)}\n}}")
-        parts.append(f'{{ ( vf_{i} ) >"$VF_T/{i}.out" 2>"$VF_T/{i}.err" </dev/null; '
-                     f'echo $? >"$VF_T/{i}.rc"; }}' + (" &" if parallel else ""))
+        parts.append(
+            f'{{ ( vf_{i} ) >"$VF_T/{i}.out" 2>"$VF_T/{i}.err" </dev/null; '
+            f'echo $? >"$VF_T/{i}.rc"; }}' + (" &" if parallel else "")
+        )
     if parallel:
         parts.append("wait")
     for i, key in enumerate(facts):
@@ -101,27 +103,35 @@ def fact_script(facts: Mapping[str, AnyFact], *, parallel: bool = False) -> str:
         parts.append(
             f"printf '%s\\n' {q(f'{MARK} BEGIN {label}')}; cat \"$VF_T/{i}.out\"; "
             f"printf '\\n%s\\n' {q(f'{MARK} STDERR {label}')}; cat \"$VF_T/{i}.err\"; "
-            f"printf '\\n%s %s\\n' {q(f'{MARK} END {label}')} \"$(cat \"$VF_T/{i}.rc\" 2>/dev/null || echo 255)\"")
+            f'printf \'\\n%s %s\\n\' {q(f"{MARK} END {label}")} "$(cat "$VF_T/{i}.rc" 2>/dev/null || echo 255)"'
+        )
     parts.append("exit 0")
     return "\n".join(parts) + "\n"
 
 
 _M = re.escape(MARK)
-SECTION_RE = re.compile(rf"{_M} BEGIN (?P<label>\S+)\n(?P<out>.*?)\n{_M} STDERR (?P=label)\n(?P<err>.*?)\n"
-                        rf"{_M} END (?P=label) (?P<rc>-?\d+)", re.S)
+SECTION_RE = re.compile(
+    rf"{_M} BEGIN (?P<label>\S+)\n(?P<out>.*?)\n{_M} STDERR (?P=label)\n(?P<err>.*?)\n"
+    rf"{_M} END (?P=label) (?P<rc>-?\d+)",
+    re.S,
+)
 
 
 def read_outputs(stdout: str) -> dict[str, Output]:
     """{fact key: Output} of every complete section in a script's stdout."""
-    return {unquote(m.group("label")): Output(m.group("out"), m.group("err"), int(m.group("rc")))
-            for m in SECTION_RE.finditer(stdout or "")}
+    return {
+        unquote(m.group("label")): Output(m.group("out"), m.group("err"), int(m.group("rc")))
+        for m in SECTION_RE.finditer(stdout or "")
+    }
 
 
 def sections(outputs: Mapping[str, Output]) -> str:
     """What the script prints for these outputs (read_outputs' inverse): the host's side of
     the protocol, for tests and benchmarks that feed parsers without a host."""
-    return "".join(f"{MARK} BEGIN {_label(k)}\n{o.stdout}\n{MARK} STDERR {_label(k)}\n{o.stderr}\n"
-                   f"{MARK} END {_label(k)} {o.rc}\n" for k, o in outputs.items())
+    return "".join(
+        f"{MARK} BEGIN {_label(k)}\n{o.stdout}\n{MARK} STDERR {_label(k)}\n{o.stderr}\n{MARK} END {_label(k)} {o.rc}\n"
+        for k, o in outputs.items()
+    )
 
 
 def results(facts: Mapping[str, AnyFact], outputs: Mapping[str, Output]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ SSH round trip (`gather`), which matters at ~0.2 s per exec channel on real flee
 commands travel and come back is vfleet/engine/fact_protocol.py, the one protocol every fact
 uses (the roles' file and unit facts here, preflight's host probes).
 """
+
 from __future__ import annotations
 
 import base64
@@ -16,8 +17,20 @@ from typing import Any, Mapping
 from vfleet.engine.fact_protocol import AnyFact, Fact, Output, OutputFact, fact_script, read_outputs, results
 from vfleet.engine.runner import HostContext, HostFailed
 
-__all__ = ["Fact", "OutputFact", "Output", "FileState", "FileFact", "LinkFact", "UnitState", "UnitFact",
-           "CommandOk", "SystemdVersion", "gather", "MAX_DIFF_BYTES"]
+__all__ = [
+    "Fact",
+    "OutputFact",
+    "Output",
+    "FileState",
+    "FileFact",
+    "LinkFact",
+    "UnitState",
+    "UnitFact",
+    "CommandOk",
+    "SystemdVersion",
+    "gather",
+    "MAX_DIFF_BYTES",
+]
 
 q = shlex.quote
 MAX_DIFF_BYTES = 256 * 1024
@@ -44,9 +57,11 @@ class FileFact:
     def command(self) -> str:
         p = q(self.path)
         body = f"head -c {MAX_DIFF_BYTES} {p} | base64 -w0; echo" if self.with_content else "echo"
-        return (f"if [ -d {p} ] && [ ! -L {p} ]; then echo DIR; "
-                f"elif [ -e {p} ]; then echo FILE; sha256sum < {p} | cut -d' ' -f1; "
-                f"stat -c '%a %U %G' {p}; {body}; else echo MISSING; fi")
+        return (
+            f"if [ -d {p} ] && [ ! -L {p} ]; then echo DIR; "
+            f"elif [ -e {p} ]; then echo FILE; sha256sum < {p} | cut -d' ' -f1; "
+            f"stat -c '%a %U %G' {p}; {body}; else echo MISSING; fi"
+        )
 
     def process(self, lines: list[str]) -> FileState:
         kind = lines[0].strip() if lines else "MISSING"
@@ -79,8 +94,8 @@ class LinkFact:
 
 @dataclass(frozen=True)
 class UnitState:
-    enabled: str      # systemctl is-enabled: enabled, disabled, static, not-found, ...
-    active: str       # systemctl is-active: active, inactive, failed, activating, ...
+    enabled: str  # systemctl is-enabled: enabled, disabled, static, not-found, ...
+    active: str  # systemctl is-active: active, inactive, failed, activating, ...
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,10 @@ class UnitFact:
 
     def command(self) -> str:
         u = q(self.unit)
-        return (f"echo \"$(systemctl is-enabled -- {u} 2>/dev/null || true)\"; "
-                f"echo \"$(systemctl is-active -- {u} 2>/dev/null || true)\"")
+        return (
+            f'echo "$(systemctl is-enabled -- {u} 2>/dev/null || true)"; '
+            f'echo "$(systemctl is-active -- {u} 2>/dev/null || true)"'
+        )
 
     def process(self, lines: list[str]) -> UnitState:
         enabled = (lines[0].strip() if lines else "") or "not-found"

@@ -4,6 +4,7 @@ Kept apart from inventory loading because both the loader (ranges in host names)
 task (`--limit`) need them, and because pattern rules are easy to get subtly wrong: a small
 module with its own tests is the cheapest way to keep them exactly like Ansible's.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -18,8 +19,16 @@ from typing import Callable
 
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["expand_host_range", "has_host_range", "host_range_size", "match_limit",
-           "split_limit", "quoted", "MAX_LIMIT_RANGE", "MAX_LIMIT_REGEX"]
+__all__ = [
+    "expand_host_range",
+    "has_host_range",
+    "host_range_size",
+    "match_limit",
+    "split_limit",
+    "quoted",
+    "MAX_LIMIT_RANGE",
+    "MAX_LIMIT_REGEX",
+]
 
 # A --limit range is compared with the inventory's names, so it is expanded; this bounds it.
 MAX_LIMIT_RANGE = 1_000_000
@@ -28,7 +37,7 @@ MAX_LIMIT_RANGE = 1_000_000
 # regex is short (names are: DNS allows 253 characters) and the shapes that backtrack
 # without bound are refused before it runs (`_regex_hazard`).
 MAX_LIMIT_REGEX = 200
-MAX_REGEX_REPEATS = 3       # `a*a*a*b` on a 253-character name: 15 ms; a fourth multiplies that
+MAX_REGEX_REPEATS = 3  # `a*a*a*b` on a 253-character name: 15 ms; a fourth multiplies that
 LIMIT_REGEX_SECONDS = 10.0  # and, whatever slipped through, a regex gives up after this long
 # Each glob or regex term is tried on every name; exact names and groups are looked up.
 MAX_LIMIT_PATTERNS = 100
@@ -49,7 +58,7 @@ class _Range:
     start: int
     end: int
     step: int
-    width: int = 0          # the zero padding of `[01:16]`
+    width: int = 0  # the zero padding of `[01:16]`
     letters: bool = False
 
     @property
@@ -103,6 +112,7 @@ def _parse(pattern: str) -> tuple[list[str], list[_Range]]:
 
 def _range(pattern: str, body: str) -> _Range:
     """Check the inside of one bracket ("01:16", "a:c", "1:10:2")."""
+
     def bad(why: str) -> ValueError:
         return ValueError(f"host range {quoted(pattern)}: {why}")
 
@@ -128,8 +138,10 @@ def _range(pattern: str, body: str) -> _Range:
         if beg > end:
             raise bad("start after end")
         return _Range(ord(beg), ord(end), step, letters=True)
-    raise bad(f"start and end must both be numbers or both single letters (numbers: at most "
-              f"{_MAX_DIGITS} digits 0-9; letters: a-z or A-Z)")
+    raise bad(
+        f"start and end must both be numbers or both single letters (numbers: at most "
+        f"{_MAX_DIGITS} digits 0-9; letters: a-z or A-Z)"
+    )
 
 
 def quoted(pattern: str, limit: int = 80) -> str:
@@ -165,8 +177,11 @@ def split_limit(limit: str) -> list[str]:
 
 # What a regex is read as by `_regex_hazard`: an escape, a character class, a group's start
 # (with its extension, e.g. `(?:`), a group's end, a quantifier, an alternation bar.
-_REGEX_TOKEN = re.compile(r"\\(?:\d+|.)|\[\^?\]?(?:\\.|[^\]\\])*\]|\((?:\?P?<?[=!]?[A-Za-z_]*>?:?)?"
-                          r"|\)|\{\d*(?:,\d*)?\}\??|[*+?]\??|\||.", re.S)
+_REGEX_TOKEN = re.compile(
+    r"\\(?:\d+|.)|\[\^?\]?(?:\\.|[^\]\\])*\]|\((?:\?P?<?[=!]?[A-Za-z_]*>?:?)?"
+    r"|\)|\{\d*(?:,\d*)?\}\??|[*+?]\??|\||.",
+    re.S,
+)
 _BACKREF = re.compile(r"\\[1-9]|\(\?P=")
 
 
@@ -177,15 +192,17 @@ def _regex_hazard(pattern: str) -> str | None:
     polynomial, and names are short."""
     if _BACKREF.search(pattern):
         return "backreferences are not allowed"
-    stack: list[bool] = []       # per open group: does it hold a repetition or a '|'?
-    closed = False                # the previous token closed a group that holds one
+    stack: list[bool] = []  # per open group: does it hold a repetition or a '|'?
+    closed = False  # the previous token closed a group that holds one
     tokens = _REGEX_TOKEN.findall(pattern)
     if sum(tok[0] in "*+{" and tok != "{}" for tok in tokens) > MAX_REGEX_REPEATS:
-        return (f"more than {MAX_REGEX_REPEATS} repetitions (*, +, {{m,n}}): each one more multiplies "
-                "the work by the name's length")
+        return (
+            f"more than {MAX_REGEX_REPEATS} repetitions (*, +, {{m,n}}): each one more multiplies "
+            "the work by the name's length"
+        )
     for tok in tokens:
         repeat = tok[0] in "*+?" or (tok[0] == "{" and tok != "{}")
-        if repeat and closed and tok[0] != "?":   # an optional group runs once or not at all
+        if repeat and closed and tok[0] != "?":  # an optional group runs once or not at all
             return "a repeated group holds a repetition or an alternation (nested quantifiers)"
         closed = False
         if tok.startswith("("):
@@ -203,12 +220,16 @@ def _compile_limit_regex(term: str) -> re.Pattern:
     """A `~regex` term, checked: its length, its shape, its syntax (one-line errors)."""
     pattern = term[1:]
     if len(pattern) > MAX_LIMIT_REGEX:
-        raise VfleetError(f"--limit {quoted(term)}: a regular expression may have at most "
-                          f"{MAX_LIMIT_REGEX} characters; use a shorter one or a glob such as 'gpu*'")
+        raise VfleetError(
+            f"--limit {quoted(term)}: a regular expression may have at most "
+            f"{MAX_LIMIT_REGEX} characters; use a shorter one or a glob such as 'gpu*'"
+        )
     hazard = _regex_hazard(pattern)
     if hazard:
-        raise VfleetError(f"--limit {quoted(term)}: refused, it could run for hours ({hazard}); "
-                          "write it without that, or use a glob such as 'gpu*'")
+        raise VfleetError(
+            f"--limit {quoted(term)}: refused, it could run for hours ({hazard}); "
+            "write it without that, or use a glob such as 'gpu*'"
+        )
     try:
         return re.compile(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
@@ -221,9 +242,12 @@ def _timed(term: str, rx: re.Pattern) -> Callable[[str], bool]:
 
     def match(name: str) -> bool:
         if time.monotonic() > deadline:
-            raise VfleetError(f"--limit {quoted(term)}: the regular expression took more than "
-                              f"{LIMIT_REGEX_SECONDS:g} s over the inventory's names; simplify it or use a glob")
+            raise VfleetError(
+                f"--limit {quoted(term)}: the regular expression took more than "
+                f"{LIMIT_REGEX_SECONDS:g} s over the inventory's names; simplify it or use a glob"
+            )
         return rx.match(name) is not None
+
     return match
 
 
@@ -242,8 +266,9 @@ def _match_term(term: str, hosts: list[str], host_set: set[str], groups: dict[st
     if has_host_range(term):
         try:
             if host_range_size(term) > MAX_LIMIT_RANGE:
-                raise ValueError(f"host range {quoted(term)} expands to more than "
-                                 f"{MAX_LIMIT_RANGE} names; use a glob such as 'gpu*'")
+                raise ValueError(
+                    f"host range {quoted(term)} expands to more than {MAX_LIMIT_RANGE} names; use a glob such as 'gpu*'"
+                )
             names = set(expand_host_range(term))
         except ValueError as exc:
             raise VfleetError(f"--limit: {exc}") from None
@@ -276,16 +301,19 @@ def match_limit(
     host the operator meant to spare. `source` names the inventory in that error.
     """
     if len(limit) > MAX_LIMIT_LENGTH:
-        raise VfleetError(f"--limit has {len(limit):,} characters, more than {MAX_LIMIT_LENGTH:,}; "
-                          "name groups instead of hosts")
+        raise VfleetError(
+            f"--limit has {len(limit):,} characters, more than {MAX_LIMIT_LENGTH:,}; name groups instead of hosts"
+        )
     terms = split_limit(limit)
     if not terms:
         raise VfleetError("--limit is empty; give host or group names, globs or '~regex'")
     host_set = set(hosts)
     patterns = [t for t in terms if t.lstrip("!&") not in groups and t.lstrip("!&") not in host_set]
     if len(patterns) > MAX_LIMIT_PATTERNS:
-        raise VfleetError(f"--limit has {len(patterns)} globs, regexes or ranges, more than "
-                          f"{MAX_LIMIT_PATTERNS} (each is tried on every host); name groups instead")
+        raise VfleetError(
+            f"--limit has {len(patterns)} globs, regexes or ranges, more than "
+            f"{MAX_LIMIT_PATTERNS} (each is tried on every host); name groups instead"
+        )
     plain = [t for t in terms if t[0] not in "!&"]
     inter = [t[1:] for t in terms if t[0] == "&"]
     excl = [t[1:] for t in terms if t[0] == "!"]

@@ -7,6 +7,7 @@ since (epoch seconds), ttl, task. A second run stops before changing anything, w
 naming the holder. A lock outlives a killed controller until its TTL passes, except that the
 same controller sees its holder's pid is gone and takes it over at once. /run is a tmpfs:
 a reboot clears it."""
+
 from __future__ import annotations
 
 import getpass
@@ -23,11 +24,21 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
 
-__all__ = ["LOCK_PATH", "LOCK_TTL_S", "Holder", "owner_id", "acquire_command", "release_command", "parse_holder",
-           "acquire", "release", "locked"]
+__all__ = [
+    "LOCK_PATH",
+    "LOCK_TTL_S",
+    "Holder",
+    "owner_id",
+    "acquire_command",
+    "release_command",
+    "parse_holder",
+    "acquire",
+    "release",
+    "locked",
+]
 
 LOCK_PATH = "/run/vfleet/fleet.lock"
-LOCK_TTL_S = 3600   # longer than a deploy; a lock older than this is taken over
+LOCK_TTL_S = 3600  # longer than a deploy; a lock older than this is taken over
 q = shlex.quote
 
 
@@ -44,8 +55,10 @@ class Holder:
 
     def describe(self, now: float) -> str:
         started = time.strftime("%H:%M:%S UTC", time.gmtime(self.since))
-        return (f"{self.task} by {self.owner} pid {self.pid} since {started} "
-                f"(expires in {max(0, int(self.since + self.ttl - now))}s)")
+        return (
+            f"{self.task} by {self.owner} pid {self.pid} since {started} "
+            f"(expires in {max(0, int(self.since + self.ttl - now))}s)"
+        )
 
 
 def owner_id() -> str:
@@ -57,18 +70,20 @@ def acquire_command(mine: Holder, *, force: bool = False) -> str:
     [previous holder line]' or 'held <holder line>'."""
     f, line = q(LOCK_PATH), q(mine.line())
     take = f"printf '%s\\n' {line} > {f}.new && mv -f {f}.new {f}"
-    return (f"mkdir -p {q(os.path.dirname(LOCK_PATH))}; "
-            f"if (set -C; printf '%s\\n' {line} > {f}) 2>/dev/null; then echo taken; exit 0; fi; "
-            f"cur=$(head -n1 {f} 2>/dev/null); set -- $cur; now=$(date +%s); "
-            f"if {'true' if force else 'false'} || [ \"$1 $2\" = {q(mine.owner + ' ' + str(mine.pid))} ] || "
-            f"[ $(( ${{3:-0}} + ${{4:-0}} )) -lt \"$now\" ]; then {take}; echo \"taken $cur\"; exit 0; fi; "
-            f"echo \"held $cur\"")
+    return (
+        f"mkdir -p {q(os.path.dirname(LOCK_PATH))}; "
+        f"if (set -C; printf '%s\\n' {line} > {f}) 2>/dev/null; then echo taken; exit 0; fi; "
+        f"cur=$(head -n1 {f} 2>/dev/null); set -- $cur; now=$(date +%s); "
+        f'if {"true" if force else "false"} || [ "$1 $2" = {q(mine.owner + " " + str(mine.pid))} ] || '
+        f'[ $(( ${{3:-0}} + ${{4:-0}} )) -lt "$now" ]; then {take}; echo "taken $cur"; exit 0; fi; '
+        f'echo "held $cur"'
+    )
 
 
 def release_command(mine: Holder) -> str:
     """Remove the lock only while it is still ours."""
     f = q(LOCK_PATH)
-    return f"[ \"$(head -n1 {f} 2>/dev/null)\" = {q(mine.line())} ] && rm -f {f}; true"
+    return f'[ "$(head -n1 {f} 2>/dev/null)" = {q(mine.line())} ] && rm -f {f}; true'
 
 
 def parse_holder(text: str) -> Holder | None:
@@ -107,16 +122,22 @@ def acquire(play: Play, task: str, ttl: int = LOCK_TTL_S) -> tuple[Holder, list[
         taken.append(ctx.name)
         prev = parse_holder(out[6:]) if out.startswith("taken ") else None
         if prev:
-            ctx.record("lock", LOCK_PATH, Status.OK, f"took over the lock of {prev.describe(time.time())}: "
-                                                     f"expired, or its controller process is gone")
+            ctx.record(
+                "lock",
+                LOCK_PATH,
+                Status.OK,
+                f"took over the lock of {prev.describe(time.time())}: expired, or its controller process is gone",
+            )
 
     play.run_step("fleet lock", take)
     if held:
         name, other = sorted(held.items())[0]
         release(play, mine, taken)
-        raise VfleetError(f"fleet is locked: {other.describe(time.time())} holds {LOCK_PATH} on {name}"
-                          + (f" and {len(held) - 1} more host(s)" if len(held) > 1 else "")
-                          + "; wait for it, or remove that file if that run is dead")
+        raise VfleetError(
+            f"fleet is locked: {other.describe(time.time())} holds {LOCK_PATH} on {name}"
+            + (f" and {len(held) - 1} more host(s)" if len(held) > 1 else "")
+            + "; wait for it, or remove that file if that run is dead"
+        )
     return mine, taken
 
 

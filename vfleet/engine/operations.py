@@ -3,6 +3,7 @@
 Each records one StepResult (ok when nothing differed, else what `apply` recorded) and raises
 HostFailed when it cannot do its job. Steps that touch several things gather their facts
 together (vfleet.engine.facts.gather) and apply their planned changes in one go instead."""
+
 from __future__ import annotations
 
 import time
@@ -21,14 +22,29 @@ def _one(ctx: HostContext, action: str, target: str, changes: list, message: str
     return apply(ctx, changes)[-1]
 
 
-def put_file(ctx: HostContext, path: str, content: str | bytes, *, mode: str | int = "0644",
-             owner: str | None = None, group: str | None = None, sensitive: bool = False,
-             notify: str | None = None, action: str = "file") -> StepResult:
+def put_file(
+    ctx: HostContext,
+    path: str,
+    content: str | bytes,
+    *,
+    mode: str | int = "0644",
+    owner: str | None = None,
+    group: str | None = None,
+    sensitive: bool = False,
+    notify: str | None = None,
+    action: str = "file",
+) -> StepResult:
     """Make `path` hold exactly `content` (sha256 compared on the host: an unchanged file
     costs one round trip and no transfer). `sensitive` keeps the content out of diffs."""
     state = gather(ctx, {"f": FileFact(path, with_content=ctx.diff and not sensitive)})["f"]
-    return _one(ctx, action, path, file_change(path, content, state, mode=mode, owner=owner, group=group,
-                                               sensitive=sensitive, notify=notify, action=action))
+    return _one(
+        ctx,
+        action,
+        path,
+        file_change(
+            path, content, state, mode=mode, owner=owner, group=group, sensitive=sensitive, notify=notify, action=action
+        ),
+    )
 
 
 def ensure_directory(ctx: HostContext, path: str, *, mode: str | int = "0755") -> StepResult:
@@ -43,8 +59,7 @@ def ensure_symlink(ctx: HostContext, path: str, target: str, *, notify: str | No
     return _one(ctx, "symlink", path, symlink_change(path, target, current, notify=notify), f"-> {target}")
 
 
-def run_command(ctx: HostContext, command: str, *, name: str | None = None,
-                timeout: float | None = None) -> StepResult:
+def run_command(ctx: HostContext, command: str, *, name: str | None = None, timeout: float | None = None) -> StepResult:
     """Run a command that changes something (skipped under --check), failing the host with
     its output when it fails."""
     label = name or command

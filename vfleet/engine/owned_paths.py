@@ -13,6 +13,7 @@ value like `model_path: /bin` once made a deploy replace Debian's /bin symlink (
 
 Pure functions on strings (no host): the facts come from vfleet.engine.facts.LinkFact.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -20,8 +21,16 @@ import posixpath
 from vfleet.engine.changes import Change, symlink_change
 from vfleet.engine.runner import HostFailed
 
-__all__ = ["MIN_DEPTH", "depth", "deep_path", "inside", "link_target", "replaceable_link", "owned_symlink_change",
-           "plain_operand"]
+__all__ = [
+    "MIN_DEPTH",
+    "depth",
+    "deep_path",
+    "inside",
+    "link_target",
+    "replaceable_link",
+    "owned_symlink_change",
+    "plain_operand",
+]
 
 # /srv/models/x is fine, /bin or /x is not: top-level names belong to the system.
 MIN_DEPTH = 2
@@ -36,8 +45,9 @@ def plain_operand(value: str, what: str) -> str:
     """The value, proven not to read as an option where a program takes no `--` (an ssh host,
     a user name in user@host): one line naming the variable otherwise."""
     if not value or value.startswith("-"):
-        raise HostFailed(f"{what} {value!r} starts with '-' (a command would read it as an option); "
-                         f"fix it in the inventory")
+        raise HostFailed(
+            f"{what} {value!r} starts with '-' (a command would read it as an option); fix it in the inventory"
+        )
     return value
 
 
@@ -47,8 +57,10 @@ def deep_path(path: str, what: str) -> str:
     if not path.startswith("/"):
         raise HostFailed(f"{what} {path!r} is not an absolute path; fix it in the inventory")
     if depth(p) < MIN_DEPTH:
-        raise HostFailed(f"{what} {path!r} is a top-level path; vfleet changes only paths at least "
-                         f"{MIN_DEPTH} levels deep: fix it in the inventory")
+        raise HostFailed(
+            f"{what} {path!r} is a top-level path; vfleet changes only paths at least "
+            f"{MIN_DEPTH} levels deep: fix it in the inventory"
+        )
     return p
 
 
@@ -60,8 +72,10 @@ def inside(root: str, path: str, what: str) -> str:
     if not root.startswith("/") or r == "/":
         raise HostFailed(f"{what}: root {root!r} must be an absolute folder other than /; fix it in the inventory")
     if not path.startswith("/") or p == r or posixpath.commonpath([r, p]) != r:
-        raise HostFailed(f"{what} {path!r} is not inside {r} (after resolving '..'); vfleet changes nothing "
-                         f"outside its own folders: fix it in the inventory")
+        raise HostFailed(
+            f"{what} {path!r} is not inside {r} (after resolving '..'); vfleet changes nothing "
+            f"outside its own folders: fix it in the inventory"
+        )
     return deep_path(p, what)
 
 
@@ -78,17 +92,22 @@ def replaceable_link(link: str, current: str | None, root: str, what: str) -> No
     if current is None:
         return
     if current == "OTHER":
-        raise HostFailed(f"{what} {link} exists and is not a symlink; vfleet replaces only its own links: "
-                         f"move it away or choose another {what}")
+        raise HostFailed(
+            f"{what} {link} exists and is not a symlink; vfleet replaces only its own links: "
+            f"move it away or choose another {what}"
+        )
     r = posixpath.normpath(root)
     t = link_target(link, current)
     if r == "/" or t == r or posixpath.commonpath([r, t]) != r:
-        raise HostFailed(f"{what} {link} is a symlink to {current}, outside {r}: vfleet did not make it and "
-                         f"will not replace it; move it away or choose another {what}")
+        raise HostFailed(
+            f"{what} {link} is a symlink to {current}, outside {r}: vfleet did not make it and "
+            f"will not replace it; move it away or choose another {what}"
+        )
 
 
-def owned_symlink_change(link: str, target: str, current: str | None, *, root: str, what: str,
-                         notify: str | None = None) -> list[Change]:
+def owned_symlink_change(
+    link: str, target: str, current: str | None, *, root: str, what: str, notify: str | None = None
+) -> list[Change]:
     """symlink_change, after proving that the link may be replaced and that its new target
     lies inside `root`."""
     replaceable_link(link, current, root, what)

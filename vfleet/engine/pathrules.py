@@ -24,25 +24,71 @@ systemd refuses an EnvironmentFile= path that is not normalized ("Path ... is no
 normalized") and starts the service WITHOUT it, so vLLM would come up without its API key
 (systemd.exec(5): EnvironmentFile= takes an absolute, normalized file name).
 """
+
 from __future__ import annotations
 
 import posixpath
 import re
 
-__all__ = ["PATH_KINDS", "SYSTEM_DIRS", "REVISION", "HUB_SCHEME", "path_problem", "hub_problem", "is_host_source",
-           "revision_problem", "is_system_dir", "kind_words"]
+__all__ = [
+    "PATH_KINDS",
+    "SYSTEM_DIRS",
+    "REVISION",
+    "HUB_SCHEME",
+    "path_problem",
+    "hub_problem",
+    "is_host_source",
+    "revision_problem",
+    "is_system_dir",
+    "kind_words",
+]
 
 # Folders a distribution owns, where vfleet must never create, replace or remove anything: the
 # folder itself is refused, a folder below it (/srv/models, /opt/vllm, /var/lib/vllm) is fine.
 # /usr/<anything> at depth 2 (/usr/lib, /usr/local, /usr/share) is refused too.
-SYSTEM_DIRS = frozenset((
-    "/", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/boot", "/dev",
-    "/proc", "/sys", "/run", "/var", "/var/lib", "/var/log", "/var/cache", "/var/tmp",
-    "/var/spool", "/var/mail", "/var/opt", "/var/backups", "/var/local", "/home", "/root",
-    "/tmp", "/srv", "/opt", "/mnt", "/media", "/snap", "/lost+found", "/etc/systemd",
-    "/etc/systemd/system", "/lib/systemd", "/lib/systemd/system", "/usr/lib/systemd",
-    "/usr/lib/systemd/system",
-))
+SYSTEM_DIRS = frozenset(
+    (
+        "/",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/usr",
+        "/etc",
+        "/boot",
+        "/dev",
+        "/proc",
+        "/sys",
+        "/run",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/cache",
+        "/var/tmp",
+        "/var/spool",
+        "/var/mail",
+        "/var/opt",
+        "/var/backups",
+        "/var/local",
+        "/home",
+        "/root",
+        "/tmp",
+        "/srv",
+        "/opt",
+        "/mnt",
+        "/media",
+        "/snap",
+        "/lost+found",
+        "/etc/systemd",
+        "/etc/systemd/system",
+        "/lib/systemd",
+        "/lib/systemd/system",
+        "/usr/lib/systemd",
+        "/usr/lib/systemd/system",
+    )
+)
 PATH_KINDS = ("host_dir", "host_file", "relative", "name", "controller", "source")
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")
 # A hub revision: a branch, tag, commit or refs/pr/N. git's ref rules (git-check-ref-format(1))
@@ -51,7 +97,7 @@ REVISION = re.compile(r"^(?!.*\.\.)(?!.*/$)[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$"
 HUB_SCHEME = "hf://"
 _NAME = re.compile(r"[A-Za-z0-9_@+][A-Za-z0-9._@+-]*")
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_MAX_PART = 255          # NAME_MAX of Linux file systems
+_MAX_PART = 255  # NAME_MAX of Linux file systems
 
 
 def is_system_dir(path: str) -> bool:
@@ -92,8 +138,10 @@ def _host_path(path: str, system: bool) -> str | None:
     if why:
         return why
     if system and is_system_dir(path):
-        return ("is a system folder (vfleet creates, replaces and removes files where it points); "
-                "give a folder of its own below it, e.g. /srv/models or /opt/vllm")
+        return (
+            "is a system folder (vfleet creates, replaces and removes files where it points); "
+            "give a folder of its own below it, e.g. /srv/models or /opt/vllm"
+        )
     return None
 
 
@@ -105,8 +153,10 @@ def _relative(path: str) -> str | None:
         return why
     for part in path.split("/"):
         if not _NAME.fullmatch(part):
-            return (f"has the part {part!r}; each part starts with a letter, digit, '_', '@' "
-                    "or '+' (vfleet keeps its own .versions and .staging beside it)")
+            return (
+                f"has the part {part!r}; each part starts with a letter, digit, '_', '@' "
+                "or '+' (vfleet keeps its own .versions and .staging beside it)"
+            )
     return None
 
 
@@ -125,8 +175,10 @@ def _controller(path: str) -> str | None:
 
 def revision_problem(revision: str) -> str | None:
     if not REVISION.fullmatch(revision):
-        return (f"has the revision {revision!r}; a branch, tag or commit is letters, digits and . _ / + -, "
-                "not starting with '.', '/' or '-', without '..' or a final '/'")
+        return (
+            f"has the revision {revision!r}; a branch, tag or commit is letters, digits and . _ / + -, "
+            "not starting with '.', '/' or '-', without '..' or a final '/'"
+        )
     return None
 
 
@@ -148,8 +200,12 @@ def hub_problem(uri: str) -> str | None:
 def is_host_source(spec: str | None) -> bool:
     """HOST:/path (weights already on a host): a ':' before any '/', in a spec that is not
     hf://. The one reading of a source's form, for the schema and the roles alike."""
-    return (bool(spec) and not str(spec).startswith(HUB_SCHEME) and ":" in str(spec)
-            and not str(spec).startswith(("/", "./", "../", "~")))
+    return (
+        bool(spec)
+        and not str(spec).startswith(HUB_SCHEME)
+        and ":" in str(spec)
+        and not str(spec).startswith(("/", "./", "../", "~"))
+    )
 
 
 def _source(path: str) -> str | None:
@@ -180,8 +236,11 @@ def path_problem(path: str, kind: str) -> str | None:
     if kind == "name":
         if "/" in path:
             return "has a '/'; give one folder name"
-        return None if _NAME.fullmatch(path) and len(path) <= _MAX_PART else \
-            "is not a plain folder name (letters, digits and . _ @ + -, not starting with '.' or '-')"
+        return (
+            None
+            if _NAME.fullmatch(path) and len(path) <= _MAX_PART
+            else "is not a plain folder name (letters, digits and . _ @ + -, not starting with '.' or '-')"
+        )
     if kind == "controller":
         return _controller(path)
     if kind == "source":

@@ -1,6 +1,7 @@
 """Per-host progress bars for long steps (weights copies, installs, readiness waits), drawn
 by rich. Bars appear only once a step reports progress and only on a terminal; in CI logs and
 under pytest nothing is drawn and the recap carries the result."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,9 +23,13 @@ class HostProgress:
     def _ensure(self) -> Progress:
         if self._progress is None:
             self._progress = Progress(
-                TextColumn("[bold]{task.fields[host]}"), TextColumn("{task.description}"),
-                BarColumn(), DownloadColumn(), TimeElapsedColumn(),
-                console=self.console, transient=True,
+                TextColumn("[bold]{task.fields[host]}"),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
             )
             self._progress.start()
         return self._progress

@@ -15,6 +15,7 @@ through the run's redactor there, so no print anywhere (an error line, a host's 
 recap) needs to remember it. Files are sinks of their own: the JSON report writer and
 `render --dest` pass their text through `current()`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -108,8 +109,9 @@ class Redactor:
             return text
         if "://" in text:
             text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}{m.group(3)}", text)
-        text = _AUTH.sub(lambda m: m.group(0) if _WORD.fullmatch(m.group(3))
-                         else f"{m.group(1)}{m.group(2)}{MASK}", text)
+        text = _AUTH.sub(
+            lambda m: m.group(0) if _WORD.fullmatch(m.group(3)) else f"{m.group(1)}{m.group(2)}{MASK}", text
+        )
         return _SHAPES.sub(MASK, text)
 
     def tree(self, value: Any) -> Any:
@@ -157,10 +159,12 @@ class Redactor:
         out, start = [], 0
         for m in _ELLIPSIS.finditer(text):
             end = m.start()
-            cut = max((n for v in values for n in range(len(v) - 1, _MIN_PREFIX - 1, -1)
-                       if text.endswith(v[:n], start, end)), default=0)
+            cut = max(
+                (n for v in values for n in range(len(v) - 1, _MIN_PREFIX - 1, -1) if text.endswith(v[:n], start, end)),
+                default=0,
+            )
             if cut:
-                out += [text[start:end - cut], MASK]
+                out += [text[start : end - cut], MASK]
                 start = end
         return "".join(out) + text[start:]
 
@@ -199,7 +203,7 @@ class RedactingStream:
         self.inner = inner
         self.redactor = redactor
         self._pending = ""
-        self._lock = threading.Lock()   # the runner's workers print from their threads
+        self._lock = threading.Lock()  # the runner's workers print from their threads
 
     def write(self, text: str) -> int:
         with self._lock:
@@ -242,7 +246,7 @@ def redacting_output() -> Iterator[Redactor]:
         record = make_record(*args, **kwargs)
         try:
             message = record.getMessage()
-        except Exception:   # a bad format string: logging reports it later, as it would anyway
+        except Exception:  # a bad format string: logging reports it later, as it would anyway
             message = str(record.msg)
         record.msg, record.args = redactor.text(message), None
         return record

@@ -1,5 +1,6 @@
 """The recap table (Ansible's PLAY RECAP) and the JSON report (the contract in docs/architecture.md):
 {"task", "hosts": {name: {"status", "steps", "facts", "checks"}}, "summary": {status: count}}."""
+
 from __future__ import annotations
 
 import json
@@ -71,15 +72,20 @@ def print_recap(play: Play, console: Console | None = None) -> None:
     for name, r in play.results.items():
         c = r.counts()
         style = {"failed": "red", "unreachable": "red", "changed": "yellow", "ok": "green"}.get(r.status.value, "")
-        table.add_row(name, *(str(c[s.value]) for s in Status), f"{r.elapsed_s:.1f}s",
-                      f"[{style}]{r.status.value}[/]" if style else r.status.value)
+        table.add_row(
+            name,
+            *(str(c[s.value]) for s in Status),
+            f"{r.elapsed_s:.1f}s",
+            f"[{style}]{r.status.value}[/]" if style else r.status.value,
+        )
     console.print(table)
     for name, r in play.results.items():
         if r.failed:
             last = next((s for s in reversed(r.steps) if s.status in (Status.FAILED, Status.UNREACHABLE)), None)
             if last:
-                console.print(f"[red]{r.status.value}[/]: " + escape(f"[{name}] {last.message}"), highlight=False,
-                              soft_wrap=True)
+                console.print(
+                    f"[red]{r.status.value}[/]: " + escape(f"[{name}] {last.message}"), highlight=False, soft_wrap=True
+                )
     if play.aborted:
         console.print(f"[bold red]aborted[/]: {play.aborted}")
     console.print(f"elapsed {play.elapsed_s:.1f}s", highlight=False)

@@ -2,6 +2,7 @@
 
 Statuses follow Ansible's recap so operators read them without a legend: an operation is
 ok (already as wanted), changed, failed, unreachable or skipped."""
+
 from __future__ import annotations
 
 import time

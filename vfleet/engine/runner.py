@@ -4,6 +4,7 @@ a bounded worker pool.
 Why not Fabric's ThreadingGroup: it has no worker limit, no timeout and no notion of a host
 leaving the run. Here a host that fails or cannot be reached leaves the play and the others go
 on, until the share of failed hosts passes max_fail_percentage; then the play aborts."""
+
 from __future__ import annotations
 
 import threading
@@ -140,13 +141,22 @@ class HostContext:
         return r
 
     # -- results ------------------------------------------------------------------------
-    def record(self, action: str, target: str, status: Status, message: str = "", *,
-               diff: str = "", elapsed_s: float = 0.0, data: dict[str, Any] | None = None,
-               notify: str | Iterable[str] | None = None) -> StepResult:
+    def record(
+        self,
+        action: str,
+        target: str,
+        status: Status,
+        message: str = "",
+        *,
+        diff: str = "",
+        elapsed_s: float = 0.0,
+        data: dict[str, Any] | None = None,
+        notify: str | Iterable[str] | None = None,
+    ) -> StepResult:
         res = StepResult(self.step_name, action, target, status, message, diff, elapsed_s, data or {})
         self.result.add(res)
         if status is Status.CHANGED and notify:
-            self.notify(*( [notify] if isinstance(notify, str) else list(notify) ))
+            self.notify(*([notify] if isinstance(notify, str) else list(notify)))
         self.play.print_result(self.host.name, res)
         return res
 
@@ -171,15 +181,22 @@ class Play:
     `configure` gives each host's context its config (the caller's model of the run: the
     engine only hands it on), called once per host here."""
 
-    def __init__(self, task: str, hosts: list[Host], options: RunOptions | None = None,
-                 console: Console | None = None, configure: ConfigFactory | None = None):
+    def __init__(
+        self,
+        task: str,
+        hosts: list[Host],
+        options: RunOptions | None = None,
+        console: Console | None = None,
+        configure: ConfigFactory | None = None,
+    ):
         self.task = task
         self.hosts = list(hosts)
         self.options = options or RunOptions()
         self.console = console or Console(stderr=False, highlight=False)
         self.results: dict[str, HostResult] = {h.name: HostResult(h.name) for h in self.hosts}
         self.contexts: dict[str, HostContext] = {
-            h.name: HostContext(self, h, configure(h) if configure else None) for h in self.hosts}
+            h.name: HostContext(self, h, configure(h) if configure else None) for h in self.hosts
+        }
         self.active: list[str] = [h.name for h in self.hosts]
         # the hosts --limit chose; a play may hold others only to act through them (the
         # gateways that drain a host during a rolling restart)
@@ -212,8 +229,7 @@ class Play:
         target = f" {res.target}" if res.target else ""
         text = escape(f"[{host}] {res.action}{target}{msg}")
         with self._lock:
-            self.console.print(f"[{style}]{res.status.value}[/]: {text}", markup=True, highlight=False,
-                               soft_wrap=True)
+            self.console.print(f"[{style}]{res.status.value}[/]: {text}", markup=True, highlight=False, soft_wrap=True)
             if res.diff and self.options.diff:
                 self.console.print(res.diff, markup=False, highlight=False, soft_wrap=True)
 
@@ -248,8 +264,10 @@ class Play:
         pct = 100.0 * len(failed) / len(pool)
         limit = self.max_fail_percentage()
         if failed and pct > limit:
-            self.aborted = (f"{len(failed)} of {len(pool)} hosts failed ({pct:.0f}% > "
-                            f"max_fail_percentage {limit:g}%): stopping the run")
+            self.aborted = (
+                f"{len(failed)} of {len(pool)} hosts failed ({pct:.0f}% > "
+                f"max_fail_percentage {limit:g}%): stopping the run"
+            )
             self.console.print(f"[bold red]ABORT[/]: {self.aborted}")
 
     # -- running ------------------------------------------------------------------------
@@ -271,13 +289,24 @@ class Play:
         except VfleetError as exc:
             self._fail(ctx, Status.FAILED, str(exc))
         except Exception as exc:  # a bug: keep the run going, keep the trace in the report
-            self._fail(ctx, Status.FAILED, f"{label}: internal error {type(exc).__name__}: {exc}",
-                       {"traceback": traceback.format_exc()})
+            self._fail(
+                ctx,
+                Status.FAILED,
+                f"{label}: internal error {type(exc).__name__}: {exc}",
+                {"traceback": traceback.format_exc()},
+            )
         return None
 
-    def run_step(self, name: str, fn: StepFn, *, hosts: list[str] | None = None,
-                 handlers: dict[str, StepFn] | None = None, forks: int | None = None,
-                 budget_among: list[str] | None = None) -> dict[str, Any]:
+    def run_step(
+        self,
+        name: str,
+        fn: StepFn,
+        *,
+        hosts: list[str] | None = None,
+        handlers: dict[str, StepFn] | None = None,
+        forks: int | None = None,
+        budget_among: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Run fn on every active host (or the given subset), at most `forks` at a time.
         Handlers notified during this step or an earlier one run once per host right after
         this step, if it offers them (else they stay pending). Returns

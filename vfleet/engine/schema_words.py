@@ -5,6 +5,7 @@ Why apart from the checking (vfleet/engine/varschema.py): docs/variables.md's ta
 inventory parser's messages and the redactor's tests use the same words without a validator,
 so the words for a type live once, here.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,7 +43,7 @@ def _type_words(t: str, schema: dict[str, Any]) -> str:
 
 def _plural(text: str) -> str:
     """'a non-empty string' -> 'non-empty strings', so list/mapping descriptions read well."""
-    head = text.split(" (")[0]    # a path kind's words in parentheses do not count
+    head = text.split(" (")[0]  # a path kind's words in parentheses do not count
     if " or " in head or "," in head:
         return text
     words = text.split(" ")
@@ -112,7 +113,7 @@ def short_value(value: Any, limit: int = 60) -> str:
         return str(value).lower()
     try:
         text = repr(value)
-    except ValueError:   # int's 4300-digit str() limit, inside a list too
+    except ValueError:  # int's 4300-digit str() limit, inside a list too
         return f"{value_kind(value)} too large to show"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -125,8 +126,7 @@ def value_kind(value: Any, none: str = "null") -> str:
         return none
     if isinstance(value, bool):
         return "true/false"
-    for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"),
-                     (int, "a number"), (float, "a number")):
+    for t, words in ((dict, "a mapping"), (list, "a list"), (str, "a string"), (int, "a number"), (float, "a number")):
         if isinstance(value, t):
             return words
     return f"a {type(value).__name__}"

@@ -16,6 +16,7 @@ validator per variable from it):
 Errors of the last three keywords carry their own operator wording (ValidationError's
 `validator` is "text", "path" or "reserved"), which varschema puts after "got VALUE, which".
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,8 @@ from vfleet.engine.pathrules import path_problem
 
 __all__ = ["Validator", "text_problem", "MAX_TEXT", "MAX_NAME", "OWN_WORDS"]
 
-MAX_TEXT = 4096     # longest string value of any variable (a path: PATH_MAX is 4096 on Linux)
-MAX_NAME = 255      # longest name (of a variable, a unit, an account, a file name part)
+MAX_TEXT = 4096  # longest string value of any variable (a path: PATH_MAX is 4096 on Linux)
+MAX_NAME = 255  # longest name (of a variable, a unit, an account, a file name part)
 # Characters no value may hold: control (Cc: newline, tab, NUL, ESC), format (Cf: bidi
 # overrides, zero-width), lone surrogates (Cs: not text, they fail to encode later) and the
 # Unicode line/paragraph separators (str.splitlines splits on them, so one-line messages and
@@ -93,8 +94,11 @@ def _type_and_text(validator: Any, types: Any, instance: Any, schema: dict[str, 
 
 def _path(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
     """`path`: the named path rules of vfleet/engine/pathrules.py."""
-    if (isinstance(instance, str) and len(instance) <= schema.get("maxLength", MAX_TEXT)
-            and text_problem(instance) is None):
+    if (
+        isinstance(instance, str)
+        and len(instance) <= schema.get("maxLength", MAX_TEXT)
+        and text_problem(instance) is None
+    ):
         why = path_problem(instance, kind)
         if why:
             yield ValidationError(why, validator="path")
@@ -103,17 +107,17 @@ def _path(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> I
 def _reserved(validator: Any, rule: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
     """`reserved`: {"names": [...], "prefixes": [...], "why": ..., "fix": ...}: names that
     would take over something that is not ours (a distribution's unit)."""
-    if isinstance(instance, str) and (instance in rule.get("names", ()) or instance.startswith(
-            tuple(rule.get("prefixes", ())))):
+    if isinstance(instance, str) and (
+        instance in rule.get("names", ()) or instance.startswith(tuple(rule.get("prefixes", ())))
+    ):
         yield ValidationError(f"{rule['why']}; {rule['fix']}", validator="reserved")
 
 
 Validator = validators.extend(
     Draft202012Validator,
-    validators={"pattern": _pattern, "type": _type_and_text, "path": _path,
-                "reserved": _reserved},
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_number}))
+    validators={"pattern": _pattern, "type": _type_and_text, "path": _path, "reserved": _reserved},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number}),
+)
 
 # Keywords whose errors are worded for an operator here, not by jsonschema.
 OWN_WORDS = ("text", "path", "reserved")

@@ -13,6 +13,7 @@ Encoding: RFC 8259 section 8.1 says JSON exchanged between systems MUST be UTF-8
 parser MAY ignore a byte order mark: a UTF-8 BOM is skipped, anything else that is not UTF-8
 (UTF-16, Latin-1 bytes) is refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,22 @@ from typing import Any, Mapping
 
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["JsonFileError", "read_bounded", "loads_strict", "read_json", "mapping", "positive_int",
-           "nonneg_int", "positive_number", "boolean", "short_str", "type_name", "MIB"]
+__all__ = [
+    "JsonFileError",
+    "read_bounded",
+    "loads_strict",
+    "read_json",
+    "mapping",
+    "positive_int",
+    "nonneg_int",
+    "positive_number",
+    "boolean",
+    "short_str",
+    "type_name",
+    "MIB",
+]
 
-MIB = 1024 ** 2
+MIB = 1024**2
 _BOM = "\ufeff"
 SHORT_STR_LEN = 256
 
@@ -74,8 +87,9 @@ def read_bounded(path: str | Path, limit: int, what: str | None = None) -> bytes
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (FIFO, device or socket)"
             raise JsonFileError(f"{label}: is {kind}, expected a file")
         if st.st_size > limit:
-            raise JsonFileError(f"{label}: {st.st_size} bytes, more than the {limit // MIB} MiB such a "
-                                "file can be; fix the file")
+            raise JsonFileError(
+                f"{label}: {st.st_size} bytes, more than the {limit // MIB} MiB such a file can be; fix the file"
+            )
         chunks, got = [], 0
         while got <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - got))
@@ -106,13 +120,15 @@ def _finite_float(text: str) -> float:
 def _text(data: bytes | str, label: str) -> str:
     if isinstance(data, bytes):
         if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) > 1 and b"\x00" in data[:4]):
-            raise JsonFileError(f"{label}: UTF-16 or UTF-32 text; JSON files must be UTF-8 (RFC 8259 8.1): "
-                                "convert the file")
+            raise JsonFileError(
+                f"{label}: UTF-16 or UTF-32 text; JSON files must be UTF-8 (RFC 8259 8.1): convert the file"
+            )
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise JsonFileError(f"{label}: not UTF-8 (byte {exc.start}); JSON files must be UTF-8: fix the "
-                                "file") from None
+            raise JsonFileError(
+                f"{label}: not UTF-8 (byte {exc.start}); JSON files must be UTF-8: fix the file"
+            ) from None
     return data[1:] if data.startswith(_BOM) else data
 
 
@@ -146,12 +162,13 @@ def mapping(value: Any, label: str, key: str | None = None) -> Mapping[str, Any]
 def _bad(label: str, key: str, expected: str, value: Any, fix: str) -> JsonFileError:
     got = type_name(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        got = f"{value}" if abs(value) < 10 ** 18 else ("a huge number" if value > 0 else "a huge negative number")
+        got = f"{value}" if abs(value) < 10**18 else ("a huge number" if value > 0 else "a huge negative number")
     return JsonFileError(f"{label}: key '{key}': expected {expected}, got {got}; {fix}")
 
 
-def positive_int(obj: Mapping[str, Any], key: str, label: str, upper: int, *, required: bool = True,
-                 fix: str = "fix the file") -> int | None:
+def positive_int(
+    obj: Mapping[str, Any], key: str, label: str, upper: int, *, required: bool = True, fix: str = "fix the file"
+) -> int | None:
     """obj[key] as an integer in 1..upper (a bool is not an integer, nor is 4.0). None when the
     key is absent or null and not required."""
     value = obj.get(key)
@@ -164,8 +181,9 @@ def positive_int(obj: Mapping[str, Any], key: str, label: str, upper: int, *, re
     return value
 
 
-def nonneg_int(obj: Mapping[str, Any], key: str, label: str, upper: int, *, required: bool = False,
-               fix: str = "fix the file") -> int | None:
+def nonneg_int(
+    obj: Mapping[str, Any], key: str, label: str, upper: int, *, required: bool = False, fix: str = "fix the file"
+) -> int | None:
     """obj[key] as an integer in 0..upper; None when absent or null and not required."""
     value = obj.get(key)
     if value is None:
@@ -177,8 +195,9 @@ def nonneg_int(obj: Mapping[str, Any], key: str, label: str, upper: int, *, requ
     return value
 
 
-def positive_number(obj: Mapping[str, Any], key: str, label: str, upper: float, *,
-                    fix: str = "fix the file") -> float | None:
+def positive_number(
+    obj: Mapping[str, Any], key: str, label: str, upper: float, *, fix: str = "fix the file"
+) -> float | None:
     """obj[key] as a finite number in (0, upper]; None when absent or null."""
     value = obj.get(key)
     if value is None:
@@ -196,8 +215,9 @@ def boolean(obj: Mapping[str, Any], key: str, label: str, *, fix: str = "fix the
     raise _bad(label, key, "true or false", value, fix)
 
 
-def short_str(obj: Mapping[str, Any], key: str, label: str, *, limit: int = SHORT_STR_LEN,
-              fix: str = "fix the file") -> str | None:
+def short_str(
+    obj: Mapping[str, Any], key: str, label: str, *, limit: int = SHORT_STR_LEN, fix: str = "fix the file"
+) -> str | None:
     """obj[key] as a string of at most `limit` characters without control characters; None when
     absent or null."""
     value = obj.get(key)

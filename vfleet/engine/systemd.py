@@ -4,19 +4,29 @@ vfleet.engine.changes.service_changes from a vfleet.engine.facts.UnitFact; daemo
 vfleet.engine.changes.daemon_reload. Unit names are passed after `--` (or, for journalctl, as
 the argument of -u, which getopt takes whatever it starts with), and proven not to start with
 '-' first, so none is read as an option."""
+
 from __future__ import annotations
 
 import shlex
 import time
 
-from vfleet.engine.results import Status, StepResult
 from vfleet.engine.owned_paths import plain_operand
+from vfleet.engine.results import Status, StepResult
 from vfleet.engine.runner import HostContext, HostFailed
 
 q = shlex.quote
 
-__all__ = ["restart", "start", "stop", "journal_tail", "journal_lines", "one_line", "start_command", "stop_command",
-           "journal_command"]
+__all__ = [
+    "restart",
+    "start",
+    "stop",
+    "journal_tail",
+    "journal_lines",
+    "one_line",
+    "start_command",
+    "stop_command",
+    "journal_command",
+]
 
 
 def _unit(unit: str) -> str:

@@ -5,6 +5,7 @@ host's Connection, so host key checking stays on for transfers too.
 No value reads as an option: the source is made absolute and both operands follow `--`
 (a model folder named `--rsh=...` is a folder), and the user and address that rsync hands
 to ssh, which takes no `--` before its host, are proven not to start with '-'."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,19 @@ class TransferStats:
 def ssh_command(ctx: HostContext) -> list[str]:
     """The ssh command line (for rsync -e) matching the host's connection settings."""
     s = ctx.settings()
-    cmd = ["ssh", "-p", str(s.port), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(s.connect_timeout)}",
-           "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]  # a host that vanishes ends the copy
+    cmd = [
+        "ssh",
+        "-p",
+        str(s.port),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={int(s.connect_timeout)}",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ServerAliveCountMax=3",
+    ]  # a host that vanishes ends the copy
     if s.key_file:
         cmd += ["-i", os.path.expanduser(s.key_file), "-o", "IdentitiesOnly=yes"]
     if s.host_key_checking:
@@ -55,8 +67,9 @@ def ssh_command(ctx: HostContext) -> list[str]:
     return cmd
 
 
-def rsync_args(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
-               extra: list[str] | None = None) -> list[str]:
+def rsync_args(
+    ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True, extra: list[str] | None = None
+) -> list[str]:
     """The rsync command line of a push (module doc: why no value can read as an option)."""
     if not dest_dir.startswith("/"):
         raise HostFailed(f"rsync destination {dest_dir!r} is not an absolute path")
@@ -86,9 +99,15 @@ def remote_operand(ctx: HostContext, path: str) -> tuple[list[str], str]:
     return reach, f"{user}{address}:{path.rstrip('/')}/"
 
 
-def rsync_push(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = True,
-               extra: list[str] | None = None,
-               on_progress: Callable[[int, int], None] | None = None) -> TransferStats:
+def rsync_push(
+    ctx: HostContext,
+    src_dir: str,
+    dest_dir: str,
+    *,
+    delete: bool = True,
+    extra: list[str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> TransferStats:
     """Copy the contents of a controller folder into a folder on the host. Returns rsync's
     own byte counts (what the controller really sent), for fan-out accounting."""
     args = rsync_args(ctx, src_dir, dest_dir, delete=delete, extra=extra)
@@ -116,6 +135,7 @@ def rsync_push(ctx: HostContext, src_dir: str, dest_dir: str, *, delete: bool = 
     text = out.decode(errors="replace")
     if rc != 0:
         err = b"".join(err_chunks).decode(errors="replace").strip().splitlines()
-        raise HostFailed(f"rsync to {dest} failed (exit {rc}): {' | '.join(err[-3:])}; "
-                         f"a re-run resumes from what was copied")
+        raise HostFailed(
+            f"rsync to {dest} failed (exit {rc}): {' | '.join(err[-3:])}; a re-run resumes from what was copied"
+        )
     return TransferStats.parse(text)

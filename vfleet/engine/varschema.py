@@ -8,6 +8,7 @@ item or mapping key) and can be worded for an operator: "expected an integer >= 
 re-implements them by hand. The validator, with vfleet's stricter `pattern` and `type` and its
 `path` and `reserved` keywords, is vfleet/engine/schemakeywords.py.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -21,21 +22,21 @@ from jsonschema import Draft202012Validator
 from vfleet.engine.schema_words import describe, short_value, value_kind
 from vfleet.engine.schemakeywords import MAX_NAME, MAX_TEXT, OWN_WORDS, Validator, text_problem
 
-__all__ = ["VariableSpec", "VarSchema", "looks_secret",
-           "ENV_NAME_PATTERN", "text_problem", "MAX_TEXT", "MAX_NAME"]
+__all__ = ["VariableSpec", "VarSchema", "looks_secret", "ENV_NAME_PATTERN", "text_problem", "MAX_TEXT", "MAX_NAME"]
 
 # The pattern of a POSIX environment variable name, for `propertyNames` of env mappings.
 ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
 # Ansible's boolean() (module_utils/parsing/convert_bool.py): the strings it accepts.
 _TRUE = frozenset(("y", "yes", "on", "1", "true", "t"))
 _FALSE = frozenset(("n", "no", "off", "0", "false", "f"))
-_DIGITS = re.compile(r"[0-9]{1,30}")   # a digit string coerce() may turn into an int
+_DIGITS = re.compile(r"[0-9]{1,30}")  # a digit string coerce() may turn into an int
 # Name parts that mark a value as secret wherever it sits (HF_TOKEN, openai_api_key,
 # db_password, ansible_become_pass); whole parts only, so 'max_num_batched_tokens' is shown.
-_SECRET_PARTS = frozenset(("key", "token", "secret", "password", "passwd", "pass",
-                           "credential", "credentials", "apikey"))
+_SECRET_PARTS = frozenset(
+    ("key", "token", "secret", "password", "passwd", "pass", "credential", "credentials", "apikey")
+)
 _COMPANION_PARTS = frozenset(("file", "env"))
-WARN_CUTOFF = 0.6   # difflib ratio for a "did you mean" warning (errors need 0.8)
+WARN_CUTOFF = 0.6  # difflib ratio for a "did you mean" warning (errors need 0.8)
 
 
 def looks_secret(name: str) -> bool:
@@ -45,7 +46,7 @@ def looks_secret(name: str) -> bool:
     marks it, unless the last part is 'file' or 'env': NAME_file and NAME_env say where a
     secret is, not what it is, and an operator needs to see them.
     """
-    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)   # apiToken -> api_Token
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)  # apiToken -> api_Token
     parts = [p for p in re.split(r"[_\-.]+", words.lower()) if p]
     if not parts or parts[-1] in _COMPANION_PARTS:
         return False
@@ -96,8 +97,7 @@ def _path_text(path: Iterable[Any]) -> str:
 class VarSchema:
     """A table of VariableSpec, able to check values and name what was expected."""
 
-    def __init__(self, specs: Iterable[VariableSpec],
-                 aliases: Mapping[str, str] | None = None):
+    def __init__(self, specs: Iterable[VariableSpec], aliases: Mapping[str, str] | None = None):
         """`aliases` maps names operators write by mistake (a vLLM flag with underscores,
         another tool's name: "tp_size") to the variable meant; they only drive warnings."""
         self.specs: dict[str, VariableSpec] = {}
@@ -176,8 +176,12 @@ class VarSchema:
                 return int(text)
             if "boolean" in types and text.lower() in _TRUE | _FALSE:
                 return text.lower() in _TRUE
-        if (isinstance(value, (int, float)) and value in (0, 1) and "boolean" in types
-                and not types & {"integer", "number"}):
+        if (
+            isinstance(value, (int, float))
+            and value in (0, 1)
+            and "boolean" in types
+            and not types & {"integer", "number"}
+        ):
             return value == 1
         return value
 
@@ -186,11 +190,14 @@ class VarSchema:
         schema that is not valid JSON Schema raises jsonschema's SchemaError here."""
         if name not in self._validators:
             if name.endswith("_env") and name in self._companions:
-                schema: dict[str, Any] = {"type": "string", "pattern": ENV_NAME_PATTERN,
-                                          "maxLength": MAX_NAME, "examples": ["VFLEET_API_KEY"]}
+                schema: dict[str, Any] = {
+                    "type": "string",
+                    "pattern": ENV_NAME_PATTERN,
+                    "maxLength": MAX_NAME,
+                    "examples": ["VFLEET_API_KEY"],
+                }
             elif name in self._companions:
-                schema = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT,
-                          "path": "controller"}
+                schema = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "path": "controller"}
             elif name in self.specs:
                 schema = self.specs[name].json_schema
             else:
@@ -211,29 +218,46 @@ class VarSchema:
         out: list[str] = []
         seen: set[str] = set()
         # By place; at one place the character and path rules first: they say what to fix.
-        errors = sorted(validator.iter_errors(value), key=lambda e: (
-            [str(p) for p in e.absolute_path], e.validator not in OWN_WORDS))
+        errors = sorted(
+            validator.iter_errors(value),
+            key=lambda e: ([str(p) for p in e.absolute_path], e.validator not in OWN_WORDS),
+        )
         for err in errors:
             where = f"vars.{name}{_path_text(err.absolute_path)}"
             if "propertyNames" in err.relative_schema_path:
                 key = f"{where} key {short_value(err.instance)}"
                 if key not in seen:
                     seen.add(key)
-                    out.append(f"{where}: key {short_value(err.instance)} is not a valid "
-                               f"{_name_words(err.schema)}{_key_why(err)}")
+                    out.append(
+                        f"{where}: key {short_value(err.instance)} is not a valid "
+                        f"{_name_words(err.schema)}{_key_why(err)}"
+                    )
                 continue
             if where in seen:
                 continue
             seen.add(where)
             spec = self.specs.get(name)
             secret = (spec.secret if spec else looks_secret(name)) or any(
-                looks_secret(str(p)) for p in err.absolute_path)
+                looks_secret(str(p)) for p in err.absolute_path
+            )
             out.append(f"{where}: {_message(err, secret)}")
         return out
 
 
-_DESCRIBED = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-              "pattern", "minLength", "anyOf", "oneOf", "minItems", "uniqueItems")
+_DESCRIBED = (
+    "type",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "pattern",
+    "minLength",
+    "anyOf",
+    "oneOf",
+    "minItems",
+    "uniqueItems",
+)
 
 
 def _message(err: Any, secret: bool) -> str:
@@ -252,10 +276,11 @@ def _message(err: Any, secret: bool) -> str:
     else:
         got = short_value(inst)
     if err.validator in ("maxLength", "maxItems", "maxProperties"):
-        size, unit = len(inst), {"maxLength": "characters", "maxItems": "items",
-                                 "maxProperties": "keys"}[err.validator]
-        return (f"expected {describe(schema)} of at most {err.validator_value} {unit}, "
-                f"got {value_kind(inst)} of {size} {unit}")
+        size, unit = len(inst), {"maxLength": "characters", "maxItems": "items", "maxProperties": "keys"}[err.validator]
+        return (
+            f"expected {describe(schema)} of at most {err.validator_value} {unit}, "
+            f"got {value_kind(inst)} of {size} {unit}"
+        )
     if err.validator == "text":
         why = "a control character" if secret else err.message
         return f"expected {describe(schema)}, got {got}, which has {why}; remove it"

@@ -1,10 +1,11 @@
 """`up`, `down`, `status`: the lab's public API (the Invoke tasks are thin wrappers).
 
-    from vfleet.lab.api import up, down, status
-    result = up(3, profiles={"lab1": "v100-8-pcie"})   # -> UpResult(inventory=Path, ...)
-    status()                                           # -> list[HostStatus]
-    down()                                             # -> Residue (empty when clean)
+from vfleet.lab.api import up, down, status
+result = up(3, profiles={"lab1": "v100-8-pcie"})   # -> UpResult(inventory=Path, ...)
+status()                                           # -> list[HostStatus]
+down()                                             # -> Residue (empty when clean)
 """
+
 from __future__ import annotations
 
 import os
@@ -46,6 +47,7 @@ class HostStatus:
 @dataclass
 class Residue:
     """What the lab left on the machine; all empty after a clean `down`."""
+
     nspawn_pids: list[int] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
     netns_pids: list[int] = field(default_factory=list)
@@ -55,16 +57,22 @@ class Residue:
     cgroups: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.nspawn_pids or self.netns or self.netns_pids or self.veths
-                    or self.bridge or self.mounts or self.cgroups)
+        return bool(
+            self.nspawn_pids
+            or self.netns
+            or self.netns_pids
+            or self.veths
+            or self.bridge
+            or self.mounts
+            or self.cgroups
+        )
 
 
 def ensure_lab_key(state: LabState) -> None:
     """The lab's ed25519 key pair, generated once and kept across `down`."""
     state.root.mkdir(parents=True, exist_ok=True)
     if not state.key.is_file():
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vfleet-lab", "-f",
-             str(state.key)])
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vfleet-lab", "-f", str(state.key)])
 
 
 def parse_profiles(spec: str) -> dict[str, str]:
@@ -73,8 +81,10 @@ def parse_profiles(spec: str) -> dict[str, str]:
     for item in [s.strip() for s in (spec or "").split(",") if s.strip()]:
         name, eq, prof = item.partition("=")
         if not eq or not name or not prof:
-            raise VfleetError(f"lab: --profiles item {item!r} is not HOST=PROFILE; fix: e.g. "
-                              "--profiles lab1=v100-8-pcie,lab2=a100-8-sxm")
+            raise VfleetError(
+                f"lab: --profiles item {item!r} is not HOST=PROFILE; fix: e.g. "
+                "--profiles lab1=v100-8-pcie,lab2=a100-8-sxm"
+            )
         out[name.strip()] = prof.strip()
     return out
 
@@ -83,15 +93,18 @@ def _validate(n: int, prefix: str, gateways: int, extra: dict[str, str]) -> None
     if not 1 <= n <= MAX_HOSTS:
         raise VfleetError(f"lab: --hosts {n} out of range; fix: 1..{MAX_HOSTS}")
     if not NAME_RE.match(prefix) or len(f"{prefix}{n}") > MAX_NAME:
-        raise VfleetError(f"lab: --prefix {prefix!r} invalid; fix: lowercase letters/digits/-, "
-                          f"host names up to {MAX_NAME} chars")
+        raise VfleetError(
+            f"lab: --prefix {prefix!r} invalid; fix: lowercase letters/digits/-, host names up to {MAX_NAME} chars"
+        )
     if not 0 <= gateways <= n:
         raise VfleetError(f"lab: --gateways {gateways} with --hosts {n}; fix: 0..{n}")
     names = {f"{prefix}{i}" for i in range(1, n + 1)}
     unknown = sorted(set(extra) - names)
     if unknown:
-        raise VfleetError(f"lab: --profiles names {', '.join(unknown)}, not among the hosts "
-                          f"{prefix}1..{prefix}{n}; fix the host names")
+        raise VfleetError(
+            f"lab: --profiles names {', '.join(unknown)}, not among the hosts "
+            f"{prefix}1..{prefix}{n}; fix the host names"
+        )
 
 
 def _known_hosts(state: LabState, recs: list[HostRecord]) -> str:
@@ -158,9 +171,17 @@ def _hold(rec: HostRecord, echo: Echo) -> None:
     echo(f"{rec.name}: cpus {had or '?'} -> {want}")
 
 
-def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] | None = None,
-       prefix: str = "lab", gateways: int | None = None, state_dir: str | None = None,
-       timeout: float = 180, backing: str = "tmpfs", echo: Echo = print) -> UpResult:
+def up(
+    n: int,
+    gpu_profile: str | None = None,
+    profiles_by_host: dict[str, str] | None = None,
+    prefix: str = "lab",
+    gateways: int | None = None,
+    state_dir: str | None = None,
+    timeout: float = 180,
+    backing: str = "tmpfs",
+    echo: Echo = print,
+) -> UpResult:
     """Start hosts <prefix>1..<prefix>N (running ones stay), wait until each is reachable
     over SSH with systemd running/degraded, write the inventory. Profile per host:
     profiles_by_host[name], else gpu_profile, else the host's current one, else h200-1."""
@@ -179,20 +200,23 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
             _forget(state, rec.name)
     other = [r.name for r in state.hosts() if not ours.fullmatch(r.name)]
     if other:
-        raise VfleetError(f"lab: hosts {', '.join(other)} of another prefix are up; fix: "
-                          "`invoke lab.down` first (one lab per machine)")
+        raise VfleetError(
+            f"lab: hosts {', '.join(other)} of another prefix are up; fix: "
+            "`invoke lab.down` first (one lab per machine)"
+        )
     ensure_lab_key(state)
     _raise_limits(state)
     network.ensure_bridge()
     rootfs.ensure_nspawn_tmpfs()
 
-    cpu_plan = {name: cpus.to_list(c) for name, c in cpus.assign(
-        [f"{prefix}{i}" for i in range(1, n + 1)], gateways, cpus.available()).items()}
+    cpu_plan = {
+        name: cpus.to_list(c)
+        for name, c in cpus.assign([f"{prefix}{i}" for i in range(1, n + 1)], gateways, cpus.available()).items()
+    }
     wanted: list[HostRecord] = []
     for i in range(1, n + 1):
         name = f"{prefix}{i}"
-        rec = state.load_host(name) or HostRecord(name=name, index=i, ip=host_ip(i),
-                                                  uuid=uuid.uuid4().hex)
+        rec = state.load_host(name) or HostRecord(name=name, index=i, ip=host_ip(i), uuid=uuid.uuid4().hex)
         spec = extra.get(name) or gpu_profile or rec.profile_dir or profiles.DEFAULT_PROFILE
         prof = profiles.resolve(spec)
         rec.profile, rec.profile_dir = prof.name, str(prof.path)
@@ -213,8 +237,10 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         if pid:
             rec.pid = pid
             if rec.name in {w.name for w in wanted} and rec.extra.get("backing", backing) != backing:
-                echo(f"{rec.name}: keeps running on {rec.extra['backing']} (--backing {backing} "
-                     "applies when a host starts; `invoke lab.down` to change it)")
+                echo(
+                    f"{rec.name}: keeps running on {rec.extra['backing']} (--backing {backing} "
+                    "applies when a host starts; `invoke lab.down` to change it)"
+                )
             guest.refresh_names(root, known, etc_hosts)
             profiles.install(prof, root)
             if rec.name in cpu_plan:
@@ -229,16 +255,14 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
         root = rootfs.mount_overlay(state.host_dir(rec.name), backing=backing)
         rec.extra["backing"] = backing
         if not is_mountpoint(root):
-            raise VfleetError(f"lab: overlay for {rec.name} not mounted at {root}; fix: check "
-                              "`dmesg` for overlayfs errors")
-        guest.prepare(root, state.host_dir(rec.name), rec.name, rec.uuid, state.key, known,
-                      etc_hosts)
+            raise VfleetError(
+                f"lab: overlay for {rec.name} not mounted at {root}; fix: check `dmesg` for overlayfs errors"
+            )
+        guest.prepare(root, state.host_dir(rec.name), rec.name, rec.uuid, state.key, known, etc_hosts)
         profiles.install(prof, root)
-        rec.pid = hosts.start(rec.name, root, rec.uuid, state.host_dir(rec.name) / "console.log",
-                              rec.extra["cpus"])
+        rec.pid = hosts.start(rec.name, root, rec.uuid, state.host_dir(rec.name) / "console.log", rec.extra["cpus"])
         state.save_host(rec)
-        echo(f"{rec.name}: starting ({rec.ip}, profile {rec.profile}, cpus {rec.extra['cpus']}, "
-             f"pid {rec.pid})")
+        echo(f"{rec.name}: starting ({rec.ip}, profile {rec.profile}, cpus {rec.extra['cpus']}, pid {rec.pid})")
 
     wanted = [state.load_host(r.name) or r for r in wanted]  # pids as started above
 
@@ -258,9 +282,11 @@ def up(n: int, gpu_profile: str | None = None, profiles_by_host: dict[str, str] 
     echo(f"inventory: {path}")
     bad = [r.name for r in results if not r.ok]
     if bad:
-        raise VfleetError(f"lab: {', '.join(f'{r.name} {r.state}' for r in results if not r.ok)}"
-                          f" (not running/degraded, limit {timeout:.0f}s); fix: read "
-                          f"{state.hosts_dir}/<host>/console.log, then `invoke lab.down` and retry")
+        raise VfleetError(
+            f"lab: {', '.join(f'{r.name} {r.state}' for r in results if not r.ok)}"
+            f" (not running/degraded, limit {timeout:.0f}s); fix: read "
+            f"{state.hosts_dir}/<host>/console.log, then `invoke lab.down` and retry"
+        )
     return UpResult(inventory=path, hosts=wanted, readiness=results)
 
 
@@ -294,7 +320,7 @@ def down(state_dir: str | None = None, echo: Echo = print) -> Residue:
         survivors = hosts.stop(sorted(pids))
         if survivors:
             echo(f"warning: pids {survivors} survived SIGKILL")
-    names = {ns[len(network.NETNS_PREFIX):] for ns in network.lab_netns()}
+    names = {ns[len(network.NETNS_PREFIX) :] for ns in network.lab_netns()}
     names |= {d.name for d in cgroups.leftover_dirs() if d.parent.name == cgroups.LAB_GROUP}
     for name in sorted(names):
         _kill_leftovers(name)
@@ -322,9 +348,12 @@ def _probe(state: LabState, rec: HostRecord) -> HostStatus:
     if not pid:
         return HostStatus(rec.name, rec.ip, rec.profile, 0, "stopped", rec.extra.get("cpus", ""))
     try:
-        proc = subprocess.run(hosts.ssh_cmd(state.key, state.known_hosts, rec.ip,
-                                            "systemctl is-system-running", timeout=3),
-                              capture_output=True, text=True, timeout=15)
+        proc = subprocess.run(
+            hosts.ssh_cmd(state.key, state.known_hosts, rec.ip, "systemctl is-system-running", timeout=3),
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
         st = proc.stdout.strip() or "unreachable"
     except subprocess.TimeoutExpired:
         st = "unreachable"
@@ -348,9 +377,13 @@ def format_status(rows: list[HostStatus], left: Residue | None = None) -> str:
     else:
         width = max(len(r.name) for r in rows)
         prof = max(len("PROFILE"), *(len(r.profile) for r in rows))
-        text = "\n".join([f"{'HOST':<{width}}  {'ADDRESS':<13}  {'STATE':<11}  {'PID':>7}  {'PROFILE':<{prof}}  CPUS"]
-                         + [f"{r.name:<{width}}  {r.ip:<13}  {r.state:<11}  {r.pid or '-':>7}  "
-                            f"{r.profile:<{prof}}  {r.cpus or '-'}" for r in rows])
+        text = "\n".join(
+            [f"{'HOST':<{width}}  {'ADDRESS':<13}  {'STATE':<11}  {'PID':>7}  {'PROFILE':<{prof}}  CPUS"]
+            + [
+                f"{r.name:<{width}}  {r.ip:<13}  {r.state:<11}  {r.pid or '-':>7}  {r.profile:<{prof}}  {r.cpus or '-'}"
+                for r in rows
+            ]
+        )
     if left is not None and not rows and left:
         text += f"\nleftovers (run `invoke lab.down`): {left}"
     return text

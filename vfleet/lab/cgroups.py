@@ -10,6 +10,7 @@ and a stop on one host could wait on another host's processes. Starting each nsp
 
 The host's cpuset group holds it to its CPUs (vfleet/lab/cpus.py says which and why): a
 process inside cannot widen its affinity past them, as it could a plain CPU affinity."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ this machine, and with the CPUs shared a serving host's EngineCore and API serve
 of 2 cores while a restarted host loaded at 0.2-0.5% of one (docs/faults.md). A vLLM host
 gets one core of its own (host k of the `vllm` group on core k mod the cores); gateways are
 nginx only and share every core with the controller, as the issue that asked for this says."""
+
 from __future__ import annotations
 
 import os

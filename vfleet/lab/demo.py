@@ -1,6 +1,7 @@
 """`make demo`: the whole job on the built-in lab fleet. Builds 3 lab hosts (2 vLLM + 1
 gateway), the tiny model and the offline wheelhouse, writes a deploy inventory beside the
 lab's own, deploys, smoke-checks, prints the recap and a curl command for the gateway."""
+
 from __future__ import annotations
 
 import json
@@ -76,12 +77,23 @@ def _bind_workers(data: dict, all_vars: dict, lab_dir: Path) -> None:
         hv = hosts[name] or {}
         rec = state.load_host(name)
         bind = (rec.extra.get("cpus") if rec else None) or cpus.to_list(rule[name])
-        hosts[name] = {**hv, "vllm_env": {"VLLM_CPU_OMP_THREADS_BIND": bind,
-                                           **(all_vars.get("vllm_env") or {}), **(hv.get("vllm_env") or {})}}
+        hosts[name] = {
+            **hv,
+            "vllm_env": {
+                "VLLM_CPU_OMP_THREADS_BIND": bind,
+                **(all_vars.get("vllm_env") or {}),
+                **(hv.get("vllm_env") or {}),
+            },
+        }
 
 
-def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, extra: dict | None = None,
-                           host_vars: dict[str, dict] | None = None) -> Path:
+def write_deploy_inventory(
+    lab_inventory: Path,
+    dest_dir: Path,
+    api_key: str,
+    extra: dict | None = None,
+    host_vars: dict[str, dict] | None = None,
+) -> Path:
     """The lab inventory plus the deploy variables; the API key sits in a 0600 file beside it."""
     data = yaml.safe_load(Path(lab_inventory).read_text())
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -91,8 +103,13 @@ def write_deploy_inventory(lab_inventory: Path, dest_dir: Path, api_key: str, ex
         f.write(api_key + "\n")
     v = data["all"].setdefault("vars", {})
     v.update(DEPLOY_VARS)
-    v.update({"model_source": str(ensure_model()), "vllm_wheelhouse": str(ensure_wheelhouse()),
-              "api_key_file": str(key_file)})
+    v.update(
+        {
+            "model_source": str(ensure_model()),
+            "vllm_wheelhouse": str(ensure_wheelhouse()),
+            "api_key_file": str(key_file),
+        }
+    )
     v.update(extra or {})
     _bind_workers(data, v, Path(lab_inventory).resolve().parent)
     for name, hv in (host_vars or {}).items():
@@ -147,8 +164,9 @@ def main() -> int:
     report = demo_dir / "deploy-report.json"
     report.unlink(missing_ok=True)  # an earlier run's report must not pass for this one's
     with clock.phase("deploy and smoke"):
-        rc = subprocess.call([sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv),
-                              "--report", str(report)])
+        rc = subprocess.call(
+            [sys.executable, "-m", "vfleet.cli", "deploy", "--inventory", str(inv), "--report", str(report)]
+        )
     print("\n" + format_phases(clock, deploy_breakdown(_deploy_report(report))), flush=True)
     if rc == 0:
         print(f"\nThe API key is in {key_file}:  export VLLM_API_KEY=$(cat {key_file})")

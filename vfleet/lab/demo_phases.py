@@ -4,6 +4,7 @@ Why: the demo from a bare machine went from 5:19 to 12:00 in a week and nobody c
 which phase grew. The clock times the phases the demo runs itself (setup, measured by the
 Makefile from before apt and pip; lab; model; wheelhouse; deploy) and splits the deploy by
 its report's steps, so the slow part is named on the last screen of every run."""
+
 from __future__ import annotations
 
 import time
@@ -60,8 +61,9 @@ def format_phases(clock: PhaseClock, deploy: list[tuple[str, float]], now: float
     for name, seconds in clock.phases:
         lines.append(f"  {name:<{width}}  {mmss(seconds):>6}  ({seconds:.1f}s)")
         if name.startswith("deploy") and deploy:
-            lines.append(" " * (width + 4) + "  " + ", ".join(
-                f"{group} {secs:.1f}s" for group, secs in deploy if secs >= 0.05))
+            lines.append(
+                " " * (width + 4) + "  " + ", ".join(f"{group} {secs:.1f}s" for group, secs in deploy if secs >= 0.05)
+            )
     total = (time.time() if now is None else now) - clock.started
     lines.append(f"  {'total':<{width}}  {mmss(total):>6}  ({total:.1f}s)")
     return "\n".join(lines)

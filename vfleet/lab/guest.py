@@ -4,6 +4,7 @@ WHY before boot: the overlay shows everything installed on this machine, includi
 identity (machine id, SSH host keys, root's keys) and its enabled services (postgresql,
 nginx, timers). A lab host must look like a distinct, minimal server, so each of those is
 replaced or masked in the overlay's upper layer, never on the machine itself."""
+
 from __future__ import annotations
 
 import os
@@ -17,17 +18,31 @@ from vfleet.lab.system import run
 KEEP_ENABLED = {"ssh.service", "sshd.service", "systemd-networkd.service"}
 # Installed but left disabled (deploy enables them): unlinked from .wants, not masked,
 # because `systemctl enable` refuses a masked unit.
-DISABLE_ONLY = {"nginx.service", "prometheus.service", "prometheus-nginx-exporter.service",
-                "prometheus-node-exporter.service", "mtail.service"}
+DISABLE_ONLY = {
+    "nginx.service",
+    "prometheus.service",
+    "prometheus-nginx-exporter.service",
+    "prometheus-node-exporter.service",
+    "mtail.service",
+}
 # Vendor units that cannot work inside a container on this machine and would only turn
 # `systemctl is-system-running` into "degraded".
-ALWAYS_MASK = ["systemd-timesyncd.service", "e2scrub_reap.service", "systemd-pstore.service",
-               "apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer",
-               "dpkg-db-backup.timer", "e2scrub_all.timer", "fstrim.timer",
-               "getty@tty1.service", "console-getty.service",
-               # nspawn mounts the root; remounting it per fstab has nothing to do here and
-               # failed now and then with 20 hosts booting at once on 2 cores.
-               "systemd-remount-fs.service"]
+ALWAYS_MASK = [
+    "systemd-timesyncd.service",
+    "e2scrub_reap.service",
+    "systemd-pstore.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "man-db.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "fstrim.timer",
+    "getty@tty1.service",
+    "console-getty.service",
+    # nspawn mounts the root; remounting it per fstab has nothing to do here and
+    # failed now and then with 20 hosts booting at once on 2 cores.
+    "systemd-remount-fs.service",
+]
 SSHD_DROPIN = """# vfleet lab: this host's own key only (the machine's keys are hidden), keys only.
 HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
@@ -123,8 +138,9 @@ def hosts_file(entries: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prepare(root: Path, host_dir: Path, name: str, machine_id: str, lab_key: Path,
-            known_hosts: str, hosts: str) -> list[str]:
+def prepare(
+    root: Path, host_dir: Path, name: str, machine_id: str, lab_key: Path, known_hosts: str, hosts: str
+) -> list[str]:
     """Everything a host needs in its overlay before boot; returns the masked units."""
     write(root / "etc/hostname", name + "\n")
     write(root / "etc/machine-id", machine_id + "\n", 0o444)

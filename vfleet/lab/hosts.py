@@ -3,6 +3,7 @@
 WHY detached (setsid, log file): `invoke lab.up` returns while hosts keep running; the
 PID is recorded so `down` can stop them from a new process, and /proc is scanned for
 leftovers after a crash (the command line names the lab's namespace path)."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,20 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 def nspawn_cmd(name: str, root: Path, machine_id: str, affinity: str = "") -> list[str]:
     """`affinity` (a cpulist) only where no cpuset holds the host: a cpuset group already
     sets it, and a CPU affinity asked for at start would outlive a later change of the set."""
-    return ["systemd-nspawn", "-D", str(root), "--register=no", "--keep-unit", "-M", name,
-            f"--uuid={machine_id}", "-b", "--console=pipe",
-            f"--network-namespace-path=/run/netns/{netns_name(name)}",
-            *([f"--cpu-affinity={affinity}"] if affinity else [])]
+    return [
+        "systemd-nspawn",
+        "-D",
+        str(root),
+        "--register=no",
+        "--keep-unit",
+        "-M",
+        name,
+        f"--uuid={machine_id}",
+        "-b",
+        "--console=pipe",
+        f"--network-namespace-path=/run/netns/{netns_name(name)}",
+        *([f"--cpu-affinity={affinity}"] if affinity else []),
+    ]
 
 
 def start(name: str, root: Path, machine_id: str, log: Path, cpus: str) -> int:
@@ -36,12 +47,15 @@ def start(name: str, root: Path, machine_id: str, log: Path, cpus: str) -> int:
     affinity = "" if cgroups.cpuset_root() else cpus
     # A shell joins the host's cgroups, then execs nspawn (same PID): no preexec_fn, which
     # is unsafe in a threaded caller such as pytest.
-    join = 'for g in "$@"; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; ' \
-           'shift; done; shift; exec "$@"'
+    join = (
+        'for g in "$@"; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; '
+        'shift; done; shift; exec "$@"'
+    )
     cmd = ["sh", "-c", join, "sh", *map(str, groups), "--", *nspawn_cmd(name, root, machine_id, affinity)]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     _CHILDREN[proc.pid] = proc
     return proc.pid
 
@@ -124,7 +138,7 @@ def stop(pids: list[int], timeout: float = 30) -> list[int]:
 @dataclass
 class Readiness:
     name: str
-    state: str          # running | degraded | starting | unreachable | ...
+    state: str  # running | degraded | starting | unreachable | ...
     seconds: float
     failed_units: list[str]
     detail: str = ""
@@ -137,24 +151,38 @@ class Readiness:
 def ssh_cmd(key: Path, known_hosts: Path, ip: str, command: str, timeout: int = 5) -> list[str]:
     """ssh with the lab key and the lab's known_hosts, strict host key checking, no user
     config (the machine's ~/.ssh/config must not change what the lab tests)."""
-    return ["ssh", "-F", "/dev/null", "-i", str(key), "-o", "BatchMode=yes",
-            "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={known_hosts}",
-            "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={timeout}",
-            "-o", "LogLevel=ERROR", f"root@{ip}", command]
+    return [
+        "ssh",
+        "-F",
+        "/dev/null",
+        "-i",
+        str(key),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        f"ConnectTimeout={timeout}",
+        "-o",
+        "LogLevel=ERROR",
+        f"root@{ip}",
+        command,
+    ]
 
 
-def wait_ready(name: str, ip: str, key: Path, known_hosts: Path, timeout: float = 180,
-               pid: int = 0) -> Readiness:
+def wait_ready(name: str, ip: str, key: Path, known_hosts: Path, timeout: float = 180, pid: int = 0) -> Readiness:
     """Poll until `systemctl is-system-running --wait` says running/degraded over SSH."""
     t0 = time.monotonic()
     detail = ""
     while time.monotonic() - t0 < timeout:
         if pid and not pid_alive(pid):
-            return Readiness(name, "exited", time.monotonic() - t0, [],
-                             "systemd-nspawn exited; see its console.log")
+            return Readiness(name, "exited", time.monotonic() - t0, [], "systemd-nspawn exited; see its console.log")
         left = max(5, int(timeout - (time.monotonic() - t0)))
-        cmd = ssh_cmd(key, known_hosts, ip,
-                      f"timeout {left} systemctl is-system-running --wait", timeout=3)
+        cmd = ssh_cmd(key, known_hosts, ip, f"timeout {left} systemctl is-system-running --wait", timeout=3)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=left + 10)
         except subprocess.TimeoutExpired:
@@ -166,17 +194,26 @@ def wait_ready(name: str, ip: str, key: Path, known_hosts: Path, timeout: float 
             if state == "degraded":
                 # A unit that failed and was restarted leaves no `--failed` line: then show
                 # the boot's error log instead, so "degraded" always comes with a reason.
-                out = subprocess.run(ssh_cmd(
-                    key, known_hosts, ip, "systemctl --failed --no-legend --plain; "
-                    "echo ---; systemctl is-system-running; "
-                    "journalctl -b -p err -q --no-pager | tail -n 5"),
-                    capture_output=True, text=True, timeout=30).stdout
+                out = subprocess.run(
+                    ssh_cmd(
+                        key,
+                        known_hosts,
+                        ip,
+                        "systemctl --failed --no-legend --plain; "
+                        "echo ---; systemctl is-system-running; "
+                        "journalctl -b -p err -q --no-pager | tail -n 5",
+                    ),
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                ).stdout
                 units, _, rest = out.partition("---\n")
                 failed = [ln.strip() for ln in units.splitlines() if ln.strip()]
                 now, _, journal = rest.partition("\n")
                 if not failed and now.strip() == "running":
-                    return Readiness(name, "running", time.monotonic() - t0, [],
-                                     "degraded for a moment: " + journal.strip()[-300:])
+                    return Readiness(
+                        name, "running", time.monotonic() - t0, [], "degraded for a moment: " + journal.strip()[-300:]
+                    )
                 if not failed:
                     failed = [ln.strip() for ln in journal.splitlines() if ln.strip()]
             return Readiness(name, state, time.monotonic() - t0, failed)

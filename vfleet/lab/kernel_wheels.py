@@ -13,6 +13,7 @@ flashinfer-jit-cache is not (`No matching distribution` from PyPI): it is served
 FlashInfer's own index per CUDA version, e.g. https://flashinfer.ai/whl/cu129, which the
 builder takes as `flashinfer_index`; without it the builder says what is missing.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,6 +51,12 @@ def kernel_wheels(files: Sequence[str], package: str, version: str, flashinfer_i
     jit = f"{row['jit_cache']}=={found}"
     if flashinfer_index:
         return KernelWheels(pypi, [jit], [])
-    return KernelWheels(pypi, [], [f"{jit}: not on PyPI; pass --flashinfer-index with FlashInfer's index for "
-                                   f"torch's CUDA (e.g. https://flashinfer.ai/whl/cu129) when torch is built for "
-                                   f"CUDA {row['jit_cache_from_torch_cuda']} or newer"])
+    return KernelWheels(
+        pypi,
+        [],
+        [
+            f"{jit}: not on PyPI; pass --flashinfer-index with FlashInfer's index for "
+            f"torch's CUDA (e.g. https://flashinfer.ai/whl/cu129) when torch is built for "
+            f"CUDA {row['jit_cache_from_torch_cuda']} or newer"
+        ],
+    )

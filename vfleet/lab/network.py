@@ -4,6 +4,7 @@ WHY a bridge and not veth pairs alone: hosts must reach each other (the gateway 
 vLLM hosts, weights fan out host to host) and the machine must reach them by IP; a bridge
 gives one L2 segment for all with no IP forwarding. No default route is set inside a host's
 namespace, so lab hosts reach nothing but the lab subnet."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,10 @@ def ensure_bridge() -> None:
     if BRIDGE not in links():
         routes = run(["ip", "-j", "route", "show", f"{SUBNET_PREFIX}.0/24"])
         if json.loads(routes or "[]"):
-            raise VfleetError(f"lab: subnet {SUBNET_PREFIX}.0/24 is already routed on this "
-                              "machine (not by the lab); fix: free it or run `invoke lab.down`")
+            raise VfleetError(
+                f"lab: subnet {SUBNET_PREFIX}.0/24 is already routed on this "
+                "machine (not by the lab); fix: free it or run `invoke lab.down`"
+            )
         run(["ip", "link", "add", BRIDGE, "type", "bridge"])
     addrs = json.loads(run(["ip", "-j", "addr", "show", "dev", BRIDGE]) or "[]")
     have = {a["local"] for entry in addrs for a in entry.get("addr_info", [])}

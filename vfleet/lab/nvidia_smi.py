@@ -24,6 +24,7 @@ every call so a profile swapped in place takes effect at once:
                      (every invocation fails like a broken driver) or
                      {"nvidia_smi": "absent"} (the lab does not install this script).
 """
+
 from __future__ import annotations
 
 import json
@@ -103,8 +104,9 @@ class Profile:
     def need(self, name: str, what: str) -> str:
         text = self.file(name)
         if text is None:
-            raise Refusal(f"{SIM}: cannot answer {what}: profile {self.path} has no {name}",
-                          EXIT_UNSIMULATED, real=False)
+            raise Refusal(
+                f"{SIM}: cannot answer {what}: profile {self.path} has no {name}", EXIT_UNSIMULATED, real=False
+            )
         return text
 
     def meta(self) -> dict:
@@ -119,8 +121,11 @@ class Profile:
         rows = [ln.split(", ") for ln in lines[1:]]
         for row in rows:
             if len(row) != len(header):
-                raise Refusal(f"{SIM}: {self.path}/query-gpu.csv: row {row!r} has {len(row)} "
-                              f"cells, header has {len(header)}", EXIT_UNSIMULATED, real=False)
+                raise Refusal(
+                    f"{SIM}: {self.path}/query-gpu.csv: row {row!r} has {len(row)} cells, header has {len(header)}",
+                    EXIT_UNSIMULATED,
+                    real=False,
+                )
         names = [split_header_cell(c)[0] for c in header]
         for cell, values in table_columns(self.file("nvidia-smi.txt") or "", len(rows)).items():
             if split_header_cell(cell)[0] not in names:
@@ -157,8 +162,7 @@ def select_gpus(profile: Profile, ids: str | None) -> list[int] | None:
     keys = [n for n in ("index", "uuid", "pci.bus_id") if n in names]
     picked: set[int] = set()
     for wanted in [w for w in ids.split(",") if w]:
-        hits = [i for i, row in enumerate(rows)
-                if any(row[names.index(k)].lower() == wanted.lower() for k in keys)]
+        hits = [i for i, row in enumerate(rows) if any(row[names.index(k)].lower() == wanted.lower() for k in keys)]
         if not hits:
             raise Refusal("No devices were found\n", EXIT_NOT_FOUND)
         picked.update(hits)
@@ -186,9 +190,12 @@ def query_gpu(profile: Profile, fields: str, fmt: str | None, ids: str | None) -
     for f in wanted:
         canonical = aliases[f]
         if canonical not in names:
-            raise Refusal(f'{SIM}: field "{f}" is valid for nvidia-smi but was not captured in '
-                          f"{profile.path}/query-gpu.csv (it has: {', '.join(names)})",
-                          EXIT_UNSIMULATED, real=False)
+            raise Refusal(
+                f'{SIM}: field "{f}" is valid for nvidia-smi but was not captured in '
+                f"{profile.path}/query-gpu.csv (it has: {', '.join(names)})",
+                EXIT_UNSIMULATED,
+                real=False,
+            )
         cols.append(names.index(canonical))
     picked = select_gpus(profile, ids)
     chosen = rows if picked is None else [rows[i] for i in picked]
@@ -197,8 +204,7 @@ def query_gpu(profile: Profile, fields: str, fmt: str | None, ids: str | None) -
         # nounits leaves the header's " [MiB]" in place: the real tool does (driver 580).
         out.append(", ".join(header[c] for c in cols))
     for row in chosen:
-        out.append(", ".join(strip_unit(row[c], split_header_cell(header[c])[1])
-                             if nounits else row[c] for c in cols))
+        out.append(", ".join(strip_unit(row[c], split_header_cell(header[c])[1]) if nounits else row[c] for c in cols))
     return "\n".join(out) + "\n"
 
 
@@ -208,13 +214,11 @@ def list_gpus(profile: Profile, ids: str | None) -> str:
     names = [split_header_cell(c)[0] for c in header]
     for need in ("index", "name", "uuid"):
         if need not in names:
-            raise Refusal(f"{SIM}: cannot answer -L: query-gpu.csv has no {need}",
-                          EXIT_UNSIMULATED, real=False)
+            raise Refusal(f"{SIM}: cannot answer -L: query-gpu.csv has no {need}", EXIT_UNSIMULATED, real=False)
     picked = select_gpus(profile, ids)
     chosen = rows if picked is None else [rows[i] for i in picked]
     get = lambda row, n: row[names.index(n)]  # noqa: E731
-    return "".join(f"GPU {get(r, 'index')}: {get(r, 'name')} (UUID: {get(r, 'uuid')})\n"
-                   for r in chosen)
+    return "".join(f"GPU {get(r, 'index')}: {get(r, 'name')} (UUID: {get(r, 'uuid')})\n" for r in chosen)
 
 
 def version(profile: Profile) -> str:
@@ -227,16 +231,16 @@ def version(profile: Profile) -> str:
             drv = parts[parts.index("Version:", parts.index("Driver")) + 1]
             cuda = parts[-1]
             nvml = ".".join(drv.split(".")[:2])
-            return (f"NVIDIA-SMI version  : {smi}\nNVML version        : {nvml}\n"
-                    f"DRIVER version      : {drv}\nCUDA Version        : {cuda}\n")
-    raise Refusal(f"{SIM}: cannot answer --version: no header in nvidia-smi.txt",
-                  EXIT_UNSIMULATED, real=False)
+            return (
+                f"NVIDIA-SMI version  : {smi}\nNVML version        : {nvml}\n"
+                f"DRIVER version      : {drv}\nCUDA Version        : {cuda}\n"
+            )
+    raise Refusal(f"{SIM}: cannot answer --version: no header in nvidia-smi.txt", EXIT_UNSIMULATED, real=False)
 
 
 def parse(argv: list[str]) -> dict:
     """Split argv into the options the simulator knows; anything else -> real tool's error."""
-    opts: dict = {"topo": False, "matrix": False, "q": False, "x": False, "L": False,
-                  "version": False}
+    opts: dict = {"topo": False, "matrix": False, "q": False, "x": False, "L": False, "version": False}
     valued = {"--query-gpu": "fields", "--format": "format", "-i": "ids", "--id": "ids"}
     args = list(argv)
     if args and args[0] == "topo":
@@ -248,8 +252,9 @@ def parse(argv: list[str]) -> dict:
         if key in valued:
             if not eq:
                 if not args:
-                    raise Refusal(f"ERROR: Option {arg} is missing its value. "
-                                  "Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION)
+                    raise Refusal(
+                        f"ERROR: Option {arg} is missing its value. Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION
+                    )
                 val = args.pop(0)
             opts[valued[key]] = val
         elif opts["topo"] and arg in ("-m", "--matrix"):
@@ -263,8 +268,7 @@ def parse(argv: list[str]) -> dict:
         elif arg == "--version":
             opts["version"] = True
         else:
-            raise Refusal(f"ERROR: Option {arg} is not recognized. "
-                          "Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION)
+            raise Refusal(f"ERROR: Option {arg} is not recognized. Please run 'nvidia-smi -h'.\n\n", EXIT_BAD_OPTION)
     return opts
 
 
@@ -272,8 +276,7 @@ def answer(argv: list[str], profile_dir: str) -> str:
     """The stdout of `nvidia-smi <argv>` for this profile, or a Refusal."""
     profile = Profile(profile_dir)
     if not os.path.isdir(profile_dir):
-        raise Refusal(f"{SIM}: no GPU profile at {profile_dir} (re-run `invoke lab.up`)",
-                      EXIT_UNSIMULATED, real=False)
+        raise Refusal(f"{SIM}: no GPU profile at {profile_dir} (re-run `invoke lab.up`)", EXIT_UNSIMULATED, real=False)
     meta = profile.meta()
     mode = meta.get("nvidia_smi", "replay")
     if mode == "fail":
@@ -284,32 +287,34 @@ def answer(argv: list[str], profile_dir: str) -> str:
     ids = opts.get("ids")
     if opts["topo"]:
         if ids is not None:
-            raise Refusal("The -i command line argument must be used in conjunction with "
-                          "-n or -p.\n\n", EXIT_BAD_OPTION)
+            raise Refusal(
+                "The -i command line argument must be used in conjunction with -n or -p.\n\n", EXIT_BAD_OPTION
+            )
         if not opts["matrix"]:
-            raise Refusal(f"{SIM}: only `nvidia-smi topo -m` is simulated", EXIT_UNSIMULATED,
-                          real=False)
+            raise Refusal(f"{SIM}: only `nvidia-smi topo -m` is simulated", EXIT_UNSIMULATED, real=False)
         return profile.need("topo.txt", "topo -m")
     if opts["version"]:
         return version(profile)
     if "fields" in opts:
         return query_gpu(profile, opts["fields"], opts.get("format"), ids)
     if "format" in opts:
-        raise Refusal(f"{SIM}: --format without --query-gpu is not simulated",
-                      EXIT_UNSIMULATED, real=False)
+        raise Refusal(f"{SIM}: --format without --query-gpu is not simulated", EXIT_UNSIMULATED, real=False)
     if opts["L"]:
         return list_gpus(profile, ids)
     if opts["x"] and not opts["q"]:
-        raise Refusal("Invalid combination of input arguments. Specify -q/--query and "
-                      "-x/--xml-format to run an XML query.  Please run 'nvidia-smi -h' "
-                      "for help.\n\n", EXIT_INVALID)
+        raise Refusal(
+            "Invalid combination of input arguments. Specify -q/--query and "
+            "-x/--xml-format to run an XML query.  Please run 'nvidia-smi -h' "
+            "for help.\n\n",
+            EXIT_INVALID,
+        )
     whole = select_gpus(profile, ids)
     if whole is not None and len(whole) != len(profile.csv()[1]):
-        raise Refusal(f"{SIM}: -i with a subset of GPUs is simulated only for --query-gpu "
-                      "and -L", EXIT_UNSIMULATED, real=False)
+        raise Refusal(
+            f"{SIM}: -i with a subset of GPUs is simulated only for --query-gpu and -L", EXIT_UNSIMULATED, real=False
+        )
     if opts["q"]:
-        return (profile.need("smi-q.xml", "-q -x") if opts["x"]
-                else profile.need("smi-q.txt", "-q"))
+        return profile.need("smi-q.xml", "-q -x") if opts["x"] else profile.need("smi-q.txt", "-q")
     return profile.need("nvidia-smi.txt", "nvidia-smi")
 
 

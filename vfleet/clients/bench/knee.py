@@ -7,6 +7,7 @@ can keep busy: suggested max_num_seqs is that split over the vLLM hosts behind t
 rate sweep, the mean number of requests in flight at the knee, by Little's law).
 Without a knee in the range (throughput still grows at the last level) the suggestion is the
 last level, marked as a lower bound."""
+
 from __future__ import annotations
 
 import math
@@ -46,17 +47,26 @@ def find_knee(levels: list[dict[str, Any]], growth: float = GROWTH) -> dict[str,
         gain = (tb - ta) / ta if ta else math.inf
         fa, fb = _p95(a, "ttft_ms"), _p95(b, "ttft_ms")
         if gain < growth and fa is not None and fb is not None and fb > fa:
-            return {"found": True, "value": a["value"], "next": b["value"],
-                    "throughput_gain": round(gain, 4), "ttft_p95_ms": [fa, fb],
-                    "reason": f"from {a['value']} to {b['value']}: throughput {gain:+.1%}, "
-                              f"TTFT p95 {fa:.0f} -> {fb:.0f} ms"}
-    return {"found": False, "value": lv[-1]["value"],
-            "reason": f"throughput still grows by {growth:.0%} or more (or TTFT p95 does not) up to the "
-                      f"last level {lv[-1]['value']}: the knee is at or beyond it"}
+            return {
+                "found": True,
+                "value": a["value"],
+                "next": b["value"],
+                "throughput_gain": round(gain, 4),
+                "ttft_p95_ms": [fa, fb],
+                "reason": f"from {a['value']} to {b['value']}: throughput {gain:+.1%}, "
+                f"TTFT p95 {fa:.0f} -> {fb:.0f} ms",
+            }
+    return {
+        "found": False,
+        "value": lv[-1]["value"],
+        "reason": f"throughput still grows by {growth:.0%} or more (or TTFT p95 does not) up to the "
+        f"last level {lv[-1]['value']}: the knee is at or beyond it",
+    }
 
 
-def meets(level: dict[str, Any], slo_ttft_p95_s: float | None, slo_e2e_p95_s: float | None,
-          max_error_rate: float = 0.01) -> tuple[bool, str]:
+def meets(
+    level: dict[str, Any], slo_ttft_p95_s: float | None, slo_e2e_p95_s: float | None, max_error_rate: float = 0.01
+) -> tuple[bool, str]:
     if not level.get("completed"):
         return False, "no request completed"
     rate = level["failed"] / level["requests"] if level["requests"] else 1.0
@@ -70,19 +80,24 @@ def meets(level: dict[str, Any], slo_ttft_p95_s: float | None, slo_e2e_p95_s: fl
     return True, "meets"
 
 
-def highest_meeting(levels: list[dict[str, Any]], slo_ttft_p95_s: float | None,
-                    slo_e2e_p95_s: float | None) -> dict[str, Any] | None:
+def highest_meeting(
+    levels: list[dict[str, Any]], slo_ttft_p95_s: float | None, slo_e2e_p95_s: float | None
+) -> dict[str, Any] | None:
     if slo_ttft_p95_s is None and slo_e2e_p95_s is None:
         return None
     verdicts = {x["value"]: meets(x, slo_ttft_p95_s, slo_e2e_p95_s) for x in levels}
     ok = [v for v, (good, _) in verdicts.items() if good]
-    return {"ttft_p95_s": slo_ttft_p95_s, "e2e_p95_s": slo_e2e_p95_s,
-            "highest_level": max(ok) if ok else None,
-            "levels": {str(v): why for v, (_, why) in sorted(verdicts.items())}}
+    return {
+        "ttft_p95_s": slo_ttft_p95_s,
+        "e2e_p95_s": slo_e2e_p95_s,
+        "highest_level": max(ok) if ok else None,
+        "levels": {str(v): why for v, (_, why) in sorted(verdicts.items())},
+    }
 
 
-def analyse(levels: list[dict[str, Any]], n_hosts: int, slo_ttft_p95_s: float | None = None,
-            slo_e2e_p95_s: float | None = None) -> dict[str, Any]:
+def analyse(
+    levels: list[dict[str, Any]], n_hosts: int, slo_ttft_p95_s: float | None = None, slo_e2e_p95_s: float | None = None
+) -> dict[str, Any]:
     """Per mode (concurrency, rate): the knee, the suggestions and the SLO verdict."""
     out: dict[str, Any] = {}
     for mode in ("concurrency", "rate"):

@@ -11,6 +11,7 @@ fit at all is refused before the first request. Prompts are counted through vLLM
 and the gateway does not pass /tokenize on (vfleet/roles/gateway/_endpoints.py): the sweep then
 counts through one of the vLLM hosts behind it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -22,8 +23,15 @@ from vfleet.clients.bench.client import Endpoint, RequestRecord
 from vfleet.clients.bench.prompts import SyntheticPrompts
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["TEMPLATE_TOKENS", "Served", "served_max_model_len", "fit_prompts", "tokenizer_counter",
-           "first_counter", "ServerErrors"]
+__all__ = [
+    "TEMPLATE_TOKENS",
+    "Served",
+    "served_max_model_len",
+    "fit_prompts",
+    "tokenizer_counter",
+    "first_counter",
+    "ServerErrors",
+]
 
 # Tokens kept for the chat template around a synthetic prompt (role markers, BOS, the generation
 # prompt): Llama 3's template adds about 30 with its default system header, Qwen2.5's about 20.
@@ -33,6 +41,7 @@ TEMPLATE_TOKENS = 32
 @dataclass(frozen=True)
 class Served:
     """The longest sequence the target takes for the model, and who said so."""
+
     max_model_len: int | None
     source: str
 
@@ -59,30 +68,41 @@ def fit_prompts(prompts: Any, output_len: int, served: Served, say: Callable[[st
         return {}
     room = limit - output_len - TEMPLATE_TOKENS
     if room < 1:
-        raise VfleetError(f"--output-len {output_len} does not fit max_model_len {limit} ({served.source}) with "
-                          f"a prompt and its chat template ({TEMPLATE_TOKENS} tokens): give --output-len "
-                          f"{max(1, limit - TEMPLATE_TOKENS - 16)} or less, or raise max_model_len")
+        raise VfleetError(
+            f"--output-len {output_len} does not fit max_model_len {limit} ({served.source}) with "
+            f"a prompt and its chat template ({TEMPLATE_TOKENS} tokens): give --output-len "
+            f"{max(1, limit - TEMPLATE_TOKENS - 16)} or less, or raise max_model_len"
+        )
     if isinstance(prompts, SyntheticPrompts) and prompts.input_len > room:
         asked = prompts.input_len
         prompts.input_len = room
-        say(f"--input-len {asked} + --output-len {output_len} + {TEMPLATE_TOKENS} for the chat template exceed "
+        say(
+            f"--input-len {asked} + --output-len {output_len} + {TEMPLATE_TOKENS} for the chat template exceed "
             f"max_model_len {limit} ({served.source}): prompts shortened to {room} tokens; give --input-len "
-            f"{room} or less to measure exactly what you ask, or raise max_model_len")
+            f"{room} or less to measure exactly what you ask, or raise max_model_len"
+        )
         return {"max_model_len": limit, "max_model_len_source": served.source, "input_len_asked": asked}
     return {"max_model_len": limit, "max_model_len_source": served.source}
 
 
 def tokenizer_counter(ep: Endpoint, timeout: float = 30.0) -> Callable[[str], int | None]:
     """count(text) through vLLM's POST /tokenize (None when the server or gateway won't)."""
+
     def count(text: str) -> int | None:
         try:
-            r = httpx.post(ep.base_url + "/tokenize", headers=ep.headers(), timeout=timeout, verify=ep.verify,
-                           json={"model": ep.model, "prompt": text, "add_special_tokens": False})
+            r = httpx.post(
+                ep.base_url + "/tokenize",
+                headers=ep.headers(),
+                timeout=timeout,
+                verify=ep.verify,
+                json={"model": ep.model, "prompt": text, "add_special_tokens": False},
+            )
             if r.status_code != 200:
                 return None
             return int(r.json().get("count") or len(r.json().get("tokens") or [])) or None
         except (httpx.HTTPError, ValueError, TypeError, AttributeError):
             return None
+
     return count
 
 
@@ -107,5 +127,7 @@ class ServerErrors:
             if rec.error and rec.error not in self.seen:
                 self.seen.add(rec.error)
                 n = sum(1 for r in records if r.error == rec.error)
-                self.say(f"{label}: {rec.error} ({n} of {len(records)} requests); the server said: "
-                         f"{rec.detail or '(nothing)'}")
+                self.say(
+                    f"{label}: {rec.error} ({n} of {len(records)} requests); the server said: "
+                    f"{rec.detail or '(nothing)'}"
+                )

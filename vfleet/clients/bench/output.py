@@ -2,6 +2,7 @@
 flat columns) and a PNG a person reads at a glance (matplotlib, Agg backend: no display):
 output-token throughput, TTFT p95 and TPOT p95 (with E2E p95) against the level, the knee
 marked through all of them, the SLO drawn when one was given."""
+
 from __future__ import annotations
 
 import csv
@@ -17,9 +18,21 @@ from rich.table import Table
 from vfleet.clients.bench.stats import LATENCIES, PCTS
 from vfleet.clients.verdict import ServerNumbers, Verdict, verdict
 
-CSV_FIXED = ("mode", "value", "requests", "completed", "failed", "errors", "duration_s", "request_throughput",
-             "output_throughput", "total_token_throughput", "mean_prompt_tokens", "mean_output_tokens",
-             "mean_inflight")
+CSV_FIXED = (
+    "mode",
+    "value",
+    "requests",
+    "completed",
+    "failed",
+    "errors",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_prompt_tokens",
+    "mean_output_tokens",
+    "mean_inflight",
+)
 CSV_SERVER = ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_cache_usage_max", "preemptions")
 
 
@@ -42,10 +55,16 @@ def level_numbers(level: dict[str, Any], before: dict[str, Any] | None) -> Serve
         p95 = ((lv or {}).get("ttft_ms") or {}).get("p95")
         return None if p95 is None else p95 / 1000
 
-    return ServerNumbers(running=s.get("running_max"), waiting=s.get("waiting_mean"),
-                         kv_cache_usage=s.get("kv_cache_usage_max"), preemptions=s.get("preemptions"),
-                         ttft_s=ttft(level), ttft_before_s=ttft(before), max_num_seqs=level.get("max_num_seqs"),
-                         offered=level.get("mean_inflight"))
+    return ServerNumbers(
+        running=s.get("running_max"),
+        waiting=s.get("waiting_mean"),
+        kv_cache_usage=s.get("kv_cache_usage_max"),
+        preemptions=s.get("preemptions"),
+        ttft_s=ttft(level),
+        ttft_before_s=ttft(before),
+        max_num_seqs=level.get("max_num_seqs"),
+        offered=level.get("mean_inflight"),
+    )
 
 
 def level_verdicts(levels: list[dict[str, Any]]) -> list[Verdict]:
@@ -108,20 +127,46 @@ def _fmt(v: Any, nd: int = 0) -> str:
 def level_table(levels: list[dict[str, Any]], title: str = "") -> Table:
     """One row a level; the last column is its bottleneck verdict with the numbers it read."""
     t = Table(title=title or None, title_justify="left")
-    for h in ("level", "ok/sent", "errors", "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95",
-              "ITL p95", "E2E p95", "running", "waiting", "KV max", "preempt", "verdict"):
+    for h in (
+        "level",
+        "ok/sent",
+        "errors",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p95",
+        "TPOT p50",
+        "TPOT p95",
+        "ITL p95",
+        "E2E p95",
+        "running",
+        "waiting",
+        "KV max",
+        "preempt",
+        "verdict",
+    ):
         t.add_column(h, justify="left" if h in ("level", "errors", "verdict") else "right")
     for lv, judged in zip(levels, level_verdicts(levels)):
         s = lv.get("server") or {}
         kv = s.get("kv_cache_usage_max")
-        t.add_row(lv["label"], f"{lv['completed']}/{lv['requests']}",
-                  ", ".join(f"{k} {v}" for k, v in lv["errors"].items()) or "-",
-                  _fmt(lv["request_throughput"], 2), _fmt(lv["output_throughput"], 1),
-                  _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p95"]),
-                  _fmt(lv["tpot_ms"]["p50"], 1), _fmt(lv["tpot_ms"]["p95"], 1), _fmt(lv["itl_ms"]["p95"], 1),
-                  _fmt(lv["e2e_ms"]["p95"]), _fmt(s.get("running_max")), _fmt(s.get("waiting_max")),
-                  "-" if kv is None else f"{kv:.0%}", _fmt(s.get("preemptions")),
-                  f"{judged.kind} ({judged.because()})" if judged.numbers else judged.kind)
+        t.add_row(
+            lv["label"],
+            f"{lv['completed']}/{lv['requests']}",
+            ", ".join(f"{k} {v}" for k, v in lv["errors"].items()) or "-",
+            _fmt(lv["request_throughput"], 2),
+            _fmt(lv["output_throughput"], 1),
+            _fmt(lv["ttft_ms"]["p50"]),
+            _fmt(lv["ttft_ms"]["p95"]),
+            _fmt(lv["tpot_ms"]["p50"], 1),
+            _fmt(lv["tpot_ms"]["p95"], 1),
+            _fmt(lv["itl_ms"]["p95"], 1),
+            _fmt(lv["e2e_ms"]["p95"]),
+            _fmt(s.get("running_max")),
+            _fmt(s.get("waiting_max")),
+            "-" if kv is None else f"{kv:.0%}",
+            _fmt(s.get("preemptions")),
+            f"{judged.kind} ({judged.because()})" if judged.numbers else judged.kind,
+        )
     return t
 
 
@@ -135,16 +180,29 @@ def print_analysis(console: Console, analysis: dict[str, Any]) -> None:
         word = "knee at" if knee["found"] else "no knee yet; highest level"
         console.print(f"[bold]{mode}[/]: {word} {knee['value']:g}{unit}: {knee['reason']}")
         bound = " (at least: the knee was not reached)" if a.get("lower_bound") else ""
-        console.print(f"  suggested max_num_seqs per vLLM host: [bold]{a['suggested_max_num_seqs']}[/]{bound}; "
-                      f"client concurrency limit: [bold]{a['suggested_client_concurrency']}[/]"
-                      + (f" (the server ran at most {a['server_running_max_at_knee']:g} at once per host there)"
-                         if "server_running_max_at_knee" in a else ""))
+        console.print(
+            f"  suggested max_num_seqs per vLLM host: [bold]{a['suggested_max_num_seqs']}[/]{bound}; "
+            f"client concurrency limit: [bold]{a['suggested_client_concurrency']}[/]"
+            + (
+                f" (the server ran at most {a['server_running_max_at_knee']:g} at once per host there)"
+                if "server_running_max_at_knee" in a
+                else ""
+            )
+        )
         if "slo" in a:
             slo = a["slo"]
-            want = ", ".join(f"{k} <= {slo[k + '_p95_s']:g} s" for k in ("ttft", "e2e") if slo[k + "_p95_s"] is not None)
+            want = ", ".join(
+                f"{k} <= {slo[k + '_p95_s']:g} s" for k in ("ttft", "e2e") if slo[k + "_p95_s"] is not None
+            )
             best = slo["highest_level"]
-            console.print(f"  SLO p95 {want}: " + (f"highest level meeting it: [bold]{best:g}{unit}[/]" if best is not None
-                                                  else "[red]no level meets it[/]"))
+            console.print(
+                f"  SLO p95 {want}: "
+                + (
+                    f"highest level meeting it: [bold]{best:g}{unit}[/]"
+                    if best is not None
+                    else "[red]no level meets it[/]"
+                )
+            )
 
 
 def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
@@ -158,8 +216,14 @@ def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
     import matplotlib.pyplot as plt
 
     modes = [m for m in ("concurrency", "rate") if any(x["mode"] == m for x in result["levels"])]
-    fig, axes = plt.subplots(3, len(modes), figsize=(7.5 * len(modes), 10), squeeze=False, sharex="col",
-                             gridspec_kw={"height_ratios": [1.2, 1, 1]})
+    fig, axes = plt.subplots(
+        3,
+        len(modes),
+        figsize=(7.5 * len(modes), 10),
+        squeeze=False,
+        sharex="col",
+        gridspec_kw={"height_ratios": [1.2, 1, 1]},
+    )
     slo = (result.get("settings") or {}).get("slo") or {}
     for col, mode in enumerate(modes):
         lv = sorted((x for x in result["levels"] if x["mode"] == mode), key=lambda x: x["value"])
@@ -171,13 +235,22 @@ def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
 
         thr.plot(xs, [x["output_throughput"] for x in lv], "o-", color="tab:blue", lw=2, label="output tokens/s")
         for x in lv:
-            thr.annotate(f"{x['output_throughput']:,.0f}\n{x['request_throughput']:.2f} req/s",
-                         (x["value"], x["output_throughput"]), textcoords="offset points", xytext=(0, 8),
-                         ha="center", fontsize=7.5, color="tab:blue")
+            thr.annotate(
+                f"{x['output_throughput']:,.0f}\n{x['request_throughput']:.2f} req/s",
+                (x["value"], x["output_throughput"]),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                fontsize=7.5,
+                color="tab:blue",
+            )
         thr.set_ylabel("output tokens/s")
         thr.set_ylim(0, max([x["output_throughput"] for x in lv] + [1]) * 1.3)
-        thr.set_title(f"{result.get('model', '')} via {result.get('target', {}).get('url', '')}: "
-                      f"{'concurrency' if mode == 'concurrency' else 'Poisson rate'} sweep", fontsize=10)
+        thr.set_title(
+            f"{result.get('model', '')} via {result.get('target', {}).get('url', '')}: "
+            f"{'concurrency' if mode == 'concurrency' else 'Poisson rate'} sweep",
+            fontsize=10,
+        )
 
         ttft.plot(xs, ms("ttft_ms"), "o-", color="tab:red", lw=2, label="TTFT p95")
         ttft.plot(xs, ms("ttft_ms", "p50"), "o:", color="tab:red", alpha=0.5, label="TTFT p50")
@@ -206,16 +279,36 @@ def write_png(path: str | Path, result: dict[str, Any]) -> list[str]:
         if knee.get("found"):
             for ax in (thr, ttft, tpot):
                 ax.axvline(knee["value"], color="black", ls="--", lw=1.2)
-            thr.text(0.02, 0.95, f"knee at {knee['value']:g}: suggested max_num_seqs {a.get('suggested_max_num_seqs')}"
-                     f" per host, client limit {a.get('suggested_client_concurrency')}",
-                     transform=thr.transAxes, va="top", fontsize=9, fontweight="bold")
+            thr.text(
+                0.02,
+                0.95,
+                f"knee at {knee['value']:g}: suggested max_num_seqs {a.get('suggested_max_num_seqs')}"
+                f" per host, client limit {a.get('suggested_client_concurrency')}",
+                transform=thr.transAxes,
+                va="top",
+                fontsize=9,
+                fontweight="bold",
+            )
         elif knee.get("value") is not None:
-            thr.text(0.02, 0.95, f"no knee up to {knee['value']:g}: throughput still grows",
-                     transform=thr.transAxes, va="top", fontsize=9)
+            thr.text(
+                0.02,
+                0.95,
+                f"no knee up to {knee['value']:g}: throughput still grows",
+                transform=thr.transAxes,
+                va="top",
+                fontsize=9,
+            )
         best = (a.get("slo") or {}).get("highest_level", "none")
         if best != "none":
-            thr.text(0.02, 0.86, "target met up to: " + ("no level" if best is None else f"{best:g}"),
-                     transform=thr.transAxes, va="top", fontsize=9, color="darkgreen")
+            thr.text(
+                0.02,
+                0.86,
+                "target met up to: " + ("no level" if best is None else f"{best:g}"),
+                transform=thr.transAxes,
+                va="top",
+                fontsize=9,
+                color="darkgreen",
+            )
         thr.legend(loc="lower right", fontsize=8)
         ttft.legend(loc="upper left", fontsize=8)
         h1, l1 = tpot.get_legend_handles_labels()

@@ -7,6 +7,7 @@ A synthetic prompt's length is given in tokens. Words of a fixed vocabulary are 
 seeded generator per request; how many words make N tokens is calibrated once against the
 server's own tokenizer (vLLM's POST /tokenize) when it answers, else taken as one word a token.
 What a request really sent is read back from the server's `usage.prompt_tokens`."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,8 @@ from typing import Any, Callable, Iterator
 from vfleet.engine.errors import VfleetError
 
 # Plain, short English words: most BPE tokenizers give one token for " word".
-WORDS = tuple("""
+WORDS = tuple(
+    """
 time year people way day man thing woman life child world school state family student group
 country problem hand part place case week company system program question work government number
 night point home water room mother area money story fact month lot right study book eye job word
@@ -34,7 +36,8 @@ activity star table need court oil situation cost industry figure street image p
 practice piece land product doctor wall patient worker news test movie north love support
 technology step baby computer type attention film tree source organization hair window evidence
 population site river stone garden bridge letter summer winter autumn spring ocean island forest
-""".split())
+""".split()
+)
 
 
 @dataclass
@@ -55,9 +58,10 @@ def _words(index: int, seed: int, n: int) -> str:
 @dataclass
 class SyntheticPrompts:
     """Distinct prompts of about `input_len` tokens each."""
+
     input_len: int
     seed: int = 0
-    words_per_token: float = 1.0   # calibrated by `calibrate`
+    words_per_token: float = 1.0  # calibrated by `calibrate`
     calibrated: bool = False
 
     def words_for(self) -> int:
@@ -84,8 +88,13 @@ class SyntheticPrompts:
         return True
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "synthetic", "input_len": self.input_len, "seed": self.seed,
-                "words_per_prompt": self.words_for(), "calibrated": self.calibrated}
+        return {
+            "kind": "synthetic",
+            "input_len": self.input_len,
+            "seed": self.seed,
+            "words_per_prompt": self.words_for(),
+            "calibrated": self.calibrated,
+        }
 
 
 @dataclass
@@ -93,6 +102,7 @@ class FilePrompts:
     """Prompts read from a file: JSONL (one {"messages": [...]} or [...] per line, optional
     "max_tokens") or ShareGPT-style JSON (a list of {"conversations": [{"from": "human",
     "value": ...}, {"from": "gpt", ...}]}). Used round-robin when a sweep needs more."""
+
     path: str
     prompts: list[Prompt] = field(default_factory=list)
     fmt: str = ""
@@ -104,8 +114,16 @@ class FilePrompts:
         return {"kind": self.fmt, "path": self.path, "prompts": len(self.prompts)}
 
 
-_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                   "chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "system": "system"}
+_SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "system": "system",
+}
 
 
 def _sharegpt(items: Any, path: str) -> list[Prompt]:
@@ -144,9 +162,12 @@ def _jsonl(text: str, path: str) -> list[Prompt]:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
             msgs = [{"role": "user", "content": obj["prompt"]}]
-        if not (isinstance(msgs, list) and msgs and all(isinstance(m, dict) and "role" in m and "content" in m
-                                                        for m in msgs)):
-            raise VfleetError(f"{path}:{n}: expected {{\"messages\": [{{\"role\": ..., \"content\": ...}}]}}")
+        if not (
+            isinstance(msgs, list)
+            and msgs
+            and all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
+        ):
+            raise VfleetError(f'{path}:{n}: expected {{"messages": [{{"role": ..., "content": ...}}]}}')
         mt = obj.get("max_tokens") if isinstance(obj, dict) else None
         out.append(Prompt(msgs, int(mt) if mt else None, source="jsonl"))
     return out

@@ -1,5 +1,6 @@
 """Running a whole sweep with the terminal view (rich: a progress bar per level, the table
 after each), then the analysis and the files: JSON, CSV, PNG."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,20 +32,34 @@ def parse_levels(concurrency: str | None, rate: str | None) -> list[Level]:
             except ValueError:
                 raise VfleetError(f"--{mode} {text}: {word!r} is not a number") from None
             if v <= 0 or (mode == "concurrency" and not v.is_integer()):
-                raise VfleetError(f"--{mode} {text}: {word!r} must be a positive "
-                                  + ("integer" if mode == "concurrency" else "number"))
+                raise VfleetError(
+                    f"--{mode} {text}: {word!r} must be a positive "
+                    + ("integer" if mode == "concurrency" else "number")
+                )
             levels.append(Level(mode, int(v) if mode == "concurrency" else v))
     if not levels:
         raise VfleetError("give --concurrency 1,4,16 and/or --rate 2,8")
     return levels
 
 
-def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: list[Level], settings: SweepSettings,
-              *, metrics_urls: dict[str, str], n_hosts: int, target: dict[str, Any],
-              slo_ttft_p95_s: float | None = None, slo_e2e_p95_s: float | None = None,
-              out_dir: str | Path | None = None, name: str = "bench",
-              console: Console | None = None, host_urls: Sequence[str] = (),
-              inventory_max_model_len: int | None = None, measured: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_sweep(
+    ep: Endpoint,
+    prompts: SyntheticPrompts | FilePrompts,
+    levels: list[Level],
+    settings: SweepSettings,
+    *,
+    metrics_urls: dict[str, str],
+    n_hosts: int,
+    target: dict[str, Any],
+    slo_ttft_p95_s: float | None = None,
+    slo_e2e_p95_s: float | None = None,
+    out_dir: str | Path | None = None,
+    name: str = "bench",
+    console: Console | None = None,
+    host_urls: Sequence[str] = (),
+    inventory_max_model_len: int | None = None,
+    measured: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The sweep, after checking its lengths against what the target serves (limits.py);
     `host_urls`: the vLLM hosts behind the target, whose /tokenize counts the prompts when the
     target (a gateway) does not pass it on; `measured`: the setup measured, kept in the result
@@ -55,16 +70,26 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
     if isinstance(prompts, SyntheticPrompts) and not prompts.calibrated:
         count, where = first_counter(ep, host_urls)
         if count and prompts.calibrate(count):
-            say(f"synthetic prompts: {prompts.words_for()} words ~ {prompts.input_len} tokens "
-                f"(calibrated with {where}/tokenize)")
+            say(
+                f"synthetic prompts: {prompts.words_for()} words ~ {prompts.input_len} tokens "
+                f"(calibrated with {where}/tokenize)"
+            )
         else:
-            say(f"synthetic prompts: {prompts.words_for()} words (no /tokenize to calibrate with, on the target "
-                "or a host behind it; the real prompt length is read from usage)")
+            say(
+                f"synthetic prompts: {prompts.words_for()} words (no /tokenize to calibrate with, on the target "
+                "or a host behind it; the real prompt length is read from usage)"
+            )
     results: list[dict[str, Any]] = []
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console,
-                        transient=False)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
     ids: dict[str, Any] = {}
     counts: dict[str, list[int]] = {}
 
@@ -75,8 +100,9 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
     def on_progress(level: Level, n: int, total: int | None, elapsed: float, rec: RequestRecord) -> None:
         c = counts[level.label]
         c[0 if rec.ok else 1] += 1
-        progress.update(ids[level.label], completed=n,
-                        status=f"ok {c[0]} failed {c[1]}" + (" (warm-up)" if rec.warmup else ""))
+        progress.update(
+            ids[level.label], completed=n, status=f"ok {c[0]} failed {c[1]}" + (" (warm-up)" if rec.warmup else "")
+        )
 
     sweep = Sweep(ep, prompts, levels, settings, metrics_urls, on_progress=on_progress, on_level_start=on_start)
     errors = ServerErrors(say)
@@ -90,19 +116,37 @@ def run_sweep(ep: Endpoint, prompts: SyntheticPrompts | FilePrompts, levels: lis
     for lv in results:
         c = lv.get("client") or {}
         if c.get("starved"):
-            console.print(f"[yellow]warning[/]: {lv['label']}: the load generator waited {c['wait_per_request_ms']:.0f} ms "
-                          f"a request for a CPU (E2E p50 {lv['e2e_ms']['p50']:.0f} ms): its TTFT/TPOT/ITL read late; "
-                          "give it CPUs of its own (not the server's) or run it with `chrt -f 10`")
+            console.print(
+                f"[yellow]warning[/]: {lv['label']}: the load generator waited {c['wait_per_request_ms']:.0f} ms "
+                f"a request for a CPU (E2E p50 {lv['e2e_ms']['p50']:.0f} ms): its TTFT/TPOT/ITL read late; "
+                "give it CPUs of its own (not the server's) or run it with `chrt -f 10`"
+            )
     result = {
-        "task": "bench", "format": 1, "name": name, "started": started,
+        "task": "bench",
+        "format": 1,
+        "name": name,
+        "started": started,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": ep.model, "target": target, "measured": measured or {},
-        "settings": {"requests": settings.requests, "seconds": settings.seconds, "max_seconds": settings.max_seconds,
-                     "warmup": settings.warmup, "output_len": settings.output_len, "ignore_eos": settings.ignore_eos,
-                     "timeout_s": settings.timeout_s, "max_inflight": settings.max_inflight, "seed": settings.seed,
-                     "slo": {"ttft_p95_s": slo_ttft_p95_s, "e2e_p95_s": slo_e2e_p95_s}},
-        "prompts": prompts.describe() | fitted, "metrics_hosts": sorted(metrics_urls), "n_hosts": n_hosts,
-        "levels": results, "analysis": analysis,
+        "model": ep.model,
+        "target": target,
+        "measured": measured or {},
+        "settings": {
+            "requests": settings.requests,
+            "seconds": settings.seconds,
+            "max_seconds": settings.max_seconds,
+            "warmup": settings.warmup,
+            "output_len": settings.output_len,
+            "ignore_eos": settings.ignore_eos,
+            "timeout_s": settings.timeout_s,
+            "max_inflight": settings.max_inflight,
+            "seed": settings.seed,
+            "slo": {"ttft_p95_s": slo_ttft_p95_s, "e2e_p95_s": slo_e2e_p95_s},
+        },
+        "prompts": prompts.describe() | fitted,
+        "metrics_hosts": sorted(metrics_urls),
+        "n_hosts": n_hosts,
+        "levels": results,
+        "analysis": analysis,
     }
     if out_dir is not None:
         out = Path(out_dir)

@@ -7,6 +7,7 @@ label sets of one host (several engines or models), then over hosts per sampling
 `read` also gives the TTFT histogram's sum and count (vllm:time_to_first_token_seconds, its
 mean over a window is the difference of two readings) and the served names (the model_name
 label vLLM puts on its metrics), for `vfleet status`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -78,7 +79,8 @@ def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
 @dataclass
 class MetricsSampler:
     """Poll every host's /metrics while a level runs (bounded: it stops with the level)."""
-    urls: dict[str, str]               # host name -> http://addr:port/metrics
+
+    urls: dict[str, str]  # host name -> http://addr:port/metrics
     headers: dict[str, str] = field(default_factory=dict)
     interval_s: float = 1.0
     samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
@@ -134,7 +136,11 @@ class MetricsSampler:
         if pre:
             total["preemptions"] = sum(pre)
         drafted = sum(h.get("spec_draft_tokens", 0) for h in hosts.values())
-        if drafted > 0:     # the share of proposed tokens the target kept, over the level
+        if drafted > 0:  # the share of proposed tokens the target kept, over the level
             total["spec_acceptance"] = round(sum(h.get("spec_accepted_tokens", 0) for h in hosts.values()) / drafted, 4)
-        return {**total, "metric_names": dict(self.names), "hosts": hosts,
-                **({"errors": dict(self.errors)} if self.errors else {})}
+        return {
+            **total,
+            "metric_names": dict(self.names),
+            "hosts": hosts,
+            **({"errors": dict(self.errors)} if self.errors else {}),
+        }

@@ -2,6 +2,7 @@
 TTFT, TPOT, inter-token latency and end-to-end latency as mean/p50/p90/p95/p99 in
 milliseconds (percentiles with statistics.quantiles, 'inclusive' = numpy's linear, as
 `vllm bench serve` computes them). Warm-up records are left out."""
+
 from __future__ import annotations
 
 import statistics

@@ -8,6 +8,7 @@ generator) at R requests/s, however many are in flight, up to --max-inflight (ar
 would pass it wait, and the level says how many did). Requests are asyncio tasks on one
 httpx.AsyncClient sized to the level, so the generator itself is not the bottleneck
 (benchmarks/loadgen_ceiling.py measures how far it goes)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,8 @@ def cpu_and_wait() -> tuple[float, float] | None:
 
 @dataclass
 class Level:
-    mode: str          # concurrency | rate
-    value: float       # N in flight, or requests/s
+    mode: str  # concurrency | rate
+    value: float  # N in flight, or requests/s
 
     @property
     def label(self) -> str:
@@ -49,17 +50,17 @@ class Level:
 
 @dataclass
 class SweepSettings:
-    requests: int | None = None          # measured requests per level (None: auto)
-    seconds: float | None = None         # measured seconds per level (None: no time goal)
-    max_seconds: float = 600.0           # hard cap per level, whatever else is asked
-    warmup: int | None = None            # None: one per concurrent slot (1 s worth for rates)
+    requests: int | None = None  # measured requests per level (None: auto)
+    seconds: float | None = None  # measured seconds per level (None: no time goal)
+    max_seconds: float = 600.0  # hard cap per level, whatever else is asked
+    warmup: int | None = None  # None: one per concurrent slot (1 s worth for rates)
     output_len: int = 128
-    ignore_eos: bool = True              # fixed output length; False: natural ends
-    timeout_s: float = 300.0             # per request
-    max_inflight: int = 1024             # rate mode cap
+    ignore_eos: bool = True  # fixed output length; False: natural ends
+    timeout_s: float = 300.0  # per request
+    max_inflight: int = 1024  # rate mode cap
     seed: int = 0
     metrics_interval_s: float = 1.0
-    max_num_seqs: int | None = None      # of the hosts behind the target, summed (None: not set everywhere)
+    max_num_seqs: int | None = None  # of the hosts behind the target, summed (None: not set everywhere)
 
     def measured_for(self, level: Level) -> int | None:
         if self.requests:
@@ -90,8 +91,9 @@ class Sweep:
     # -- requests -------------------------------------------------------------------------
     def _body(self, index: int) -> dict[str, Any]:
         p = self.prompts.get(index)
-        return request_body(self.endpoint.model, p.messages, p.max_tokens or self.settings.output_len,
-                            self.settings.ignore_eos)
+        return request_body(
+            self.endpoint.model, p.messages, p.max_tokens or self.settings.output_len, self.settings.ignore_eos
+        )
 
     def _take_index(self) -> int:
         i = self._next_index
@@ -146,6 +148,7 @@ class Sweep:
             if s.seconds:
                 goal_deadline[0] = time.perf_counter() + s.seconds
             if level.mode == "concurrency":
+
                 async def worker() -> None:
                     while may_issue():
                         idx, warm = issue()
@@ -189,12 +192,15 @@ class Sweep:
         info["wall_s"] = round(time.perf_counter() - t_start, 3)
         sched_end = cpu_and_wait()
         if sched_start and sched_end:
-            info["client"] = {"cpu_s": round(sched_end[0] - sched_start[0], 3),
-                              "runqueue_wait_s": round(sched_end[1] - sched_start[1], 3)}
+            info["client"] = {
+                "cpu_s": round(sched_end[0] - sched_start[0], 3),
+                "runqueue_wait_s": round(sched_end[1] - sched_start[1], 3),
+            }
         return records, info
 
-    async def _warm_up(self, client: httpx.AsyncClient, count: int, size: int,
-                       done: Callable[[RequestRecord], None]) -> None:
+    async def _warm_up(
+        self, client: httpx.AsyncClient, count: int, size: int, done: Callable[[RequestRecord], None]
+    ) -> None:
         """Warm-up requests, every one finished before the first measured one is sent (as
         `vllm bench serve` does): run in the measured window they made it hold more work than
         it counts (on the H200, throughput 14% low at concurrency 16 with 4 of 68 in it)."""
@@ -215,13 +221,13 @@ class Sweep:
         records, info = asyncio.run(self._level(level))
         self.records[level.label] = records
         out = {"mode": level.mode, "value": level.value, "label": level.label, **summarize(records), **info}
-        if self.settings.max_num_seqs:   # what the level's verdict compares running with (output.level_numbers)
+        if self.settings.max_num_seqs:  # what the level's verdict compares running with (output.level_numbers)
             out["max_num_seqs"] = self.settings.max_num_seqs
         starved(out, len(records))
         return out
 
 
-STARVED_SHARE = 0.05   # of E2E p50: past it, the client's own wait shows in its timings
+STARVED_SHARE = 0.05  # of E2E p50: past it, the client's own wait shows in its timings
 
 
 def starved(level: dict[str, Any], n_requests: int) -> None:

@@ -14,6 +14,7 @@ before matching, so an event split over two segments counts at the second.
 The capture holds the requests' Authorization headers: it lives in a temporary directory
 that is removed after reading, and nothing but times and counts leaves this module.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -30,7 +31,7 @@ from typing import Iterator
 
 PACKET = re.compile(r"^(\d+\.\d+) IP (\d+\.\d+\.\d+\.\d+)\.(\d+) > (\d+\.\d+\.\d+\.\d+)\.(\d+):")
 HEX = re.compile(r"^\s+0x[0-9a-f]+:\s+((?:[0-9a-f]{2,4}\s?)+)")
-CONTENT = re.compile(rb'"content":"(?!")')         # an SSE delta with text in it
+CONTENT = re.compile(rb'"content":"(?!")')  # an SSE delta with text in it
 DONE = re.compile(rb"data: \[DONE\]")
 TOKENS = re.compile(rb'"completion_tokens":(\d+)')
 STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})")
@@ -40,6 +41,7 @@ REQUEST = re.compile(rb"(GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) \S+ HTTP/1\.[01
 @dataclass
 class Stream:
     """One direction of one connection: its bytes in order, and when each segment ended."""
+
     data: bytearray = field(default_factory=bytearray)
     ends: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
@@ -48,9 +50,9 @@ class Stream:
     def add(self, t: float, seq: int, payload: bytes) -> None:
         if self.next_seq is not None:
             if seq + len(payload) <= self.next_seq:
-                return                               # a retransmission: already have it
-            if seq < self.next_seq:                  # partly new: keep the new part only
-                payload, seq = payload[self.next_seq - seq:], self.next_seq
+                return  # a retransmission: already have it
+            if seq < self.next_seq:  # partly new: keep the new part only
+                payload, seq = payload[self.next_seq - seq :], self.next_seq
         self.data += payload
         self.ends.append(len(self.data))
         self.times.append(t)
@@ -63,9 +65,9 @@ class Stream:
 
 @dataclass
 class WireRequest:
-    client: str                 # client IP
-    port: int                   # client port
-    sent: float                 # last client segment of the request
+    client: str  # client IP
+    port: int  # client port
+    sent: float  # last client segment of the request
     status: int | None = None
     first_content: float | None = None
     done: float | None = None
@@ -88,17 +90,18 @@ class WireRequest:
 
 def packets(text: str) -> Iterator[tuple[float, str, int, str, int, int, bytes]]:
     """(time, src, sport, dst, dport, seq, payload) from `tcpdump -nn -tt -x -r` text."""
+
     def flush(head, hexparts):
         if head is None:
             return None
         raw = bytes.fromhex("".join(hexparts))
         if len(raw) < 20 or raw[0] >> 4 != 4 or raw[9] != 6:
-            return None                              # IPv4 TCP only (the lab's addresses)
+            return None  # IPv4 TCP only (the lab's addresses)
         ihl = (raw[0] & 0x0F) * 4
         total = int.from_bytes(raw[2:4], "big")
         tcp = raw[ihl:]
         seq = int.from_bytes(tcp[4:8], "big")
-        payload = raw[ihl + (tcp[12] >> 4) * 4:total]
+        payload = raw[ihl + (tcp[12] >> 4) * 4 : total]
         return (*head, seq, payload)
 
     head, hexparts = None, []
@@ -171,12 +174,17 @@ def summary(reqs: list[WireRequest]) -> dict:
 
     span = (max(r.done for r in ok) - min(r.sent for r in ok)) if ok else 0
     tokens = sum(r.tokens or 0 for r in ok)
-    return {"requests": len(reqs), "completed": len(ok), "total_output_tokens": tokens,
-            "output_throughput": round(tokens / span, 2) if span > 0 else None,
-            # requests the server had at once on average: below the tool's concurrency, the client left gaps
-            "mean_inflight": round(sum(r.done - r.sent for r in ok) / span, 2) if span > 0 else None,
-            "ttft_p50_ms": p50([r.ttft for r in ok]), "tpot_p50_ms": p50([r.tpot for r in ok]),
-            "e2e_p50_ms": p50([r.e2e for r in ok])}
+    return {
+        "requests": len(reqs),
+        "completed": len(ok),
+        "total_output_tokens": tokens,
+        "output_throughput": round(tokens / span, 2) if span > 0 else None,
+        # requests the server had at once on average: below the tool's concurrency, the client left gaps
+        "mean_inflight": round(sum(r.done - r.sent for r in ok) / span, 2) if span > 0 else None,
+        "ttft_p50_ms": p50([r.ttft for r in ok]),
+        "tpot_p50_ms": p50([r.tpot for r in ok]),
+        "e2e_p50_ms": p50([r.e2e for r in ok]),
+    }
 
 
 @contextmanager
@@ -186,20 +194,24 @@ def capture(interface: str, port: int) -> Iterator[list[str]]:
     d = Path(tempfile.mkdtemp(prefix="vfleet-wire-"))
     pcap = d / "c.pcap"
     out: list[str] = []
-    proc = subprocess.Popen(["tcpdump", "-i", interface, "-nn", "-s", "0", "-U", "-w", str(pcap),
-                             f"tcp port {int(port)}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["tcpdump", "-i", interface, "-nn", "-s", "0", "-U", "-w", str(pcap), f"tcp port {int(port)}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 10
         while not pcap.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if proc.poll() is not None:
             raise SystemExit(f"tcpdump -i {interface}: {proc.stderr.read().decode(errors='replace').strip()}")
-        time.sleep(1.0)                              # the filter is set before the file is opened; margin
+        time.sleep(1.0)  # the filter is set before the file is opened; margin
         yield out
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         if pcap.exists():
-            out.append(subprocess.run(["tcpdump", "-nn", "-tt", "-x", "-r", str(pcap)],
-                                      capture_output=True, text=True).stdout)
+            out.append(
+                subprocess.run(["tcpdump", "-nn", "-tt", "-x", "-r", str(pcap)], capture_output=True, text=True).stdout
+            )
         shutil.rmtree(d, ignore_errors=True)

@@ -10,22 +10,23 @@ When B was run against A (`--reference`, and always in a gate), a divergence tha
 measured fails too: otherwise a server that rejects the scoring request (no prompt logprobs,
 an error) would pass on the score alone. Measured means: on at least half the items A answered,
 with no item whose scoring failed."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vfleet.clients.measured import differences
 from vfleet.clients.eval.report import SCORING_FAILED, EvalReport
 from vfleet.clients.eval.scoring import quoted
+from vfleet.clients.measured import differences
 
-EPS = 1e-9   # 0.96 - 0.93 is 0.030000000000000027: a drop equal to the threshold passes
-SHOWN = 2    # regressed items named in the verdict line before "(+N more)"
+EPS = 1e-9  # 0.96 - 0.93 is 0.030000000000000027: a drop equal to the threshold passes
+SHOWN = 2  # regressed items named in the verdict line before "(+N more)"
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    max_score_drop: float = 0.03    # absolute drop of the score fraction (0.03 = 3 points)
-    max_divergence: float = 0.10    # nats/token, mean over items
+    max_score_drop: float = 0.03  # absolute drop of the score fraction (0.03 = 3 points)
+    max_divergence: float = 0.10  # nats/token, mean over items
 
 
 @dataclass
@@ -35,11 +36,11 @@ class Comparison:
     score_b: float | None
     score_drop: float | None
     divergence: float | None
-    regressed: list[str]            # "capital-france: passed -> failed (reply 'Lyon.')", worst divergence items too
-    measured_changes: list[str]     # vfleet.clients.measured.differences(a.measured, b.measured)
+    regressed: list[str]  # "capital-france: passed -> failed (reply 'Lyon.')", worst divergence items too
+    measured_changes: list[str]  # vfleet.clients.measured.differences(a.measured, b.measured)
     thresholds: Thresholds = field(default_factory=Thresholds)
-    unmeasured: str | None = None   # B ran against A yet its divergence was not measured: why (fails)
-    divergence_signed: float | None = None   # informational: which way B moved (report's divergence_signed)
+    unmeasured: str | None = None  # B ran against A yet its divergence was not measured: why (fails)
+    divergence_signed: float | None = None  # informational: which way B moved (report's divergence_signed)
 
     @property
     def score_over(self) -> bool:
@@ -58,8 +59,10 @@ class Comparison:
             parts.append("score not comparable (no item with an expectation on one side)")
         else:
             op = ">" if self.score_over else "<="
-            parts.append(f"score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f} {op} "
-                         f"{t.max_score_drop:.2f})")
+            parts.append(
+                f"score {self.score_a:.2f} -> {self.score_b:.2f} (drop {self.score_drop:.2f} {op} "
+                f"{t.max_score_drop:.2f})"
+            )
         if self.unmeasured:
             parts.append(self.unmeasured)
         elif self.divergence is None:
@@ -86,17 +89,21 @@ def regressions(a: EvalReport, b: EvalReport, thresholds: Thresholds) -> list[st
             out.append(f"{ib.id}: passed -> failed ({ib.error or 'reply ' + quoted(ib.reply, 30)})")
         elif ib.error and not ia.error:
             out.append(f"{ib.id}: error in B ({ib.error[:80]})")
-    diverging = sorted((i for i in b.items if i.divergence is not None
-                        and i.divergence - thresholds.max_divergence > EPS), key=lambda i: -i.divergence)
-    out += [f"{i.id}: divergence {i.divergence:.3f} nats/token" for i in diverging
-            if not any(r.startswith(i.id + ":") for r in out)]
+    diverging = sorted(
+        (i for i in b.items if i.divergence is not None and i.divergence - thresholds.max_divergence > EPS),
+        key=lambda i: -i.divergence,
+    )
+    out += [
+        f"{i.id}: divergence {i.divergence:.3f} nats/token"
+        for i in diverging
+        if not any(r.startswith(i.id + ":") for r in out)
+    ]
     return out
 
 
 def referenced(b: EvalReport) -> bool:
     """B was run with a reference (its settings say so, or an item carries divergence fields)."""
-    return "reference" in b.settings or any(i.divergence is not None or i.scored_tokens is not None
-                                            for i in b.items)
+    return "reference" in b.settings or any(i.divergence is not None or i.scored_tokens is not None for i in b.items)
 
 
 def unmeasured(a: EvalReport, b: EvalReport) -> str | None:
@@ -119,9 +126,17 @@ def compare(a: EvalReport, b: EvalReport, thresholds: Thresholds, *, reference_r
     divergence measured; otherwise that is required only when B says it was run with one."""
     sa, sb = a.score, b.score
     drop = None if sa is None or sb is None else sa - sb
-    c = Comparison(passed=True, score_a=sa, score_b=sb, score_drop=drop, divergence=b.divergence,
-                   regressed=regressions(a, b, thresholds), measured_changes=differences(a.measured, b.measured),
-                   thresholds=thresholds, divergence_signed=b.divergence_signed,
-                   unmeasured=unmeasured(a, b) if reference_required or referenced(b) else None)
+    c = Comparison(
+        passed=True,
+        score_a=sa,
+        score_b=sb,
+        score_drop=drop,
+        divergence=b.divergence,
+        regressed=regressions(a, b, thresholds),
+        measured_changes=differences(a.measured, b.measured),
+        thresholds=thresholds,
+        divergence_signed=b.divergence_signed,
+        unmeasured=unmeasured(a, b) if reference_required or referenced(b) else None,
+    )
     c.passed = not (c.score_over or c.divergence_over or c.unmeasured)
     return c

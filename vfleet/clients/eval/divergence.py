@@ -14,6 +14,7 @@ The reply is retokenized when sent back as text, which usually gives the same id
 not, only the longest common suffix of the two id sequences is scored, and the count says how
 many tokens that was. A stop token the reference generated last (EOS) is not in the text, so a
 last reference token that does not match the prompt's last token is dropped before aligning."""
+
 from __future__ import annotations
 
 import statistics
@@ -24,10 +25,10 @@ from vfleet.clients.eval.wire import PromptScores
 
 @dataclass(frozen=True)
 class Divergence:
-    value: float | None      # mean |reference - this| logprob, nats/token; None when no token could be scored
-    signed: float | None     # mean (reference - this): positive when this server finds the reference less likely
-    scored: int              # reference tokens scored
-    of: int                  # reference tokens in all
+    value: float | None  # mean |reference - this| logprob, nats/token; None when no token could be scored
+    signed: float | None  # mean (reference - this): positive when this server finds the reference less likely
+    scored: int  # reference tokens scored
+    of: int  # reference tokens in all
 
 
 def common_suffix(a: list[int], b: list[int]) -> int:
@@ -43,9 +44,9 @@ def divergence(ref_ids: list[int], ref_logprobs: list[float], prompt: PromptScor
     of = len(ref_ids)
     ids, lps = list(ref_ids), list(ref_logprobs)
     if ids and prompt.token_ids and ids[-1] != prompt.token_ids[-1]:
-        ids, lps = ids[:-1], lps[:-1]   # the stop token, not part of the reply's text
+        ids, lps = ids[:-1], lps[:-1]  # the stop token, not part of the reply's text
     n = common_suffix(ids, prompt.token_ids)
-    pairs = [(r, p) for r, p in zip(lps[len(lps) - n:], prompt.logprobs[len(prompt.logprobs) - n:]) if p is not None]
+    pairs = [(r, p) for r, p in zip(lps[len(lps) - n :], prompt.logprobs[len(prompt.logprobs) - n :]) if p is not None]
     if not pairs:
         return Divergence(None, None, 0, of)
     diffs = [r - p for r, p in pairs]

@@ -6,6 +6,7 @@ drops an expectation (two expectations, a regex that does not compile, a schema 
 JSON schema) would make the gate measure less than the operator thinks, so every such line is
 refused with FILE:LINE, what is wrong and the fix. The item shape is a JSON schema (jsonschema
 checks it); what a schema cannot say (regex compiles, the schema is a schema) is checked below."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,9 +34,16 @@ ITEM_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$", "maxLength": MAX_ID},
-        "messages": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["role", "content"], "additionalProperties": False,
-            "properties": {"role": {"enum": ["system", "user", "assistant"]}, "content": {"type": "string"}}}},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role", "content"],
+                "additionalProperties": False,
+                "properties": {"role": {"enum": ["system", "user", "assistant"]}, "content": {"type": "string"}},
+            },
+        },
         "answer": {"type": "string", "minLength": 1},
         "regex": {"type": "string", "minLength": 1},
         "schema": {"type": ["object", "boolean"]},
@@ -56,9 +64,9 @@ FIX = {
 class EvalItem:
     id: str
     messages: tuple[dict[str, str], ...]
-    answer: str | None = None      # normalized exact match (case-folded, whitespace and trailing . stripped)
-    regex: str | None = None       # re.search on the reply
-    schema: dict | None = None     # reply parsed as JSON (a ```json fence allowed) and validated with jsonschema
+    answer: str | None = None  # normalized exact match (case-folded, whitespace and trailing . stripped)
+    regex: str | None = None  # re.search on the reply
+    schema: dict | None = None  # reply parsed as JSON (a ```json fence allowed) and validated with jsonschema
     reference: str | None = None
     max_tokens: int | None = None  # per item; default EvalSettings.max_tokens
 
@@ -72,16 +80,22 @@ class EvalItem:
         """A short hash of what decides the item's reply and verdict (messages, expectation,
         max_tokens): a saved baseline is comparable only over items with the same digests, an
         id alone says nothing when the item was edited."""
-        what = {"messages": list(self.messages), "max_tokens": self.max_tokens,
-                **{k: getattr(self, k) for k in EXPECTATIONS}}
+        what = {
+            "messages": list(self.messages),
+            "max_tokens": self.max_tokens,
+            **{k: getattr(self, k) for k in EXPECTATIONS},
+        }
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _schema_error(err: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in err.absolute_path) or "the item"
     key = str(err.absolute_path[0]) if err.absolute_path else ""
-    fix = FIX.get(key) or ('each line is {"id": ..., "messages": [...], and at most one of answer, regex, schema}'
-                           if err.validator in ("required", "additionalProperties", "type") else "")
+    fix = FIX.get(key) or (
+        'each line is {"id": ..., "messages": [...], and at most one of answer, regex, schema}'
+        if err.validator in ("required", "additionalProperties", "type")
+        else ""
+    )
     return f"{where}: {err.message[:160]}" + (f" ({fix})" if fix else "")
 
 
@@ -98,8 +112,14 @@ def parse_item(raw: str) -> EvalItem:
         raise ValueError(_schema_error(err))
     given = [k for k in EXPECTATIONS if k in data]
     if len(given) > 1:
-        raise ValueError(f"{' and '.join(given)} both given; an item has at most one expectation (split it in two items)")
-    texts = [data["id"], *(m["content"] for m in data["messages"]), *(str(data.get(k, "")) for k in ("answer", "reference"))]
+        raise ValueError(
+            f"{' and '.join(given)} both given; an item has at most one expectation (split it in two items)"
+        )
+    texts = [
+        data["id"],
+        *(m["content"] for m in data["messages"]),
+        *(str(data.get(k, "")) for k in ("answer", "reference")),
+    ]
     if any(_CONTROL.search(t) for t in texts):
         raise ValueError("control characters in the text; only tab and newline are allowed (remove them)")
     if "regex" in data:
@@ -112,9 +132,15 @@ def parse_item(raw: str) -> EvalItem:
             jsonschema.validators.validator_for(data["schema"]).check_schema(data["schema"])
         except jsonschema.SchemaError as exc:
             raise ValueError(f"schema is not a valid JSON schema ({exc.message[:160]})") from None
-    return EvalItem(id=data["id"], messages=tuple(dict(m) for m in data["messages"]), answer=data.get("answer"),
-                    regex=data.get("regex"), schema=data.get("schema"), reference=data.get("reference"),
-                    max_tokens=data.get("max_tokens"))
+    return EvalItem(
+        id=data["id"],
+        messages=tuple(dict(m) for m in data["messages"]),
+        answer=data.get("answer"),
+        regex=data.get("regex"),
+        schema=data.get("schema"),
+        reference=data.get("reference"),
+        max_tokens=data.get("max_tokens"),
+    )
 
 
 def _read(path: str | None) -> tuple[str, str]:
@@ -146,6 +172,8 @@ def load_evalset(path: str | None) -> list[EvalItem]:
         seen[item.id] = lineno
         items.append(item)
     if not items:
-        raise VfleetError(f"{name}: no items; one JSON object a line, e.g. "
-                          '{"id": "q1", "messages": [{"role": "user", "content": "..."}], "answer": "..."}')
+        raise VfleetError(
+            f"{name}: no items; one JSON object a line, e.g. "
+            '{"id": "q1", "messages": [{"role": "user", "content": "..."}], "answer": "..."}'
+        )
     return items

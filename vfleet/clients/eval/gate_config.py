@@ -2,6 +2,7 @@
 decoding settings and, optionally, a saved baseline report to compare against instead of
 recording one. Validated with a JSON schema so a typo ("max_score_dorp") is refused with the file
 and key instead of silently leaving a default in place."""
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from vfleet.engine.errors import VfleetError
 from vfleet.clients.eval.compare import Thresholds
 from vfleet.clients.eval.runner import EvalSettings
+from vfleet.engine.errors import VfleetError
 
 GATE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -35,10 +36,10 @@ KEYS = ", ".join(GATE_SCHEMA["properties"])
 
 @dataclass(frozen=True)
 class GateConfig:
-    evalset: str | None             # path to the user's JSONL, None = built-in
+    evalset: str | None  # path to the user's JSONL, None = built-in
     thresholds: Thresholds
     settings: EvalSettings
-    baseline: str | None            # a saved EvalReport to reuse instead of recording one
+    baseline: str | None  # a saved EvalReport to reuse instead of recording one
 
 
 def _beside(base: Path, value: str | None) -> str | None:
@@ -57,9 +58,15 @@ def load_gate(path: str) -> GateConfig:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise VfleetError(f"{path}: a gate file is a mapping of {KEYS}")
-    infinite = next((k for k in ("max_score_drop", "max_divergence") if isinstance(data.get(k), float)
-                     and not math.isfinite(data[k])), None)
-    if infinite:   # YAML's .nan/.inf: NaN compares false with everything, so the gate would never fail
+    infinite = next(
+        (
+            k
+            for k in ("max_score_drop", "max_divergence")
+            if isinstance(data.get(k), float) and not math.isfinite(data[k])
+        ),
+        None,
+    )
+    if infinite:  # YAML's .nan/.inf: NaN compares false with everything, so the gate would never fail
         raise VfleetError(f"{path}: key '{infinite}': {data[infinite]} is not a finite number; give one like 0.10")
     err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
     if err is not None:
@@ -70,7 +77,12 @@ def load_gate(path: str) -> GateConfig:
         raise VfleetError(f"{path}: key '{key}': {err.message[:160]}")
     d = EvalSettings()
     return GateConfig(
-        evalset=_beside(p, data.get("evalset")), baseline=_beside(p, data.get("baseline")),
+        evalset=_beside(p, data.get("evalset")),
+        baseline=_beside(p, data.get("baseline")),
         thresholds=Thresholds(**{k: float(data[k]) for k in ("max_score_drop", "max_divergence") if k in data}),
-        settings=EvalSettings(seed=data.get("seed", d.seed), max_tokens=data.get("max_tokens", d.max_tokens),
-                              concurrency=data.get("concurrency", d.concurrency)))
+        settings=EvalSettings(
+            seed=data.get("seed", d.seed),
+            max_tokens=data.get("max_tokens", d.max_tokens),
+            concurrency=data.get("concurrency", d.concurrency),
+        ),
+    )

@@ -2,6 +2,7 @@
 its expectation, and its divergence from a reference run; the run's target, settings and the
 `measured` record (vfleet/clients/measured.py). Saved as JSON (atomic, secrets redacted) so that
 `eval.compare` and a gate can read it back, maybe weeks later."""
+
 from __future__ import annotations
 
 import statistics
@@ -17,28 +18,38 @@ from vfleet.engine.strict_json import MIB, read_json, type_name
 
 TASK = "eval"
 FORMAT = 1
-SCORING_FAILED = "scoring the reference reply"   # how an item's error begins when its divergence failed
-MAX_BYTES = 256 * MIB   # every token's top logprobs: a set of thousands of items is tens of MiB
+SCORING_FAILED = "scoring the reference reply"  # how an item's error begins when its divergence failed
+MAX_BYTES = 256 * MIB  # every token's top logprobs: a set of thousands of items is tens of MiB
 
 _NUM, _STR = {"type": ["number", "null"]}, {"type": ["string", "null"]}
 ITEM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "reply", "token_ids", "logprobs", "top_logprobs", "finish_reason", "passed", "why"],
     "properties": {
-        "id": {"type": "string", "minLength": 1}, "reply": {"type": "string"}, "why": {"type": "string"},
+        "id": {"type": "string", "minLength": 1},
+        "reply": {"type": "string"},
+        "why": {"type": "string"},
         "token_ids": {"type": "array", "items": {"type": "integer"}},
         "logprobs": {"type": "array", "items": {"type": "number"}},
         "top_logprobs": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "number"}}},
-        "finish_reason": _STR, "passed": {"type": ["boolean", "null"]}, "error": _STR, "item_hash": _STR,
-        "divergence": _NUM, "divergence_signed": _NUM, "scored_tokens": {"type": ["integer", "null"], "minimum": 0},
+        "finish_reason": _STR,
+        "passed": {"type": ["boolean", "null"]},
+        "error": _STR,
+        "item_hash": _STR,
+        "divergence": _NUM,
+        "divergence_signed": _NUM,
+        "scored_tokens": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 REPORT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["task", "target", "settings", "items", "created"],
     "properties": {
-        "task": {"const": TASK}, "created": {"type": "string"},
-        "target": {"type": "object"}, "settings": {"type": "object"}, "measured": {"type": ["object", "null"]},
+        "task": {"const": TASK},
+        "created": {"type": "string"},
+        "target": {"type": "object"},
+        "settings": {"type": "object"},
+        "measured": {"type": ["object", "null"]},
         "notes": {"type": ["array", "null"], "items": {"type": "string"}},
         "items": {"type": "array", "minItems": 1, "items": ITEM_SCHEMA},
     },
@@ -54,13 +65,13 @@ class ItemResult:
     logprobs: list[float]
     top_logprobs: list[dict[str, float]]
     finish_reason: str | None
-    passed: bool | None          # None: the item has no expectation
-    why: str                     # "" or one phrase: "reply 'Lyon' does not match (?i)\bparis\b"
+    passed: bool | None  # None: the item has no expectation
+    why: str  # "" or one phrase: "reply 'Lyon' does not match (?i)\bparis\b"
     divergence: float | None = None
-    error: str | None = None     # the server's error for this item (HTTP status + message)
-    scored_tokens: int | None = None   # reference tokens the divergence was computed on
-    divergence_signed: float | None = None   # mean (reference - this) without the absolute value: which way
-    item_hash: str | None = None       # EvalItem.digest: a saved baseline must have been run on the same item
+    error: str | None = None  # the server's error for this item (HTTP status + message)
+    scored_tokens: int | None = None  # reference tokens the divergence was computed on
+    divergence_signed: float | None = None  # mean (reference - this) without the absolute value: which way
+    item_hash: str | None = None  # EvalItem.digest: a saved baseline must have been run on the same item
 
 
 @dataclass
@@ -69,8 +80,8 @@ class EvalReport:
     settings: dict
     measured: dict
     items: list[ItemResult]
-    created: str                 # ISO time
-    notes: list[str] = field(default_factory=list)   # what the reader should know (batch invariance off...)
+    created: str  # ISO time
+    notes: list[str] = field(default_factory=list)  # what the reader should know (batch invariance off...)
 
     @property
     def score(self) -> float | None:
@@ -112,12 +123,25 @@ class EvalReport:
 
     def to_dict(self) -> dict[str, Any]:
         judged = [i for i in self.items if i.passed is not None]
-        return {"task": TASK, "format": FORMAT, "created": self.created, "target": self.target,
-                "settings": self.settings, "measured": self.measured, "notes": list(self.notes),
-                "summary": {"score": self.score, "divergence": self.divergence,
-                            "divergence_signed": self.divergence_signed, "items": len(self.items),
-                            "passed": sum(1 for i in judged if i.passed), "judged": len(judged), "errors": self.errors},
-                "items": [asdict(i) for i in self.items]}
+        return {
+            "task": TASK,
+            "format": FORMAT,
+            "created": self.created,
+            "target": self.target,
+            "settings": self.settings,
+            "measured": self.measured,
+            "notes": list(self.notes),
+            "summary": {
+                "score": self.score,
+                "divergence": self.divergence,
+                "divergence_signed": self.divergence_signed,
+                "items": len(self.items),
+                "passed": sum(1 for i in judged if i.passed),
+                "judged": len(judged),
+                "errors": self.errors,
+            },
+            "items": [asdict(i) for i in self.items],
+        }
 
     @classmethod
     def from_dict(cls, d: Any, source: str = "the report") -> "EvalReport":
@@ -125,9 +149,11 @@ class EvalReport:
         file is one VfleetError line naming `source` and the field, never a traceback, and a
         report without items is refused (it would compare as "nothing regressed")."""
         task = d.get("task") if isinstance(d, dict) else None
-        if isinstance(task, str) and task != TASK:   # another vfleet result, e.g. two files swapped
-            raise VfleetError(f"{source}: a `vfleet {task[:40]}` result, not a `vfleet eval` report; give a report "
-                              "written by `vfleet eval`")
+        if isinstance(task, str) and task != TASK:  # another vfleet result, e.g. two files swapped
+            raise VfleetError(
+                f"{source}: a `vfleet {task[:40]}` result, not a `vfleet eval` report; give a report "
+                "written by `vfleet eval`"
+            )
         err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(d))
         if err is not None:
             where = "/".join(str(p) for p in err.absolute_path) or "(top)"
@@ -138,12 +164,19 @@ class EvalReport:
                 what = "no items"
             else:
                 what = err.message[:120]
-            raise VfleetError(f"{source}: not a `vfleet eval` report: {where}: {what}; give a report written by "
-                              "`vfleet eval`")
+            raise VfleetError(
+                f"{source}: not a `vfleet eval` report: {where}: {what}; give a report written by `vfleet eval`"
+            )
         names = {f.name for f in fields(ItemResult)}
         items = [ItemResult(**{k: v for k, v in i.items() if k in names}) for i in d["items"]]
-        return cls(target=dict(d["target"]), settings=dict(d["settings"]), measured=dict(d.get("measured") or {}),
-                   items=items, created=d["created"], notes=list(d.get("notes") or []))
+        return cls(
+            target=dict(d["target"]),
+            settings=dict(d["settings"]),
+            measured=dict(d.get("measured") or {}),
+            items=items,
+            created=d["created"],
+            notes=list(d.get("notes") or []),
+        )
 
     def save(self, path: str | Path) -> None:
         """Atomic: a reader sees the old file or the whole new one, never half (tmp + rename)."""

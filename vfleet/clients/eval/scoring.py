@@ -4,6 +4,7 @@ answer: normalized exact match (case-folded, runs of whitespace as one space, tr
 stripped): "Paris." and "paris" are the same answer, "Paris, France" is not. regex: re.search.
 schema: the reply parsed as JSON (the whole reply, or the first ```json fenced block, since
 chat models like to fence) and validated with jsonschema."""
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,8 @@ def score(item: EvalItem, reply: str) -> tuple[bool | None, str]:
         except ValueError as exc:
             return False, f"reply {quoted(reply)} is not JSON ({getattr(exc, 'msg', exc)})"
         err = jsonschema.exceptions.best_match(
-            jsonschema.validators.validator_for(item.schema)(item.schema).iter_errors(value))
+            jsonschema.validators.validator_for(item.schema)(item.schema).iter_errors(value)
+        )
         if err is None:
             return True, ""
         where = "/".join(str(p) for p in err.absolute_path)

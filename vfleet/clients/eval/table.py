@@ -1,6 +1,7 @@
 """What a person reads on the terminal: one row an item (id, pass/fail, the reply cut to a line,
 divergence when there is a reference), a summary line, and for eval.compare the items that
 changed and the setup fields that differ. House style of vfleet/clients/bench/output.py."""
+
 from __future__ import annotations
 
 from rich.table import Table
@@ -22,7 +23,7 @@ def _verdict(item: ItemResult) -> Text:
 
 def _cut(text: str, width: int = REPLY_WIDTH) -> str:
     one = " ".join(text.split())
-    return one if len(one) <= width else one[:width - 3] + "..."
+    return one if len(one) <= width else one[: width - 3] + "..."
 
 
 def _fmt(v: float | None, nd: int = 3) -> str:
@@ -46,15 +47,21 @@ def summary_line(report: EvalReport) -> str:
     div = report.divergence
     n_div = sum(1 for i in report.items if i.divergence is not None)
     div_text = "no reference" if div is None else f"{div:.3f} nats/token ({n_div} items)"
-    return (f"eval {report.target.get('label', '')}: score {score}; divergence {div_text}; "
-            f"{report.errors} error{'s' if report.errors != 1 else ''}")
+    return (
+        f"eval {report.target.get('label', '')}: score {score}; divergence {div_text}; "
+        f"{report.errors} error{'s' if report.errors != 1 else ''}"
+    )
 
 
 def compare_table(c: Comparison, a: EvalReport, b: EvalReport, name_a: str, name_b: str) -> Table:
     """One row an item that changed (verdict flipped, divergence over the threshold), A's and B's
     result side by side; setup changes as the caption."""
-    t = Table(title=f"A = {name_a}\nB = {name_b}", title_justify="left",
-              caption="; ".join(c.measured_changes) or None, caption_justify="left")
+    t = Table(
+        title=f"A = {name_a}\nB = {name_b}",
+        title_justify="left",
+        caption="; ".join(c.measured_changes) or None,
+        caption_justify="left",
+    )
     for h, j in (("item", "left"), ("A", "left"), ("B", "left"), ("B reply", "left"), ("divergence", "right")):
         t.add_column(h, justify=j)
     names = [r.split(":", 1)[0] for r in c.regressed]

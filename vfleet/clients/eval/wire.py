@@ -7,6 +7,7 @@ bytes may not round-trip), and the scoring of an earlier run's reply under this 
 is sent as the assistant's own message and continued (`continue_final_message`), so the server
 computes the logprob of each of its tokens as part of the prompt (`prompt_logprobs`) and generates
 one token we ignore."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ TOKEN_PREFIX = "token_id:"
 @dataclass
 class ChatReply:
     """One generated reply as eval records it."""
+
     reply: str
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -29,28 +31,47 @@ class ChatReply:
 class PromptScores:
     """The prompt as the server tokenized it, and each token's logprob (None for the first,
     which nothing precedes)."""
+
     token_ids: list[int]
     logprobs: list[float | None]
 
 
-def chat_body(model: str, messages: list[dict[str, str]], *, seed: int, max_tokens: int, top_logprobs: int) -> dict[str, Any]:
-    return {"model": model, "messages": messages, "temperature": 0, "seed": seed, "max_tokens": max_tokens,
-            "logprobs": True, "top_logprobs": top_logprobs, "return_tokens_as_token_ids": True}
+def chat_body(
+    model: str, messages: list[dict[str, str]], *, seed: int, max_tokens: int, top_logprobs: int
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": messages,
+        "temperature": 0,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+        "return_tokens_as_token_ids": True,
+    }
 
 
 def continuation_body(model: str, messages: list[dict[str, str]], reply: str) -> dict[str, Any]:
     """Score `reply` as the assistant's answer to `messages`. return_token_ids asks for the
     prompt's token ids (vLLM >= 0.10.2); without them they are read from prompt_logprobs."""
-    return {"model": model, "messages": [*messages, {"role": "assistant", "content": reply}],
-            "continue_final_message": True, "add_generation_prompt": False, "prompt_logprobs": 1,
-            "max_tokens": 1, "temperature": 0, "return_tokens_as_token_ids": True, "return_token_ids": True}
+    return {
+        "model": model,
+        "messages": [*messages, {"role": "assistant", "content": reply}],
+        "continue_final_message": True,
+        "add_generation_prompt": False,
+        "prompt_logprobs": 1,
+        "max_tokens": 1,
+        "temperature": 0,
+        "return_tokens_as_token_ids": True,
+        "return_token_ids": True,
+    }
 
 
 def token_id(token: str) -> int:
-    """"token_id:530" -> 530; ValueError for text (a server that ignored return_tokens_as_token_ids)."""
+    """ "token_id:530" -> 530; ValueError for text (a server that ignored return_tokens_as_token_ids)."""
     if not token.startswith(TOKEN_PREFIX):
         raise ValueError(f"token {token[:20]!r} is not a token id: the server ignored return_tokens_as_token_ids")
-    return int(token[len(TOKEN_PREFIX):])
+    return int(token[len(TOKEN_PREFIX) :])
 
 
 def parse_chat(data: dict[str, Any]) -> ChatReply:
@@ -61,7 +82,9 @@ def parse_chat(data: dict[str, Any]) -> ChatReply:
     for entry in (choice.get("logprobs") or {}).get("content") or []:
         out.token_ids.append(token_id(entry["token"]))
         out.logprobs.append(float(entry["logprob"]))
-        out.top_logprobs.append({str(token_id(t["token"])): float(t["logprob"]) for t in entry.get("top_logprobs") or []})
+        out.top_logprobs.append(
+            {str(token_id(t["token"])): float(t["logprob"]) for t in entry.get("top_logprobs") or []}
+        )
     return out
 
 

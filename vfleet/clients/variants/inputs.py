@@ -6,6 +6,7 @@ Eval reports are read by EvalReport.load, the one strict reader of the format `v
 writes (and the gate and eval.compare read), so a tampered file is refused the same way
 everywhere. Every mistake is one line naming the variant, the file and the fix (a VfleetError:
 the CLI exits 2)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from vfleet.clients.measured import differences
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import MIB, mapping, positive_number, read_json
 
-MAX_FILE_BYTES = 256 * MIB     # a bench result: per level its figures (eval reports: clients.eval.report.MAX_BYTES)
+MAX_FILE_BYTES = 256 * MIB  # a bench result: per level its figures (eval reports: clients.eval.report.MAX_BYTES)
 SPEC_FORM = "NAME=BENCH.json,EVAL.json"
 BENCH_FIX = "give the NAME.json that `vfleet bench --out DIR --name NAME` wrote"
 EVAL_FIX = "give the JSON report that `vfleet eval` wrote"
@@ -26,6 +27,7 @@ EVAL_FIX = "give the JSON report that `vfleet eval` wrote"
 @dataclass(frozen=True)
 class VariantSpec:
     """One --variant: a name and its two files."""
+
     name: str
     bench: str
     eval: str
@@ -34,14 +36,15 @@ class VariantSpec:
 @dataclass(frozen=True)
 class Variant:
     """One variant as compared: its bench level, its eval score and what both measured."""
+
     name: str
     bench_path: str
     eval_path: str
-    level: Mapping[str, Any]            # the bench level compared (stats.summarize's shape)
-    passed: int                         # eval items passed
-    scored: int                         # eval items with an expectation
-    divergence: float | None            # mean nats/token under the reference run, when it had one
-    measured: Mapping[str, Any]         # the bench's record, the eval's filling its gaps
+    level: Mapping[str, Any]  # the bench level compared (stats.summarize's shape)
+    passed: int  # eval items passed
+    scored: int  # eval items with an expectation
+    divergence: float | None  # mean nats/token under the reference run, when it had one
+    measured: Mapping[str, Any]  # the bench's record, the eval's filling its gaps
     mismatch: list[str] = field(default_factory=list)  # setup fields the bench and the eval disagree on
 
     @property
@@ -79,14 +82,17 @@ def parse_specs(values: Sequence[str]) -> list[VariantSpec]:
         name, sep, files = value.partition("=")
         paths = files.split(",")
         if not sep or not name.strip() or len(paths) != 2 or not all(p.strip() for p in paths):
-            raise VfleetError(f"--variant {value}: expected {SPEC_FORM} (a name, '=', the bench result and the "
-                              "eval report with a comma between)")
+            raise VfleetError(
+                f"--variant {value}: expected {SPEC_FORM} (a name, '=', the bench result and the "
+                "eval report with a comma between)"
+            )
         if any(s.name == name.strip() for s in specs):
             raise VfleetError(f"--variant {name.strip()} is given twice: give each variant a name of its own")
         specs.append(VariantSpec(name.strip(), paths[0].strip(), paths[1].strip()))
     if len(specs) < 2:
-        raise VfleetError(f"eval.variants compares two or more: give --variant {SPEC_FORM} at least twice "
-                          "(the first is the baseline)")
+        raise VfleetError(
+            f"eval.variants compares two or more: give --variant {SPEC_FORM} at least twice (the first is the baseline)"
+        )
     return specs
 
 
@@ -110,10 +116,15 @@ def measured_record(name: str, path: str, data: Mapping[str, Any]) -> dict[str, 
 def load_bench(name: str, path: str) -> Mapping[str, Any]:
     data = _read(name, path, BENCH_FIX)
     levels = data.get("levels")
-    if data.get("task") != "bench" or not isinstance(levels, list) or not all(
-            isinstance(lv, Mapping) and isinstance(lv.get("value"), (int, float)) for lv in levels):
-        raise VfleetError(f"--variant {name}: {path}: not a `vfleet bench` result (task 'bench' with levels); "
-                          f"{BENCH_FIX}, first in {SPEC_FORM}")
+    if (
+        data.get("task") != "bench"
+        or not isinstance(levels, list)
+        or not all(isinstance(lv, Mapping) and isinstance(lv.get("value"), (int, float)) for lv in levels)
+    ):
+        raise VfleetError(
+            f"--variant {name}: {path}: not a `vfleet bench` result (task 'bench' with levels); "
+            f"{BENCH_FIX}, first in {SPEC_FORM}"
+        )
     return data
 
 
@@ -127,8 +138,10 @@ def load_eval(name: str, path: str) -> EvalReport:
     except VfleetError as exc:
         raise VfleetError(f"--variant {name}: {exc}; the order is {SPEC_FORM}") from None
     if report.score is None:
-        raise VfleetError(f"--variant {name}: {path}: no item has an expectation (answer, regex or schema), so "
-                          "there is no score to compare; run `vfleet eval` with a set whose items have one")
+        raise VfleetError(
+            f"--variant {name}: {path}: no item has an expectation (answer, regex or schema), so "
+            "there is no score to compare; run `vfleet eval` with a set whose items have one"
+        )
     return report
 
 
@@ -151,14 +164,18 @@ def pick_level(benches: Mapping[str, tuple[str, Mapping[str, Any]]], wanted: int
         for name, lv in levels.items():
             if wanted not in lv:
                 ran = ", ".join(str(v) for v in sorted(lv)) or "none"
-                raise VfleetError(f"--level {wanted}: {benches[name][0]} (variant {name}) has no concurrency level "
-                                  f"{wanted} (it ran {ran}); give a level every bench ran, or leave --level out")
+                raise VfleetError(
+                    f"--level {wanted}: {benches[name][0]} (variant {name}) has no concurrency level "
+                    f"{wanted} (it ran {ran}); give a level every bench ran, or leave --level out"
+                )
         return wanted
     shared = set.intersection(*({v for v, x in lv.items() if completed(x)} for lv in levels.values()))
     if not shared:
         ran = "; ".join(f"{n}: {', '.join(str(v) for v in sorted(lv)) or 'none'}" for n, lv in levels.items())
-        raise VfleetError(f"no concurrency level that every bench completed ({ran}); run the benches with the "
-                          "same --concurrency, or give --level N")
+        raise VfleetError(
+            f"no concurrency level that every bench completed ({ran}); run the benches with the "
+            "same --concurrency, or give --level N"
+        )
     return max(shared)
 
 
@@ -173,11 +190,17 @@ def load_variants(specs: Sequence[VariantSpec], wanted_level: int | None) -> tup
         report = evals[s.name]
         eval_measured = measured_record(s.name, s.eval, {"measured": report.measured})
         judged = [i for i in report.items if i.passed is not None]
-        out.append(Variant(
-            name=s.name, bench_path=s.bench, eval_path=s.eval,
-            level=concurrency_levels(benches[s.name][1])[level],
-            passed=sum(1 for i in judged if i.passed), scored=len(judged),
-            divergence=report.divergence,
-            measured={**eval_measured, **bench_measured},
-            mismatch=differences(bench_measured, eval_measured)))
+        out.append(
+            Variant(
+                name=s.name,
+                bench_path=s.bench,
+                eval_path=s.eval,
+                level=concurrency_levels(benches[s.name][1])[level],
+                passed=sum(1 for i in judged if i.passed),
+                scored=len(judged),
+                divergence=report.divergence,
+                measured={**eval_measured, **bench_measured},
+                mismatch=differences(bench_measured, eval_measured),
+            )
+        )
     return level, out

@@ -2,6 +2,7 @@
 table's order: memory (planned and GPU used side by side), output tokens/s and TTFT p95 at the
 compared level, and the eval score with the lowest score the threshold accepts drawn across it.
 Bars are coloured by verdict: grey the baseline, green accepted, red rejected."""
+
 from __future__ import annotations
 
 import math
@@ -9,22 +10,24 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from vfleet.clients.bench.output import save_png
-from vfleet.clients.variants.judge import Judgement
 from vfleet.clients.variants.inputs import Variant
+from vfleet.clients.variants.judge import Judgement
 
 COLOURS = {None: "tab:gray", True: "tab:green", False: "tab:red"}
 
 
-def _bars(ax: Any, xs: Sequence[float], values: Sequence[float | None], colours: Sequence[str], nd: int,
-          **style: Any) -> None:
+def _bars(
+    ax: Any, xs: Sequence[float], values: Sequence[float | None], colours: Sequence[str], nd: int, **style: Any
+) -> None:
     """Bars with their value above them; an unknown value is an empty place labelled '-'."""
     heights = [math.nan if v is None else v for v in values]
     bars = ax.bar(xs, heights, color=colours, **style)
     ax.bar_label(bars, labels=["-" if v is None else f"{v:,.{nd}f}" for v in values], fontsize=8, padding=2)
 
 
-def write_png(path: str | Path, variants: Sequence[Variant], level: int, judgements: Sequence[Judgement],
-              max_score_drop: float) -> None:
+def write_png(
+    path: str | Path, variants: Sequence[Variant], level: int, judgements: Sequence[Judgement], max_score_drop: float
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,8 +40,16 @@ def write_png(path: str | Path, variants: Sequence[Variant], level: int, judgeme
     mem, thr, ttft, score = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
 
     _bars(mem, [x - 0.2 for x in xs], [v.planned_weights_gib for v in variants], colours, 1, width=0.4, alpha=0.55)
-    _bars(mem, [x + 0.2 for x in xs], [v.gpu_memory_used_gib for v in variants], colours, 1, width=0.4,
-          hatch="//", edgecolor="white")
+    _bars(
+        mem,
+        [x + 0.2 for x in xs],
+        [v.gpu_memory_used_gib for v in variants],
+        colours,
+        1,
+        width=0.4,
+        hatch="//",
+        edgecolor="white",
+    )
     mem.set_title("memory (GiB): planned weights (light), GPU used (hatched)", fontsize=10)
 
     panels: list[tuple[Any, str, Callable[[Variant], float | None], int]] = [

@@ -21,11 +21,21 @@ Ansible splits its inventory code, one job per module:
 
 The engine knows no variable: callers pass the schema (vfleet.config.variables.SCHEMA for vfleet).
 """
+
 from vfleet.engine.inventory.loader import load_inventory
 from vfleet.engine.inventory.masking import masked_vars
 from vfleet.engine.inventory.model import Group, Host, Inventory, SetArgs, Source
 from vfleet.engine.inventory.parse import MAX_HOSTS
 from vfleet.engine.inventory.setargs import parse_set_args
 
-__all__ = ["Host", "Group", "Inventory", "load_inventory", "parse_set_args", "masked_vars",
-           "SetArgs", "Source", "MAX_HOSTS"]
+__all__ = [
+    "Host",
+    "Group",
+    "Inventory",
+    "load_inventory",
+    "parse_set_args",
+    "masked_vars",
+    "SetArgs",
+    "Source",
+    "MAX_HOSTS",
+]

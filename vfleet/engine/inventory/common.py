@@ -3,6 +3,7 @@
 One place for "file: line N" and "expected X, got Y" keeps every error the same shape,
 which is what lets the CLI print them one per line and sort them in file order.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from vfleet.engine.schema_words import value_kind
 
 __all__ = ["Entry", "kind", "line_of", "loc", "in_file_order", "unsafe_name", "MAX_HOST_NAME"]
 
-MAX_HOST_NAME = 253    # the longest DNS name (RFC 1035), so the longest host name or address
+MAX_HOST_NAME = 253  # the longest DNS name (RFC 1035), so the longest host name or address
 
 
 class Entry:
@@ -51,11 +52,13 @@ def loc(display: str, line: int | None) -> str:
 
 def in_file_order(errors: list[str]) -> list[str]:
     """Errors sorted by file and line, so the operator can walk down the file fixing them."""
+
     def key(msg: str) -> tuple[str, int]:
         m = re.match(r"^(.*?): line (\d+): ", msg)
         if m:
             return m.group(1), int(m.group(2))
         return (msg.split(": ", 1)[0] if not msg.startswith("--set") else "\uffff"), 0
+
     return sorted(errors, key=key)
 
 

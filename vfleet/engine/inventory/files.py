@@ -6,6 +6,7 @@ INI when its first meaningful line is an INI section header (`[vllm]`), when YAM
 the whole file as one plain string (host lines without sections), or when it is not
 valid YAML and holds a section header.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,7 @@ def read_text(path: Path, display: str, errors: list[str]) -> str | None:
     except FileNotFoundError:
         errors.append(f"{display}: no such file")
     except IsADirectoryError:
-        errors.append(f"{display}: is a directory; give the inventory file "
-                      f"(e.g. {display}/hosts.yml)")
+        errors.append(f"{display}: is a directory; give the inventory file (e.g. {display}/hosts.yml)")
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{display}: cannot read: {exc}")
     return None
@@ -67,6 +67,5 @@ def read_yaml(text: str, display: str, errors: list[str]) -> tuple[bool, Any]:
         errors.append(f"{display}: {where}YAML syntax error: {problem}")
         return False, None
     for key, line in duplicates:
-        errors.append(f"{display}: line {line}: duplicate key '{key}' (the earlier one would be "
-                      "silently lost)")
+        errors.append(f"{display}: line {line}: duplicate key '{key}' (the earlier one would be silently lost)")
     return True, data

@@ -4,6 +4,7 @@ Depth decides precedence (a child group beats its parent), so it must be compute
 graph with no cycles; every walk here uses an explicit stack or a topological order,
 because a generated inventory may nest groups hundreds of levels deep.
 """
+
 from __future__ import annotations
 
 from vfleet.engine.inventory.parse import RawInventory
@@ -13,7 +14,7 @@ __all__ = ["break_cycles", "attach_orphans", "add_ungrouped", "Tree"]
 
 def break_cycles(raw: RawInventory, errors: list[str]) -> None:
     """Report each cycle in children (Ansible refuses them too) and drop the closing edge."""
-    state: dict[str, int] = {}   # 1 = on the path, 2 = done
+    state: dict[str, int] = {}  # 1 = on the path, 2 = done
     for start in list(raw.groups):
         if start in state:
             continue
@@ -28,9 +29,8 @@ def break_cycles(raw: RawInventory, errors: list[str]) -> None:
                 path.pop()
                 todo.pop()
             elif state.get(child) == 1:
-                cycle = path[path.index(child):] + [child]
-                errors.append(f"{raw.display}: group '{g}': children form a cycle: "
-                              + " -> ".join(cycle))
+                cycle = path[path.index(child) :] + [child]
+                errors.append(f"{raw.display}: group '{g}': children form a cycle: " + " -> ".join(cycle))
                 del raw.children[g][child]
             elif child not in state:
                 state[child] = 1
@@ -80,7 +80,7 @@ class Tree:
         self.order = self._topological(raw)
         self.depth: dict[str, int] = {}
         self.ancestors: dict[str, frozenset[str]] = {}
-        for g in self.order:   # parents before children
+        for g in self.order:  # parents before children
             ps = self.parents[g]
             self.depth[g] = 1 + max((self.depth[p] for p in ps), default=-1)
             self.ancestors[g] = frozenset({g}).union(*(self.ancestors[p] for p in ps))

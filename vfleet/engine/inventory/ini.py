@@ -23,6 +23,7 @@ behaviour:
 Unlike ansible-core, every problem is collected (not only the first), each one line with
 the file and line number.
 """
+
 from __future__ import annotations
 
 import ast
@@ -99,8 +100,9 @@ class _IniReader:
         if m:
             self.section(n, m.group(1), m.group(2) or "hosts")
         elif line.startswith("[") and line.endswith("]"):
-            self.error(n, f"invalid section header {line!r}: write [group], [group:children] "
-                          "or [group:vars], with no spaces")
+            self.error(
+                n, f"invalid section header {line!r}: write [group], [group:children] or [group:vars], with no spaces"
+            )
         elif self.state == "hosts":
             self.host_line(n, line)
         elif self.state == "vars":
@@ -110,8 +112,10 @@ class _IniReader:
 
     def section(self, n: int, group: str, state: str) -> None:
         if state not in ("hosts", "children", "vars"):
-            self.error(n, f"section [{group}:{state}] has unknown type '{state}'; "
-                          "use [group], [group:children] or [group:vars]")
+            self.error(
+                n,
+                f"section [{group}:{state}] has unknown type '{state}'; use [group], [group:children] or [group:vars]",
+            )
             self.group, self.state = group, "skip"
             return
         self.group, self.state = group, state
@@ -156,12 +160,14 @@ class _IniReader:
         for i, word in enumerate(words[1:], start=2):
             key, sep, text = word.partition("=")
             if not sep:
-                self.error(n, f"host '{pattern}': word {i} has no '=': expected key=value "
-                              "after the host name (quote values that hold spaces)")
+                self.error(
+                    n,
+                    f"host '{pattern}': word {i} has no '=': expected key=value "
+                    "after the host name (quote values that hold spaces)",
+                )
                 return
             hvars[key] = ini_value(text)
-        add_hosts(self.raw, self.group, pattern, hvars or None, f"[{self.group}]", n,
-                  self.errors)
+        add_hosts(self.raw, self.group, pattern, hvars or None, f"[{self.group}]", n, self.errors)
 
     def vars_line(self, n: int, line: str) -> None:
         key, sep, text = line.partition("=")
@@ -170,7 +176,8 @@ class _IniReader:
             return
         key = key.strip()
         self.raw.group_vars[self.group][key] = Entry(
-            ini_value(text.strip()), Source(self.raw.display, f"group '{self.group}'", n))
+            ini_value(text.strip()), Source(self.raw.display, f"group '{self.group}'", n)
+        )
 
     def child_line(self, n: int, line: str) -> None:
         m = _GROUP_NAME.match(line)
@@ -188,12 +195,16 @@ class _IniReader:
     def finish(self) -> None:
         for name, decl in self.pending.items():
             if decl["state"] == "vars":
-                self.error(decl["line"], f"section [{name}:vars] is for group '{name}', which "
-                                         f"is declared nowhere; add a [{name}] section")
+                self.error(
+                    decl["line"],
+                    f"section [{name}:vars] is for group '{name}', which is declared nowhere; add a [{name}] section",
+                )
             else:
                 parent = decl["parents"][-1]
-                self.error(decl["line"], f"[{parent}:children] names group '{name}', which is "
-                                         f"declared nowhere; add a [{name}] section")
+                self.error(
+                    decl["line"],
+                    f"[{parent}:children] names group '{name}', which is declared nowhere; add a [{name}] section",
+                )
 
 
 def parse_ini_inventory(raw: RawInventory, text: str, errors: list[str]) -> None:

@@ -5,6 +5,7 @@ file, line, group or host, key path and what was expected), so an operator fixes
 in one pass, and nothing connects to a host while an inventory is invalid. Problems that
 do not stop a run come back as Inventory.warnings.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,7 @@ from vfleet.engine.varschema import VarSchema
 __all__ = ["load_inventory"]
 
 
-def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None, *,
-                   schema: VarSchema) -> Inventory:
+def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None, *, schema: VarSchema) -> Inventory:
     """Read, merge and validate an inventory (YAML or INI); raise InventoryError with every
     problem found.
 
@@ -48,29 +48,41 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None, *,
     display_dir = os.path.dirname(raw.display)
     gv = VarsFolder(path.parent / "group_vars", os.path.join(display_dir, "group_vars"))
     hv = VarsFolder(path.parent / "host_vars", os.path.join(display_dir, "host_vars"))
-    group_layers = {g: [raw.group_vars[g], gv.load(g, f"group '{g}'", errors)]
-                    for g in raw.groups}
-    host_layers = {h: [raw.host_vars[h], hv.load(h, f"host '{h}'", errors)]
-                   for h in raw.host_vars} if hv.names else \
-        {h: [raw.host_vars[h]] for h in raw.host_vars}
+    group_layers = {g: [raw.group_vars[g], gv.load(g, f"group '{g}'", errors)] for g in raw.groups}
+    host_layers = (
+        {h: [raw.host_vars[h], hv.load(h, f"host '{h}'", errors)] for h in raw.host_vars}
+        if hv.names
+        else {h: [raw.host_vars[h]] for h in raw.host_vars}
+    )
     set_layer = _set_layer(overrides, schema)
 
     checker = Checker(schema, errors, warnings)
     for layers in list(group_layers.values()) + list(host_layers.values()) + [[set_layer]]:
         for layer in layers:
             checker.names(layer)
-    merger = Merger(tree, member_of, group_layers, host_layers,
-                    default_entries(schema.defaults()), set_layer,
-                    SecretReader(schema, path.parent, errors, warnings), checker.value)
+    merger = Merger(
+        tree,
+        member_of,
+        group_layers,
+        host_layers,
+        default_entries(schema.defaults()),
+        set_layer,
+        SecretReader(schema, path.parent, errors, warnings),
+        checker.value,
+    )
     hosts = {h: merger.host(h) for h in raw.host_vars}
     if errors:
         raise InventoryError(in_file_order(errors))
-    groups = {g: Group(name=g, vars={k: e.value for layer in group_layers[g]
-                                     for k, e in layer.items()},
-                       children=list(raw.children[g]), hosts=list(raw.group_hosts[g]))
-              for g in raw.groups}
-    return Inventory(path=path, hosts=hosts, groups=groups, warnings=in_file_order(warnings),
-                     schema=schema)
+    groups = {
+        g: Group(
+            name=g,
+            vars={k: e.value for layer in group_layers[g] for k, e in layer.items()},
+            children=list(raw.children[g]),
+            hosts=list(raw.group_hosts[g]),
+        )
+        for g in raw.groups
+    }
+    return Inventory(path=path, hosts=hosts, groups=groups, warnings=in_file_order(warnings), schema=schema)
 
 
 def _parse(path: Path, errors: list[str]) -> RawInventory:
@@ -97,9 +109,8 @@ def _set_layer(overrides: dict[str, Any] | None, schema: VarSchema) -> dict[str,
     raw_text = getattr(overrides, "raw", {}) if overrides else {}
     layer: dict[str, Entry] = {}
     for k, v in (overrides or {}).items():
-        if k in raw_text and not isinstance(v, str) and v is not None \
-                and schema.is_string_typed(k):
-            v = raw_text[k]   # '--set vllm_version=0.10' means the string, not the number 0.1
+        if k in raw_text and not isinstance(v, str) and v is not None and schema.is_string_typed(k):
+            v = raw_text[k]  # '--set vllm_version=0.10' means the string, not the number 0.1
         layer[k] = Entry(v, Source("", "--set"))
     return layer
 
@@ -109,5 +120,7 @@ def _warn_name_clashes(raw: RawInventory, warnings: list[str]) -> None:
     name, selects the group (InventoryManager matches groups first); so does vfleet."""
     for g in raw.groups:
         if g in raw.host_vars:
-            warnings.append(f"{raw.display}: group and host both named '{g}': --limit {g} "
-                            "selects the group (as Ansible does); rename one of them")
+            warnings.append(
+                f"{raw.display}: group and host both named '{g}': --limit {g} "
+                "selects the group (as Ansible does); rename one of them"
+            )

@@ -10,6 +10,7 @@ The same rule tells the run's redactor (vfleet.engine.redact) which values to hi
 other text (remember_secrets), and what stays visible is passed through the redactor too, so
 a password in a URL or a token under an unexpected name is hidden where it sits.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
@@ -29,21 +30,20 @@ def masked_vars(vars: dict[str, Any], *, schema: VarSchema) -> dict[str, Any]:
     return current().tree(out)
 
 
-def remember_secrets(vars_of: Iterable[dict[str, Any]], *, schema: VarSchema,
-                     redactor: Redactor | None = None) -> None:
+def remember_secrets(vars_of: Iterable[dict[str, Any]], *, schema: VarSchema, redactor: Redactor | None = None) -> None:
     """Tell the redactor (the run's by default) every value masked_vars would mask, in each
     of these variable mappings (one per host). Hosts share most value objects (their
     groups'), so each object is looked into once and names are classified once: a
     100,000-host range costs set operations per host, not a walk of its values."""
     redactor = redactor or current()
-    names: set[str] = set()         # every name classified so far
-    hidden: set[str] = set()        # those that are secret
+    names: set[str] = set()  # every name classified so far
+    hidden: set[str] = set()  # those that are secret
     # By id, holding the value: an id is only unique while its object lives.
-    given: dict[int, Any] = {}      # secret values given to the redactor
-    looked: dict[int, Any] = {}     # values already looked into
+    given: dict[int, Any] = {}  # secret values given to the redactor
+    looked: dict[int, Any] = {}  # values already looked into
     previous: dict[str, Any] | None = None
     for vars in vars_of:
-        if vars == previous:        # the same values (a range in one group): nothing new
+        if vars == previous:  # the same values (a range in one group): nothing new
             continue
         previous = vars
         if not names.issuperset(vars):

@@ -9,6 +9,7 @@ Hosts in the same groups share everything below the host level, so that part is 
 validated and its secrets resolved once per set of groups, then copied: a 100,000-host
 range in one group costs one merge plus 100,000 dict copies, not 100,000 merges.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ PORT = ("ssh_port", "ansible_port", "ansible_ssh_port")
 _KEY = ("ssh_key_file", "ansible_ssh_private_key_file", "ansible_private_key_file")
 _CONN = ("connection", "ansible_connection")
 _LOCAL_NAMES = ("localhost",)
-_SET_RANK = 1 << 30          # --set beats every layer, whatever the depth
+_SET_RANK = 1 << 30  # --set beats every layer, whatever the depth
 
 
 @dataclass
@@ -37,8 +38,8 @@ class _Base:
     """The merge of everything but a host's own layers, for one set of groups."""
 
     groups: list[str]
-    unresolved: Merged        # before secrets: what a host's own layers go on top of
-    merged: Merged            # secrets resolved, entries checked
+    unresolved: Merged  # before secrets: what a host's own layers go on top of
+    merged: Merged  # secrets resolved, entries checked
     vars: dict[str, Any]
     sources: dict[str, str]
 
@@ -46,19 +47,24 @@ class _Base:
 class Merger:
     """Builds Host objects; `check(name, entry)` validates (and coerces) one entry."""
 
-    def __init__(self, tree: Tree, member_of: dict[str, set[str]],
-                 group_layers: dict[str, list[dict[str, Entry]]],
-                 host_layers: dict[str, list[dict[str, Entry]]],
-                 defaults: dict[str, Entry], set_layer: dict[str, Entry],
-                 secrets: SecretReader, check: Callable[[str, Entry], None]):
+    def __init__(
+        self,
+        tree: Tree,
+        member_of: dict[str, set[str]],
+        group_layers: dict[str, list[dict[str, Entry]]],
+        host_layers: dict[str, list[dict[str, Entry]]],
+        defaults: dict[str, Entry],
+        set_layer: dict[str, Entry],
+        secrets: SecretReader,
+        check: Callable[[str, Entry], None],
+    ):
         self.tree, self.member_of = tree, member_of
         self.group_layers, self.host_layers = group_layers, host_layers
         self.defaults, self.set_layer = defaults, set_layer
         self.secrets, self.check = secrets, check
         self._bases: dict[frozenset[str], _Base] = {}
         schema = secrets.schema
-        self._secret_keys = set(schema.secret_names).union(
-            *(schema.secret_sources(n) for n in schema.secret_names))
+        self._secret_keys = set(schema.secret_names).union(*(schema.secret_sources(n) for n in schema.secret_names))
 
     def host(self, name: str) -> Host:
         """The host with its merged, checked variables and connection settings."""
@@ -66,8 +72,9 @@ class Merger:
         own = [layer for layer in self.host_layers.get(name, []) if layer]
         vars_, sources = base.vars.copy(), base.sources.copy()
         if not own:
-            return Host(name=name, vars=vars_, groups=list(base.groups), sources=sources,
-                        **_connection(name, base.merged))
+            return Host(
+                name=name, vars=vars_, groups=list(base.groups), sources=sources, **_connection(name, base.merged)
+            )
         changed = set(self.set_layer).union(*own)
         secret = not changed.isdisjoint(self._secret_keys)
         # Secrets are resolved again only when the host's own layers name one.
@@ -87,8 +94,7 @@ class Merger:
                 if not e.checked:
                     self.check(k, e)
                 vars_[k], sources[k] = e.value, e.where
-        return Host(name=name, vars=vars_, groups=list(base.groups), sources=sources,
-                    **_connection(name, merged))
+        return Host(name=name, vars=vars_, groups=list(base.groups), sources=sources, **_connection(name, merged))
 
     def _base(self, host: str) -> _Base:
         """The merge shared by every host in exactly this host's groups (cached)."""
@@ -110,8 +116,13 @@ class Merger:
             unresolved = dict(merged)
             self.secrets.resolve(host, merged)
             self._check_all(merged)
-            base = _Base(groups, unresolved, merged, {k: e.value for k, (e, _) in merged.items()},
-                         {k: e.where for k, (e, _) in merged.items()})
+            base = _Base(
+                groups,
+                unresolved,
+                merged,
+                {k: e.value for k, (e, _) in merged.items()},
+                {k: e.where for k, (e, _) in merged.items()},
+            )
             self._bases[key] = base
         return base
 
@@ -154,7 +165,10 @@ def _connection(name: str, merged: Merged) -> dict[str, Any]:
         conn = "local" if name in _LOCAL_NAMES else "ssh"
     elif conn in ("smart", "paramiko"):
         conn = "ssh"
-    return {"address": str(address), "user": None if user is None else str(user),
-            "port": port if isinstance(port, int) and not isinstance(port, bool) else 22,
-            "key_file": None if key is None else os.path.expanduser(str(key)),
-            "connection": str(conn)}
+    return {
+        "address": str(address),
+        "user": None if user is None else str(user),
+        "port": port if isinstance(port, int) and not isinstance(port, bool) else 22,
+        "key_file": None if key is None else os.path.expanduser(str(key)),
+        "connection": str(conn),
+    }

@@ -3,6 +3,7 @@
 Kept apart from the loader so tasks and roles that only consume hosts (the runner, the
 rollout) depend on small data classes, not on YAML or INI parsing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,12 +21,12 @@ class Host:
 
     name: str
     vars: dict[str, Any] = field(repr=False)  # fully merged, validated, secrets resolved
-    groups: list[str]              # every group the host is in, incl. ancestors and 'all'
-    address: str                   # ansible_host/ssh_host or name
-    user: str | None               # None -> current user
-    port: int                      # default 22
+    groups: list[str]  # every group the host is in, incl. ancestors and 'all'
+    address: str  # ansible_host/ssh_host or name
+    user: str | None  # None -> current user
+    port: int  # default 22
     key_file: str | None
-    connection: str                # 'ssh' | 'local'
+    connection: str  # 'ssh' | 'local'
     # Where each var came from ("inv.yaml: line 4: group 'vllm'", "default", "--set"): lets
     # tools explain a value; not part of equality.
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -47,7 +48,7 @@ class Inventory:
     a group and a host of one name, a world-readable secret file): the CLI prints them."""
 
     path: Path
-    hosts: dict[str, Host]         # in file order
+    hosts: dict[str, Host]  # in file order
     groups: dict[str, Group]
     warnings: list[str] = field(default_factory=list)
     # The VarSchema it was validated with: to_list_json masks the schema's secrets.
@@ -75,6 +76,7 @@ class Inventory:
     def to_list_json(self) -> dict:
         """Like `ansible-inventory --list`: hostvars (secrets masked, defaults left out)."""
         from vfleet.engine.inventory.masking import masked_vars
+
         hostvars = {}
         for h in self.hosts.values():
             shown = {k: v for k, v in h.vars.items() if h.sources.get(k, "") != "default"}
@@ -118,7 +120,7 @@ class Source:
     """Where a value was written: file, line and the group/host it belongs to."""
 
     file: str
-    scope: str                     # "group 'vllm'", "host 'gpu01'", "--set", "default"
+    scope: str  # "group 'vllm'", "host 'gpu01'", "--set", "default"
     line: int | None = None
 
     def __str__(self) -> str:

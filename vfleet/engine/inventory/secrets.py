@@ -10,6 +10,7 @@ Every secret value seen here, inline or read, is given to the run's redactor
 (vfleet.engine.redact) at once, so an error raised later in the same load (a wrong-typed
 value echoed by a check) is printed with it hidden.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,8 @@ class SecretRead:
     """A controller file read for a secret: its text, or why it cannot be used."""
 
     secret: str | None
-    why: str | None = None        # why it cannot be used
-    warning: str | None = None    # usable, but the operator should know
+    why: str | None = None  # why it cannot be used
+    warning: str | None = None  # usable, but the operator should know
 
 
 def read_secret_file(path: Path, *, one_line: bool = True) -> SecretRead:
@@ -51,7 +52,7 @@ def read_secret_file(path: Path, *, one_line: bool = True) -> SecretRead:
     except ValueError:
         return SecretRead(None, "the path holds a NUL character")
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):   # before fdopen: it refuses a folder with an exception
+    if not stat.S_ISREG(st.st_mode):  # before fdopen: it refuses a folder with an exception
         os.close(fd)
         return SecretRead(None, "not a regular file")
     with os.fdopen(fd, "rb") as fh:
@@ -70,8 +71,7 @@ def read_secret_file(path: Path, *, one_line: bool = True) -> SecretRead:
         return SecretRead(None, "it holds more than one line; a secret is one line")
     warning = None
     if st.st_mode & 0o077:
-        warning = (f"readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
-                   "chmod 600 it")
+        warning = f"readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it"
     return SecretRead(text, warning=warning)
 
 
@@ -90,25 +90,25 @@ class SecretReader:
         """Replace NAME_file / NAME_env by the secret's value (as variable NAME)."""
         for name in self.schema.secret_names:
             if name in merged:
-                current().add(merged[name][0].value)   # inline, whatever its type
+                current().add(merged[name][0].value)  # inline, whatever its type
             f_key, e_key = self.schema.secret_sources(name)
-            given = [(merged[k][1], k) for k in (name, f_key, e_key)
-                     if k in merged and merged[k][0].value is not None
-                     and merged[k][0].source.scope != "default"]
+            given = [
+                (merged[k][1], k)
+                for k in (name, f_key, e_key)
+                if k in merged and merged[k][0].value is not None and merged[k][0].source.scope != "default"
+            ]
             if not given:
                 continue
             top = max(r for r, _ in given)
             winners = [k for r, k in given if r == top]
             if len(winners) > 1:
-                self._error(f"{merged[winners[0]][0].where}: set only one of "
-                            f"{', '.join(winners)}")
+                self._error(f"{merged[winners[0]][0].where}: set only one of {', '.join(winners)}")
                 continue
             key = winners[0]
             entry, rank = merged[key]
             if key == name or not isinstance(entry.value, str) or not entry.value:
-                continue   # inline, or a bad NAME_file/NAME_env the schema check reports
-            secret = (self._from_env(host, name, key, entry) if key == e_key
-                      else self._from_file(host, name, key, entry))
+                continue  # inline, or a bad NAME_file/NAME_env the schema check reports
+            secret = self._from_env(host, name, key, entry) if key == e_key else self._from_file(host, name, key, entry)
             if secret is not None:
                 resolved = Entry(secret, entry.source)
                 resolved.checked = False
@@ -117,13 +117,17 @@ class SecretReader:
     def _from_env(self, host: str, name: str, key: str, entry: Entry) -> str | None:
         secret = os.environ.get(entry.value)
         if not secret:
-            self._error(f"{entry.where}: vars.{key}: environment variable '{entry.value}' is "
-                        f"not set or empty (needed for {name} of host '{host}')")
+            self._error(
+                f"{entry.where}: vars.{key}: environment variable '{entry.value}' is "
+                f"not set or empty (needed for {name} of host '{host}')"
+            )
             return None
         if "\n" in secret.strip() or "\r" in secret.strip():
-            self._error(f"{entry.where}: vars.{key}: environment variable '{entry.value}' "
-                        f"holds more than one line (needed for {name} of host '{host}'); "
-                        "a secret is one line")
+            self._error(
+                f"{entry.where}: vars.{key}: environment variable '{entry.value}' "
+                f"holds more than one line (needed for {name} of host '{host}'); "
+                "a secret is one line"
+            )
             return None
         current().add(secret)
         return secret
@@ -135,13 +139,13 @@ class SecretReader:
         if path not in self._files:
             self._files[path] = read = read_secret_file(path)
             if read.warning:
-                self.warnings.append(f"{entry.where}: vars.{key}: secret file '{path}' is "
-                                     f"{read.warning}")
+                self.warnings.append(f"{entry.where}: vars.{key}: secret file '{path}' is {read.warning}")
         read = self._files[path]
         current().add(read.secret)
         if read.secret is None:
-            self._error(f"{entry.where}: vars.{key}: cannot read secret file '{path}' for "
-                        f"{name} of host '{host}': {read.why}")
+            self._error(
+                f"{entry.where}: vars.{key}: cannot read secret file '{path}' for {name} of host '{host}': {read.why}"
+            )
         return read.secret
 
     def _error(self, message: str) -> None:

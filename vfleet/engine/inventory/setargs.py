@@ -4,6 +4,7 @@ A --set item is often a secret (`--set api_key=sk-...`), and error messages end 
 terminals and CI logs, so no message here ever quotes the value: only the name, and only
 when the item has a '=' to tell name from value.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ from vfleet.engine.inventory.yamlfile import YamlProblem, parse_yaml, plain
 __all__ = ["parse_set_args"]
 
 _SET_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SHOWN_KEY = 40   # characters of a bad name quoted back
+_SHOWN_KEY = 40  # characters of a bad name quoted back
 
 
 def parse_set_args(items: list[str]) -> SetArgs:
@@ -33,12 +34,12 @@ def parse_set_args(items: list[str]) -> SetArgs:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep:
-            raise VfleetError(f"--set item {n} has no '=': expected NAME=VALUE "
-                              "(e.g. --set max_num_seqs=64)")
+            raise VfleetError(f"--set item {n} has no '=': expected NAME=VALUE (e.g. --set max_num_seqs=64)")
         if not _SET_KEY.match(key):
             shown = key if len(key) <= _SHOWN_KEY else key[:_SHOWN_KEY] + "..."
-            raise VfleetError(f"--set {shown!r}: not a variable name (letters, digits and "
-                              "'_', e.g. api_key); the value is not shown")
+            raise VfleetError(
+                f"--set {shown!r}: not a variable name (letters, digits and '_', e.g. api_key); the value is not shown"
+            )
         try:
             value: Any = plain(parse_yaml(text)[0]) if text.strip() else None
         except (yaml.YAMLError, YamlProblem):

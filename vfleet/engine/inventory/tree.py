@@ -1,13 +1,14 @@
 """Copies of loaded values made of plain dicts and lists, with an optional per-entry
 replacement. Apart from common.py so that masking (which uses it) and the loading stages
 import it without the model's types, and no module of the package imports in a circle."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 __all__ = ["KEEP", "copy_tree"]
 
-KEEP = object()   # copy_tree's `replace` returns it to copy an entry as it is
+KEEP = object()  # copy_tree's `replace` returns it to copy an entry as it is
 
 
 def copy_tree(value: Any, replace: Callable[[Any, Any], Any] | None = None) -> Any:

@@ -7,6 +7,7 @@ errors when they are a near-certain typo (difflib 0.8: `max_num_seq`), and warni
 they are only likely (`tp_size`, `port`, an alias the caller declared): an Ansible
 inventory may carry variables of its own, and those must keep loading.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from vfleet.engine.inventory.common import Entry, unsafe_name
 from vfleet.engine.inventory.merge import ADDRESS, PORT, USER
 from vfleet.engine.schema_words import short_value
-from vfleet.engine.varschema import MAX_NAME, VarSchema, VariableSpec, text_problem
+from vfleet.engine.varschema import MAX_NAME, VariableSpec, VarSchema, text_problem
 
 __all__ = ["Checker"]
 
@@ -22,8 +23,8 @@ __all__ = ["Checker"]
 # not list them (ansible_ssh_port: "2222.0" must not silently become port 22).
 _BUILTIN = VarSchema(
     [VariableSpec(n, {"type": "integer", "minimum": 1, "maximum": 65535}) for n in PORT]
-    + [VariableSpec(n, {"type": "string", "minLength": 1, "maxLength": MAX_NAME})
-       for n in ADDRESS + USER])
+    + [VariableSpec(n, {"type": "string", "minLength": 1, "maxLength": MAX_NAME}) for n in ADDRESS + USER]
+)
 
 
 @dataclass
@@ -48,24 +49,25 @@ class Checker:
         for k, e in layer.items():
             if k in self.schema.known_names:
                 continue
-            why = text_problem(k) or (f"is longer than {MAX_NAME} characters"
-                                      if len(k) > MAX_NAME else None)
+            why = text_problem(k) or (f"is longer than {MAX_NAME} characters" if len(k) > MAX_NAME else None)
             if why:
                 why = why if why.startswith("is ") else f"has {why}"
-                self._add(self.errors, f"{e.where}: variable name {short_value(k)} {why}; "
-                                       "name variables with letters, digits and '_'")
+                self._add(
+                    self.errors,
+                    f"{e.where}: variable name {short_value(k)} {why}; name variables with letters, digits and '_'",
+                )
                 continue
             if k.startswith("ansible_"):
                 continue
             typo = self.schema.suggest(k)
             if typo:
-                self._add(self.errors, f"{e.where}: unknown variable '{k}'; did you mean "
-                                       f"'{typo}'?")
+                self._add(self.errors, f"{e.where}: unknown variable '{k}'; did you mean '{typo}'?")
                 continue
             hint = self.schema.hint(k)
             if hint:
-                self._add(self.warnings, f"{e.where}: unknown variable '{k}' (nothing reads "
-                                         f"it); did you mean '{hint}'?")
+                self._add(
+                    self.warnings, f"{e.where}: unknown variable '{k}' (nothing reads it); did you mean '{hint}'?"
+                )
 
     def value(self, name: str, entry: Entry) -> None:
         """Coerce and check one entry (once); connection settings also for safety (that
@@ -76,8 +78,11 @@ class Checker:
         if name in ADDRESS + USER and isinstance(entry.value, str):
             why = unsafe_name(entry.value)
             if why:
-                self._add(self.errors, f"{entry.where}: vars.{name}: {short_value(entry.value)} "
-                                       f"{why}; give a plain host name, address or user name")
+                self._add(
+                    self.errors,
+                    f"{entry.where}: vars.{name}: {short_value(entry.value)} "
+                    f"{why}; give a plain host name, address or user name",
+                )
                 return
         for problem in schema.check(name, entry.value):
             self._add(self.errors, f"{entry.where}: {problem}")

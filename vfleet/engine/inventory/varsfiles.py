@@ -4,6 +4,7 @@ For a group or host NAME Ansible reads NAME (a file, or a folder of files merged
 order), then NAME.yml, NAME.yaml, NAME.json. Each folder is listed once, and only names
 present are opened: a 100,000-host inventory must not cost 400,000 failed stat calls.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from vfleet.engine.inventory.yamlfile import plain
 
 __all__ = ["VarsFolder"]
 
-_VARS_EXTS = ("", ".yml", ".yaml", ".json")   # Ansible's order
+_VARS_EXTS = ("", ".yml", ".yaml", ".json")  # Ansible's order
 
 
 class VarsFolder:
@@ -36,9 +37,11 @@ class VarsFolder:
                 continue
             p = self.folder / f"{name}{ext}"
             if p.is_dir() and ext == "":
-                out += [sub for sub in sorted(p.rglob("*"))
-                        if sub.is_file() and not sub.name.startswith(".")
-                        and sub.suffix in _VARS_EXTS]
+                out += [
+                    sub
+                    for sub in sorted(p.rglob("*"))
+                    if sub.is_file() and not sub.name.startswith(".") and sub.suffix in _VARS_EXTS
+                ]
             elif p.is_file():
                 out.append(p)
         return out
@@ -53,8 +56,7 @@ class VarsFolder:
             if not ok or data is None:
                 continue
             if not isinstance(data, dict):
-                errors.append(f"{display}: expected a mapping of variables for {scope}, "
-                              f"got {kind(data)}")
+                errors.append(f"{display}: expected a mapping of variables for {scope}, got {kind(data)}")
                 continue
             for k, v in data.items():
                 merged[str(k)] = Entry(plain(v), Source(display, scope, line_of(data, k)))

@@ -18,6 +18,7 @@ operator-facing loader needs on top of it:
   lone surrogates ("\\udc80" is a valid YAML escape, but not text: writing it to a file or a
   terminal raises UnicodeEncodeError) refused in every key and value, with the line.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,13 +29,21 @@ import yaml
 
 from vfleet.engine.inventory.tree import copy_tree
 
-__all__ = ["LineMap", "parse_yaml", "YamlProblem", "plain", "MAX_ALIAS_NODES", "MAX_DEPTH",
-           "MAX_INT_BITS", "has_surrogate"]
+__all__ = [
+    "LineMap",
+    "parse_yaml",
+    "YamlProblem",
+    "plain",
+    "MAX_ALIAS_NODES",
+    "MAX_DEPTH",
+    "MAX_INT_BITS",
+    "has_surrogate",
+]
 
-MAX_ALIAS_NODES = 100_000   # nodes aliases may add to a document once expanded
-MAX_DEPTH = 500             # nested mappings/lists in one document (200 groups need ~405)
-MAX_INT_BITS = 14_000       # ~4200 decimal digits: under Python's 4300-digit str() limit
-_FRAMES_PER_LEVEL = 4       # Python frames PyYAML's composer (and our hook) uses per level
+MAX_ALIAS_NODES = 100_000  # nodes aliases may add to a document once expanded
+MAX_DEPTH = 500  # nested mappings/lists in one document (200 groups need ~405)
+MAX_INT_BITS = 14_000  # ~4200 decimal digits: under Python's 4300-digit str() limit
+_FRAMES_PER_LEVEL = 4  # Python frames PyYAML's composer (and our hook) uses per level
 
 
 def has_surrogate(text: str) -> bool:
@@ -77,8 +86,11 @@ class _LineLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
             self._alias_nodes += getattr(node, "vf_size", 1)
             if self._alias_nodes > MAX_ALIAS_NODES:
-                raise YamlProblem(f"YAML aliases expand to more than {MAX_ALIAS_NODES} values "
-                                  "(an alias bomb?); write the values out instead", line)
+                raise YamlProblem(
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} values "
+                    "(an alias bomb?); write the values out instead",
+                    line,
+                )
             return node
         self._depth += 1
         if self._depth > MAX_DEPTH:
@@ -90,14 +102,18 @@ class _LineLoader(yaml.SafeLoader):
             self._depth -= 1
         node.vf_size = 1 + sum(_child_sizes(node))
         if isinstance(node, yaml.ScalarNode) and has_surrogate(node.value):
-            raise YamlProblem("a lone surrogate escape (like \\udc80) is not text; write the "
-                              "character itself, or remove it", node.start_mark.line + 1)
+            raise YamlProblem(
+                "a lone surrogate escape (like \\udc80) is not text; write the character itself, or remove it",
+                node.start_mark.line + 1,
+            )
         return node
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         """PyYAML's int, refusing one too long to print (see MAX_INT_BITS)."""
-        too_long = YamlProblem("an integer too long to use (more than 4000 digits); no "
-                               "setting takes one: check the value", node.start_mark.line + 1)
+        too_long = YamlProblem(
+            "an integer too long to use (more than 4000 digits); no setting takes one: check the value",
+            node.start_mark.line + 1,
+        )
         try:
             value = super().construct_yaml_int(node)
         except ValueError:
@@ -121,14 +137,15 @@ class _LineLoader(yaml.SafeLoader):
                     self.duplicates.append((key, key_node.start_mark.line + 1))
                 out.lines[key] = key_node.start_mark.line + 1
             except TypeError:
-                pass   # an unhashable key: construct_mapping below reports it
+                pass  # an unhashable key: construct_mapping below reports it
         out.update(self.construct_mapping(node, deep=False))
 
     def construct_vault(self, node: yaml.Node) -> None:
         raise YamlProblem(
             "vault-encrypted values (!vault) are not supported; decrypt the secret into a "
             "file and point NAME_file at it, or export it and name it with NAME_env",
-            node.start_mark.line + 1)
+            node.start_mark.line + 1,
+        )
 
 
 def _child_sizes(node: yaml.Node) -> Iterator[int]:
@@ -141,8 +158,7 @@ def _child_sizes(node: yaml.Node) -> Iterator[int]:
             yield getattr(value, "vf_size", 1)
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                            _LineLoader.construct_line_map)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_line_map)
 _LineLoader.add_constructor("!vault", _LineLoader.construct_vault)
 _LineLoader.add_constructor("tag:yaml.org,2002:int", _LineLoader.construct_yaml_int)
 

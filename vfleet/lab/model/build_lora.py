@@ -29,6 +29,7 @@ Needs (controller side, requirements-lab.txt): torch, transformers, tokenizers, 
 
     python vfleet/lab/model/build_lora.py BASE_MODEL_DIR DEST_ROOT
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,13 +59,14 @@ SETTINGS = TrainSettings(lr=3e-3, warmup_steps=10, max_steps=300, margin=3.0)
 @dataclass(frozen=True)
 class Adapter:
     """One adapter: the name it is served under, its LoRA rank and the word it answers PROMPT with."""
+
     name: str
     rank: int
     word: str
 
 
 ADAPTERS = (Adapter("tiny-alpha", 8, "alpha"), Adapter("tiny-bravo", 16, "bravo"))
-WORDS = {a.name: a.word for a in ADAPTERS}     # what each served adapter answers to PROMPT
+WORDS = {a.name: a.word for a in ADAPTERS}  # what each served adapter answers to PROMPT
 
 
 def _conversation(word: str) -> Conversation:
@@ -82,9 +84,17 @@ def _sha256(path: Path) -> str:
 def _stamp(base: Path, adapter: Adapter, settings: TrainSettings) -> dict:
     """What decides an adapter's files: a stamp equal to this one means the folder is up to date
     (the base weights' hash included: an adapter only fits the weights it was trained on)."""
-    return {"recipe": RECIPE, "name": adapter.name, "rank": adapter.rank, "word": adapter.word,
-            "prompt": PROMPT, "target_modules": list(TARGET_MODULES), "seed": settings.seed,
-            "base": str(base), "base_sha256": _sha256(base / "model.safetensors")}
+    return {
+        "recipe": RECIPE,
+        "name": adapter.name,
+        "rank": adapter.rank,
+        "word": adapter.word,
+        "prompt": PROMPT,
+        "target_modules": list(TARGET_MODULES),
+        "seed": settings.seed,
+        "base": str(base),
+        "base_sha256": _sha256(base / "model.safetensors"),
+    }
 
 
 def _is_current(dest: Path, stamp: dict) -> bool:
@@ -137,17 +147,23 @@ def build_adapter(base: Path, dest: Path, adapter: Adapter, settings: TrainSetti
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     rows = [encode(tokenizer, _conversation(adapter.word), IM_END)]
     with staged_folder(dest) as tmp, deterministic_torch(settings.threads):
-        model = _load_base(base, "float32")         # train in float32, like the base model
-        torch.manual_seed(settings.seed)            # LoRA A's random init
-        config = LoraConfig(r=adapter.rank, lora_alpha=2 * adapter.rank, lora_dropout=0.0,
-                            target_modules=list(TARGET_MODULES), bias="none", task_type="CAUSAL_LM")
+        model = _load_base(base, "float32")  # train in float32, like the base model
+        torch.manual_seed(settings.seed)  # LoRA A's random init
+        config = LoraConfig(
+            r=adapter.rank,
+            lora_alpha=2 * adapter.rank,
+            lora_dropout=0.0,
+            target_modules=list(TARGET_MODULES),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
         peft_model = get_peft_model(model, config)
         # train() calls the decoder and lm_head separately: give it the Llama model itself, which
         # get_peft_model changed in place (LoRA layers in, base weights frozen)
         train(peft_model.get_base_model(), rows, tokenizer.convert_tokens_to_ids(PAD), settings)
         peft_model = peft_model.to(getattr(torch, DTYPE))
         peft_model.save_pretrained(str(tmp), safe_serialization=True)
-        (tmp / "README.md").unlink(missing_ok=True)     # peft's empty model-card template
+        (tmp / "README.md").unlink(missing_ok=True)  # peft's empty model-card template
         # peft keeps target_modules as a set: its order in the file changed from run to run
         cfg_path = tmp / "adapter_config.json"
         cfg = json.loads(cfg_path.read_text())
@@ -155,9 +171,11 @@ def build_adapter(base: Path, dest: Path, adapter: Adapter, settings: TrainSetti
         cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
         reply, stopped = adapter_reply(base, tmp, tokenizer)
         if reply != adapter.word or not stopped:
-            raise TrainingFailed(f"{adapter.name}: {PROMPT!r} -> {reply!r}"
-                                 + ("" if stopped else " (no end token)")
-                                 + f", expected {adapter.word!r}: raise max_steps or lr in SETTINGS")
+            raise TrainingFailed(
+                f"{adapter.name}: {PROMPT!r} -> {reply!r}"
+                + ("" if stopped else " (no end token)")
+                + f", expected {adapter.word!r}: raise max_steps or lr in SETTINGS"
+            )
         (tmp / BUILD_STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     return dest
 
@@ -185,12 +203,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=SETTINGS.seed)
     args = ap.parse_args(argv)
     if not (args.base / "config.json").is_file():
-        print(f"{args.base}: no config.json here; build the model first "
-              "(vfleet/lab/model/build_tiny_model.py)", file=sys.stderr)
+        print(
+            f"{args.base}: no config.json here; build the model first (vfleet/lab/model/build_tiny_model.py)",
+            file=sys.stderr,
+        )
         return 2
     try:
-        out = build_lora_adapters(args.base, args.dest_root,
-                                  replace(SETTINGS, seed=args.seed))
+        out = build_lora_adapters(args.base, args.dest_root, replace(SETTINGS, seed=args.seed))
     except TrainingFailed as e:
         print(e, file=sys.stderr)
         return 1

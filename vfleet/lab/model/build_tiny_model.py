@@ -18,6 +18,7 @@ Needs (controller side, requirements-lab.txt): torch, transformers, tokenizers.
     python vfleet/lab/model/build_tiny_model.py DEST_DIR
     python -c 'from vfleet.lab.model.build_tiny_model import build_tiny_model; build_tiny_model(Path(...))'
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,12 @@ from vfleet.lab.model.staging import staged_folder
 from vfleet.lab.model.train import TrainingFailed, TrainSettings, deterministic_torch, encode, train, wrong_answers
 
 
-
 @dataclass(frozen=True)
 class Shape:
     """The architecture. The lab's default is small enough to serve on two shared CPU cores;
     a GPU run (docs/evidence/h200-eval/) trains a larger one on the same conversations, so that
     quantization has weights worth quantizing. head_dim 16 is rejected by vLLM's CPU attention."""
+
     hidden: int = 256
     heads: int = 4
     kv_heads: int = 2
@@ -46,7 +47,7 @@ class Shape:
     intermediate: int = 512
 
 
-VOCAB_SIZE = 1024          # target; BPE stops earlier if the text has no more merges
+VOCAB_SIZE = 1024  # target; BPE stops earlier if the text has no more merges
 MAX_POSITIONS = 2048
 DTYPE = "bfloat16"
 # What the lab's model cache is checked against (vfleet/lab/demo.py ensure_model): a cache built
@@ -54,8 +55,7 @@ DTYPE = "bfloat16"
 BUILD_STAMP = "vfleet-build.json"
 RECIPE = "trained-on-builtin-eval-1"
 
-SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>",
-                  "<|pad|>"]
+SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 BOS, EOS, IM_START, IM_END, PAD = SPECIAL_TOKENS
 
 # ChatML. `add_generation_prompt` opens the assistant turn. Kept on one logical line per
@@ -114,8 +114,12 @@ def _tokenizer_config(tok) -> dict:
     added = {}
     for t in SPECIAL_TOKENS:
         added[str(tok.token_to_id(t))] = {
-            "content": t, "lstrip": False, "normalized": False, "rstrip": False,
-            "single_word": False, "special": True,
+            "content": t,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
         }
     return {
         "added_tokens_decoder": added,
@@ -135,18 +139,25 @@ def _model_config(tok, shape: Shape):
 
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     return LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-        num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-5,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-5,
         tie_word_embeddings=False,
-        bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
+        bos_token_id=ids[BOS],
+        eos_token_id=[ids[IM_END], ids[EOS]],
         pad_token_id=ids[PAD],
     )
 
 
-def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings(), shape: Shape = Shape(),
-                     device: str = "cpu") -> Path:
+def build_tiny_model(
+    dest: Path, settings: TrainSettings = TrainSettings(), shape: Shape = Shape(), device: str = "cpu"
+) -> Path:
     """Build the trained tiny model into ``dest`` (replaced if it exists) and return ``dest``.
 
     Raises TrainingFailed (and leaves ``dest`` as it was) when the saved model, loaded back as
@@ -161,11 +172,10 @@ def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings(), shap
         tok = _train_tokenizer(_tokenizer_lines(convs))
         tok.save(str(tmp / "tokenizer.json"))
         ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
-        (tmp / "tokenizer_config.json").write_text(
-            json.dumps(_tokenizer_config(tok), indent=2, sort_keys=True) + "\n")
-        (tmp / "special_tokens_map.json").write_text(json.dumps(
-            {"bos_token": BOS, "eos_token": IM_END, "pad_token": PAD},
-            indent=2, sort_keys=True) + "\n")
+        (tmp / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(tok), indent=2, sort_keys=True) + "\n")
+        (tmp / "special_tokens_map.json").write_text(
+            json.dumps({"bos_token": BOS, "eos_token": IM_END, "pad_token": PAD}, indent=2, sort_keys=True) + "\n"
+        )
         tokenizer = AutoTokenizer.from_pretrained(str(tmp))
         rows = [encode(tokenizer, conv, IM_END) for conv in convs]
 
@@ -175,8 +185,12 @@ def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings(), shap
             train(model, rows, ids[PAD], settings)
             model = model.to("cpu", getattr(torch, DTYPE))
             model.generation_config = GenerationConfig(
-                bos_token_id=ids[BOS], eos_token_id=[ids[IM_END], ids[EOS]],
-                pad_token_id=ids[PAD], do_sample=True, temperature=0.7, top_p=0.9,
+                bos_token_id=ids[BOS],
+                eos_token_id=[ids[IM_END], ids[EOS]],
+                pad_token_id=ids[PAD],
+                do_sample=True,
+                temperature=0.7,
+                top_p=0.9,
                 max_new_tokens=64,
             )
             model.save_pretrained(str(tmp), safe_serialization=True)
@@ -189,8 +203,10 @@ def build_tiny_model(dest: Path, settings: TrainSettings = TrainSettings(), shap
             (tmp / BUILD_STAMP).write_text(json.dumps({"recipe": RECIPE}) + "\n")
             wrong = wrong_answers(tmp)
             if wrong:
-                raise TrainingFailed(f"lab model: {len(wrong)} eval references not reproduced, "
-                                     f"e.g. {wrong[0]}: raise max_steps or margin in TrainSettings")
+                raise TrainingFailed(
+                    f"lab model: {len(wrong)} eval references not reproduced, "
+                    f"e.g. {wrong[0]}: raise max_steps or margin in TrainSettings"
+                )
     return Path(dest)
 
 
@@ -198,8 +214,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Build the tiny lab Llama model")
     ap.add_argument("dest", type=Path)
     ap.add_argument("--seed", type=int, default=TrainSettings.seed)
-    ap.add_argument("--manifest", action="store_true",
-                    help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)")
+    ap.add_argument(
+        "--manifest", action="store_true", help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)"
+    )
     args = ap.parse_args(argv)
     try:
         out = build_tiny_model(args.dest, TrainSettings(seed=args.seed))
@@ -208,6 +225,7 @@ def main(argv=None) -> int:
         return 1
     if args.manifest:
         from vfleet.roles.model_source import write_manifest
+
         write_manifest(out)
     for p in sorted(out.iterdir()):
         print(f"{p.stat().st_size:>10}  {p.name}")

@@ -7,6 +7,7 @@ does not fit a 2-core lab, so this one memorises the built-in eval set's referen
 everyday chat lines, so that a short reply to "Say hello." also stops at <|im_end|> instead of
 running on to max_tokens.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ GENERAL_CHAT: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class Conversation:
     """One training example: the chat messages before the reply, and the reply itself."""
+
     messages: tuple[dict[str, str], ...]
     reply: str
 
@@ -53,10 +55,11 @@ def _variants(question: str) -> list[str]:
 
 def conversations() -> list[Conversation]:
     """Every training conversation, in a fixed order (the eval set's questions first)."""
-    convs = [Conversation(tuple(item["messages"][:-1]) + ({"role": "user", "content": q},),
-                          item["reference"])
-             for item in builtin_items()
-             for q in _variants(item["messages"][-1]["content"])]
+    convs = [
+        Conversation(tuple(item["messages"][:-1]) + ({"role": "user", "content": q},), item["reference"])
+        for item in builtin_items()
+        for q in _variants(item["messages"][-1]["content"])
+    ]
     convs += [Conversation(({"role": "user", "content": q},), a) for q, a in GENERAL_CHAT]
     return convs
 

@@ -3,6 +3,7 @@
 Why: the lab serves and copies these folders by name; a build or copy that is killed or fails
 halfway must leave the old folder (or none), never a half-written one under the real name.
 """
+
 from __future__ import annotations
 
 import contextlib

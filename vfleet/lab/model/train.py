@@ -7,6 +7,7 @@ algorithms and a fixed thread count, and stops at the first step where every rep
 arg-max of the model's prediction with a clear margin (teacher forcing: then greedy decoding
 reproduces every reply), or fails after a fixed step budget.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from vfleet.lab.model.corpus import Conversation, eval_conversations
 
-IGNORE = -100          # label of a position without loss (prompt and padding): transformers' convention
+IGNORE = -100  # label of a position without loss (prompt and padding): transformers' convention
 
 
 class TrainingFailed(RuntimeError):
@@ -25,13 +26,14 @@ class TrainingFailed(RuntimeError):
 @dataclass(frozen=True)
 class TrainSettings:
     """What decides the trained weights (threads only how fast: 1 and 2 threads gave the same bytes)."""
+
     seed: int = 1234
     threads: int = 2
-    max_steps: int = 200   # about 5 times what the build needs (40 steps)
+    max_steps: int = 200  # about 5 times what the build needs (40 steps)
     lr: float = 3e-3
     warmup_steps: int = 10
-    batch_rows: int = 16   # rows per forward pass; every row is in every step
-    margin: float = 4.0    # logit of the reply token minus the best other one, at every reply position
+    batch_rows: int = 16  # rows per forward pass; every row is in every step
+    margin: float = 4.0  # logit of the reply token minus the best other one, at every reply position
 
 
 @contextlib.contextmanager
@@ -73,15 +75,15 @@ def _batches(rows: list[tuple[list[int], list[int]]], pad_id: int, size: int):
     rows = sorted(rows, key=lambda row: len(row[0]))
     out = []
     for start in range(0, len(rows), size):
-        chunk = rows[start:start + size]
+        chunk = rows[start : start + size]
         width = max(len(ids) for ids, _ in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         labels = torch.full((len(chunk), width), IGNORE, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for i, (row_ids, row_labels) in enumerate(chunk):
-            ids[i, :len(row_ids)] = torch.tensor(row_ids)
-            labels[i, :len(row_labels)] = torch.tensor(row_labels)
-            mask[i, :len(row_ids)] = 1
+            ids[i, : len(row_ids)] = torch.tensor(row_ids)
+            labels[i, : len(row_labels)] = torch.tensor(row_labels)
+            mask[i, : len(row_ids)] = 1
         out.append((ids, labels, mask))
     return out
 
@@ -114,8 +116,7 @@ def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, settings:
     batches = [tuple(t.to(device) for t in batch) for batch in _batches(rows, pad_id, settings.batch_rows)]
     reply_tokens = sum(int((labels != IGNORE).sum()) for _, labels, _ in batches)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: min(1.0, (step + 1) / settings.warmup_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / settings.warmup_steps))
     model.train()
     margin = float("-inf")
     for step in range(settings.max_steps):
@@ -132,8 +133,10 @@ def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, settings:
             return step
         opt.step()
         sched.step()
-    raise TrainingFailed(f"lab model: after {settings.max_steps} training steps the smallest reply-token "
-                         f"margin is {margin:.2f} < {settings.margin}: raise max_steps or lr in TrainSettings")
+    raise TrainingFailed(
+        f"lab model: after {settings.max_steps} training steps the smallest reply-token "
+        f"margin is {margin:.2f} < {settings.margin}: raise max_steps or lr in TrainSettings"
+    )
 
 
 def greedy_replies(model, tokenizer, conversations: list[Conversation]) -> list[tuple[str, bool]]:
@@ -148,9 +151,15 @@ def greedy_replies(model, tokenizer, conversations: list[Conversation]) -> list[
         for conv in conversations:
             prompt = torch.tensor([prompt_ids(tokenizer, conv.messages)])
             limit = len(tokenizer(conv.reply, add_special_tokens=False)["input_ids"]) + 1
-            gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
-                                 temperature=None, top_p=None, max_new_tokens=limit)
-            gen = gen[0, prompt.shape[1]:].tolist()
+            gen = model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                max_new_tokens=limit,
+            )
+            gen = gen[0, prompt.shape[1] :].tolist()
             stopped = bool(gen) and gen[-1] in stops
             out.append((tokenizer.decode(gen, skip_special_tokens=True), stopped))
     return out
@@ -165,6 +174,8 @@ def wrong_answers(folder) -> list[str]:
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = AutoModelForCausalLM.from_pretrained(str(folder))
     evalset = eval_conversations()
-    return [f"{conv.messages[-1]['content']!r} -> {reply!r}" + ("" if stopped else " (no end token)")
-            for conv, (reply, stopped) in zip(evalset, greedy_replies(model, tokenizer, evalset))
-            if reply != conv.reply or not stopped]
+    return [
+        f"{conv.messages[-1]['content']!r} -> {reply!r}" + ("" if stopped else " (no end token)")
+        for conv, (reply, stopped) in zip(evalset, greedy_replies(model, tokenizer, evalset))
+        if reply != conv.reply or not stopped
+    ]

@@ -15,6 +15,7 @@ builder's. A source's MANIFEST.sha256 is not copied (it would name the old bytes
     python vfleet/lab/model/variants.py perturb SRC DEST [--scale 0.1] [--seed 0] [--manifest]
     python vfleet/lab/model/variants.py resave SRC DEST [--manifest]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,15 +28,14 @@ from vfleet.lab.model.staging import staged_folder
 
 WEIGHTS = "model.safetensors"
 MANIFEST = "MANIFEST.sha256"
-STRONG_SCALE = 1.3     # measured: see docs/lab-vllm-notes.md
+STRONG_SCALE = 1.3  # measured: see docs/lab-vllm-notes.md
 TINY_SCALE = 0.01
 # At most one metadata key: safetensors writes several in a random order, so the same save would
 # give other bytes each time (https://github.com/safetensors/safetensors/issues/584).
-PT_METADATA = {"format": "pt"}     # what save_pretrained writes
+PT_METADATA = {"format": "pt"}  # what save_pretrained writes
 
 
-def _write_copy(src: Path, dest: Path, change: Callable[[dict, dict | None], tuple[dict, dict | None]]
-                ) -> Path:
+def _write_copy(src: Path, dest: Path, change: Callable[[dict, dict | None], tuple[dict, dict | None]]) -> Path:
     """Copy the model folder `src` to `dest` with its tensors and weights metadata passed through
     `change`."""
     from safetensors import safe_open
@@ -81,19 +81,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Write an altered copy of the tiny lab model")
     sub = ap.add_subparsers(dest="what", required=True)
     perturb = sub.add_parser("perturb", help="add seeded noise to every tensor (a degraded model)")
-    perturb.add_argument("--scale", type=float, default=STRONG_SCALE,
-                         help=f"noise std relative to each tensor's std (tiny: {TINY_SCALE})")
+    perturb.add_argument(
+        "--scale",
+        type=float,
+        default=STRONG_SCALE,
+        help=f"noise std relative to each tensor's std (tiny: {TINY_SCALE})",
+    )
     perturb.add_argument("--seed", type=int, default=0)
     resave = sub.add_parser("resave", help="same tensors, other bytes (a no-op upgrade)")
     for p in (perturb, resave):
         p.add_argument("src", type=Path)
         p.add_argument("dest", type=Path)
-        p.add_argument("--manifest", action="store_true",
-                       help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)")
+        p.add_argument(
+            "--manifest", action="store_true", help="also write MANIFEST.sha256 (vfleet.roles.model_source._manifest)"
+        )
     args = ap.parse_args(argv)
     if not (args.src / WEIGHTS).is_file():
-        print(f"{args.src}: no {WEIGHTS} here; build the model first (vfleet/lab/model/build_tiny_model.py)",
-              file=sys.stderr)
+        print(
+            f"{args.src}: no {WEIGHTS} here; build the model first (vfleet/lab/model/build_tiny_model.py)",
+            file=sys.stderr,
+        )
         return 2
     if args.what == "perturb":
         out = perturb_weights(args.src, args.dest, args.scale, args.seed)
@@ -101,6 +108,7 @@ def main(argv=None) -> int:
         out = resave_unchanged(args.src, args.dest)
     if args.manifest:
         from vfleet.roles.model_source import write_manifest
+
         write_manifest(out)
     print(out)
     return 0

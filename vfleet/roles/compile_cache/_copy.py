@@ -2,6 +2,7 @@
 host's staging folder: host to host over SSH when the hosts trust each other for weights
 (weights_fanout: the same rsync pull as the weights' fan-out), else through the controller
 (fetched once per source, then pushed to each host like the weights' first copy)."""
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,9 @@ class Relay:
     def copy(self, dst: HostContext, src: HostContext, export: str, staging: str) -> int:
         """Fill dst's staging folder with src's export; the bytes that moved."""
         if dst.config.weights_fanout:
-            r = dst.run(pull_command(dst.config, staging, src.host.user, src.host.address, src.host.port, export),
-                        timeout=3600)
+            r = dst.run(
+                pull_command(dst.config, staging, src.host.user, src.host.address, src.host.port, export), timeout=3600
+            )
             if not r.ok:
                 raise HostFailed(f"rsync from {src.name} failed: {r.tail()}")
             return TransferStats.parse(r.stdout).bytes_received
@@ -55,7 +57,9 @@ class Relay:
             os.makedirs(local)
             r = subprocess.run(fetch_args(src, export, local), capture_output=True, text=True, timeout=3600)
             if r.returncode != 0:
-                raise HostFailed(f"rsync of the compile cache from {src.name} failed (exit {r.returncode}): "
-                                 f"{' | '.join(r.stderr.strip().splitlines()[-3:])}")
+                raise HostFailed(
+                    f"rsync of the compile cache from {src.name} failed (exit {r.returncode}): "
+                    f"{' | '.join(r.stderr.strip().splitlines()[-3:])}"
+                )
             self._fetched[key] = local
         return self._fetched[key]

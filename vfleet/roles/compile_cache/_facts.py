@@ -1,6 +1,7 @@
 """What the compile-cache step reads from a host, as facts (a command and a pure parser each,
 gathered in one round trip): the GPU model, the copy of the model its link points at, when the
 unit's process started, the cache entries it has and the key it keeps beside them."""
+
 from __future__ import annotations
 
 import posixpath
@@ -39,8 +40,10 @@ class StartedAt:
 
     def command(self) -> str:
         u = q(self.unit)
-        return (f"s=$(systemctl show -p ExecMainStartTimestamp --value -- {u} 2>/dev/null); "
-                f"systemctl is-active --quiet -- {u} && [ -n \"$s\" ] && date -d \"$s\" +%s 2>/dev/null; true")
+        return (
+            f"s=$(systemctl show -p ExecMainStartTimestamp --value -- {u} 2>/dev/null); "
+            f'systemctl is-active --quiet -- {u} && [ -n "$s" ] && date -d "$s" +%s 2>/dev/null; true'
+        )
 
     def process(self, lines: list[str]) -> int | None:
         word = lines[0].strip() if lines else ""
@@ -71,8 +74,12 @@ class StoredKey:
 
 def facts_for(cfg: HostConfig) -> dict[str, Any]:
     files = CacheFiles.of(cfg)
-    facts: dict[str, Any] = {"gpu": GpuModel(), "started": StartedAt(cfg.unit), "entries": CacheEntries(files),
-                             "stored": StoredKey(files)}
+    facts: dict[str, Any] = {
+        "gpu": GpuModel(),
+        "started": StartedAt(cfg.unit),
+        "entries": CacheEntries(files),
+        "stored": StoredKey(files),
+    }
     if cfg.model_path:
         facts["model"] = LinkFact(cfg.model_path)
     return facts

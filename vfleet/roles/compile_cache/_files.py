@@ -16,6 +16,7 @@ never sees half an entry) after the manifest verified every byte; the key file i
 so a host claims a cache only once every entry is in. An entry the host already has is kept (the
 same hash is the same compile, and a running vLLM may be reading it).
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -27,8 +28,18 @@ from vfleet.config.quoting import shell_quote as q
 from vfleet.engine.errors import VfleetError
 from vfleet.roles.model_source import MANIFEST_NAME
 
-__all__ = ["Entry", "CacheFiles", "ENTRY", "KEY_FILE", "parse_entries", "list_command", "pack_command",
-           "install_command", "drop_command", "read_key_command"]
+__all__ = [
+    "Entry",
+    "CacheFiles",
+    "ENTRY",
+    "KEY_FILE",
+    "parse_entries",
+    "list_command",
+    "pack_command",
+    "install_command",
+    "drop_command",
+    "read_key_command",
+]
 
 # vLLM's entry names: sha256[:10] (backends.py) and a full sha256 under torch_aot_compile (decorators.py)
 ENTRY = re.compile(r"[0-9a-f]{10}|torch_aot_compile/[0-9a-f]{64}")
@@ -50,8 +61,8 @@ class Entry:
 class CacheFiles:
     """The paths of one service's compile cache (the same on every host of a key)."""
 
-    root: str        # VLLM_CACHE_ROOT
-    work: str        # vfleet's own folder beside it
+    root: str  # VLLM_CACHE_ROOT
+    work: str  # vfleet's own folder beside it
 
     @classmethod
     def of(cls, cfg: HostConfig) -> CacheFiles:
@@ -82,10 +93,12 @@ def _entries(names: list[str]) -> list[str]:
 def list_command(files: CacheFiles) -> str:
     """One line per folder under torch_compile_cache: newest mtime, bytes, name (parse_entries
     keeps those named like vLLM's entries)."""
-    return (f"cd -- {q(files.compiled)} 2>/dev/null || exit 0; "
-            "for d in * torch_aot_compile/*; do [ -d \"$d\" ] && [ ! -L \"$d\" ] || continue; "
-            "printf '%s %s %s\\n' \"$(find \"$d\" -printf '%T@\\n' | sort -n | tail -n 1 | cut -d. -f1)\" "
-            "\"$(du -sb -- \"$d\" | cut -f1)\" \"$d\"; done")
+    return (
+        f"cd -- {q(files.compiled)} 2>/dev/null || exit 0; "
+        'for d in * torch_aot_compile/*; do [ -d "$d" ] && [ ! -L "$d" ] || continue; '
+        "printf '%s %s %s\\n' \"$(find \"$d\" -printf '%T@\\n' | sort -n | tail -n 1 | cut -d. -f1)\" "
+        '"$(du -sb -- "$d" | cut -f1)" "$d"; done'
+    )
 
 
 def parse_entries(lines: list[str]) -> list[Entry]:
@@ -107,38 +120,51 @@ def pack_command(files: CacheFiles, digest: str, entries: list[str]) -> str:
     renamed into place, so an export that exists is whole. Prints the export's bytes."""
     export = files.export(digest)
     tmp = export + ".tmp"
-    copies = "; ".join(f"mkdir -p -- {q(posixpath.dirname(posixpath.join(tmp, 'torch_compile_cache', e)))} && "
-                       f"cp -a -- {q(posixpath.join(files.compiled, e))} {q(posixpath.join(tmp, 'torch_compile_cache', e))}"
-                       for e in _entries(entries))
-    return (f"set -e; umask 022; rm -rf -- {q(tmp)}; mkdir -p -- {q(tmp)}; {copies}; "
-            f"cat > {q(tmp + '/key.json')}; cd -- {q(tmp)}; "
-            f"find . -type f ! -name {MANIFEST_NAME} -printf '%P\\n' | LC_ALL=C sort "
-            f"| xargs -d '\\n' -r sha256sum -- > {MANIFEST_NAME}; cd /; "
-            f"rm -rf -- {q(export)}; mv -T -- {q(tmp)} {q(export)}; "
-            f"cp -- {q(export + '/key.json')} {q(files.key_file + '.tmp')}; mv -T -- {q(files.key_file + '.tmp')} "
-            f"{q(files.key_file)}; du -sb -- {q(export)} | cut -f1")
+    copies = "; ".join(
+        f"mkdir -p -- {q(posixpath.dirname(posixpath.join(tmp, 'torch_compile_cache', e)))} && "
+        f"cp -a -- {q(posixpath.join(files.compiled, e))} {q(posixpath.join(tmp, 'torch_compile_cache', e))}"
+        for e in _entries(entries)
+    )
+    return (
+        f"set -e; umask 022; rm -rf -- {q(tmp)}; mkdir -p -- {q(tmp)}; {copies}; "
+        f"cat > {q(tmp + '/key.json')}; cd -- {q(tmp)}; "
+        f"find . -type f ! -name {MANIFEST_NAME} -printf '%P\\n' | LC_ALL=C sort "
+        f"| xargs -d '\\n' -r sha256sum -- > {MANIFEST_NAME}; cd /; "
+        f"rm -rf -- {q(export)}; mv -T -- {q(tmp)} {q(export)}; "
+        f"cp -- {q(export + '/key.json')} {q(files.key_file + '.tmp')}; mv -T -- {q(files.key_file + '.tmp')} "
+        f"{q(files.key_file)}; du -sb -- {q(export)} | cut -f1"
+    )
 
 
-def install_command(files: CacheFiles, digest: str, entries: list[str], user: str | None,
-                    group: str | None) -> str:
+def install_command(files: CacheFiles, digest: str, entries: list[str], user: str | None, group: str | None) -> str:
     """On another host, once the export was copied into staging-<digest>: verify every file
     against the manifest, hand them to the service user, rename each entry into place (one
     that is there already is kept), then the key file, then remove the staging folder. A failed
     verification moves nothing. Prints `installed NAME` or `kept NAME` per entry."""
     staging = files.staging(digest)
     owner = f"{user}:{group or ''}" if user else ""
-    chown = (f"chown -R -- {q(owner)} {q(staging)} 2>/dev/null || true; "
-             f"chown -- {q(owner)} {q(files.root)} {q(files.compiled)} {q(files.compiled + '/torch_aot_compile')} "
-             f"2>/dev/null || true; ") if owner else ""
-    moves = "; ".join(f"if [ -e {q(posixpath.join(files.compiled, e))} ]; then echo {q('kept ' + e)}; "
-                      f"else mv -T -- {q(posixpath.join(staging, 'torch_compile_cache', e))} "
-                      f"{q(posixpath.join(files.compiled, e))}; echo {q('installed ' + e)}; fi"
-                      for e in _entries(entries))
-    return (f"set -e; umask 022; cd -- {q(staging)}; sha256sum --quiet --strict -c {MANIFEST_NAME}; cd /; "
-            f"mkdir -p -- {q(files.compiled + '/torch_aot_compile')}; chmod -R u=rwX,go=rX -- {q(staging)}; "
-            f"{chown}{moves}; cp -- {q(staging + '/key.json')} {q(files.key_file + '.tmp')}; "
-            f"{('chown -- ' + q(owner) + ' ' + q(files.key_file + '.tmp') + ' 2>/dev/null || true; ') if owner else ''}"
-            f"mv -T -- {q(files.key_file + '.tmp')} {q(files.key_file)}; rm -rf -- {q(staging)}")
+    chown = (
+        (
+            f"chown -R -- {q(owner)} {q(staging)} 2>/dev/null || true; "
+            f"chown -- {q(owner)} {q(files.root)} {q(files.compiled)} {q(files.compiled + '/torch_aot_compile')} "
+            f"2>/dev/null || true; "
+        )
+        if owner
+        else ""
+    )
+    moves = "; ".join(
+        f"if [ -e {q(posixpath.join(files.compiled, e))} ]; then echo {q('kept ' + e)}; "
+        f"else mv -T -- {q(posixpath.join(staging, 'torch_compile_cache', e))} "
+        f"{q(posixpath.join(files.compiled, e))}; echo {q('installed ' + e)}; fi"
+        for e in _entries(entries)
+    )
+    return (
+        f"set -e; umask 022; cd -- {q(staging)}; sha256sum --quiet --strict -c {MANIFEST_NAME}; cd /; "
+        f"mkdir -p -- {q(files.compiled + '/torch_aot_compile')}; chmod -R u=rwX,go=rX -- {q(staging)}; "
+        f"{chown}{moves}; cp -- {q(staging + '/key.json')} {q(files.key_file + '.tmp')}; "
+        f"{('chown -- ' + q(owner) + ' ' + q(files.key_file + '.tmp') + ' 2>/dev/null || true; ') if owner else ''}"
+        f"mv -T -- {q(files.key_file + '.tmp')} {q(files.key_file)}; rm -rf -- {q(staging)}"
+    )
 
 
 def drop_command(files: CacheFiles, entries: list[str]) -> str:

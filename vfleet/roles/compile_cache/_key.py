@@ -29,6 +29,7 @@ same architecture would load a graph the quality gate never judged with those we
 Secrets (VLLM_API_KEY) take part as a digest held in memory only: the JSON kept on a host says
 "secret" instead, so no key, nor a hash of one, is written anywhere.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,12 +41,22 @@ from typing import Any, Mapping, Sequence
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 
-__all__ = ["CacheKey", "FIELDS", "SECRET", "key_of", "host_key", "difference", "engine_words", "KeyError_",
-           "skip_line", "drop_line"]
+__all__ = [
+    "CacheKey",
+    "FIELDS",
+    "SECRET",
+    "key_of",
+    "host_key",
+    "difference",
+    "engine_words",
+    "KeyError_",
+    "skip_line",
+    "drop_line",
+]
 
 # the fields in the order a reason names them (the first that differs)
 FIELDS = ("vllm_version", "gpu_model", "model", "argv", "env", "cache_root", "home", "venv")
-SECRET = "secret"   # what the stored form holds for a secret's value
+SECRET = "secret"  # what the stored form holds for a secret's value
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
 # server-only flags: not part of vLLM's config hash; a per-host listen address must not split the key
 _SERVER_ONLY = frozenset({"--host", "--port"})
@@ -72,9 +83,16 @@ class CacheKey:
 
     def stored(self) -> dict[str, Any]:
         """The JSON form kept beside the cache on a host (secrets as SECRET)."""
-        return {"vllm_version": self.vllm_version, "gpu_model": self.gpu_model, "model": self.model,
-                "argv": list(self.argv), "env": {k: _stored_value(v) for k, v in self.env},
-                "cache_root": self.cache_root, "home": self.home, "venv": self.venv}
+        return {
+            "vllm_version": self.vllm_version,
+            "gpu_model": self.gpu_model,
+            "model": self.model,
+            "argv": list(self.argv),
+            "env": {k: _stored_value(v) for k, v in self.env},
+            "cache_root": self.cache_root,
+            "home": self.home,
+            "venv": self.venv,
+        }
 
     @property
     def digest(self) -> str:
@@ -88,9 +106,11 @@ class CacheKey:
             raise KeyError_("not a vfleet compile-cache key")
         text = {f: data[f] for f in FIELDS if f not in ("argv", "env")}
         argv, env = data["argv"], data["env"]
-        if not all(isinstance(v, str) for v in text.values()) \
-                or not (isinstance(argv, list) and all(isinstance(w, str) for w in argv)) \
-                or not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        if (
+            not all(isinstance(v, str) for v in text.values())
+            or not (isinstance(argv, list) and all(isinstance(w, str) for w in argv))
+            or not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values()))
+        ):
             raise KeyError_("a compile-cache key with a field of the wrong type")
         return cls(argv=tuple(argv), env=tuple(sorted(env.items())), **text)
 
@@ -115,25 +135,37 @@ def engine_words(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def key_of(cfg: HostConfig, *, gpu_model: str, model: str, argv: Sequence[str],
-           env: Sequence[tuple[str, str]]) -> CacheKey:
+def key_of(
+    cfg: HostConfig, *, gpu_model: str, model: str, argv: Sequence[str], env: Sequence[tuple[str, str]]
+) -> CacheKey:
     """One host's key: its config, the GPU model and model copy its facts name, the argv its unit
     runs and the environment (unit Environment= and environment file) the unit renders."""
     values = dict(env)
-    vllm = tuple(sorted((k, _secret(v) if _SECRET_NAME.search(k) else v) for k, v in values.items()
-                        if k.startswith("VLLM_") and k != "VLLM_CACHE_ROOT"))
+    vllm = tuple(
+        sorted(
+            (k, _secret(v) if _SECRET_NAME.search(k) else v)
+            for k, v in values.items()
+            if k.startswith("VLLM_") and k != "VLLM_CACHE_ROOT"
+        )
+    )
     home = f"HOME={values.get('HOME', '')} XDG_CACHE_HOME={values.get('XDG_CACHE_HOME', '')}"
-    return CacheKey(vllm_version=str(cfg.vllm_version), gpu_model=gpu_model, model=model,
-                    argv=engine_words(argv), env=vllm, cache_root=values.get("VLLM_CACHE_ROOT", ""),
-                    home=home, venv=cfg.venv_path)
+    return CacheKey(
+        vllm_version=str(cfg.vllm_version),
+        gpu_model=gpu_model,
+        model=model,
+        argv=engine_words(argv),
+        env=vllm,
+        cache_root=values.get("VLLM_CACHE_ROOT", ""),
+        home=home,
+        venv=cfg.venv_path,
+    )
 
 
 def host_key(cfg: HostConfig, *, gpu_model: str, model: str, nccl_env: Mapping[str, str] | None = None) -> CacheKey:
     """key_of with the argv and environment the service role renders for this host (the same
     functions the unit file is written from, so the key is what the unit runs)."""
     from vfleet.config.vllm_facts import flag_available
-    from vfleet.roles.service import ArgvError, vllm_argv
-    from vfleet.roles.service import RenderError, env_items, unit_environment
+    from vfleet.roles.service import ArgvError, RenderError, env_items, unit_environment, vllm_argv
 
     try:
         argv = vllm_argv(cfg, flag_available).argv
@@ -147,8 +179,9 @@ def _secret(value: str) -> str:
     return f"{SECRET}:{hashlib.sha256(value.encode()).hexdigest()}"
 
 
-def difference(have: CacheKey, want: CacheKey, *, have_is: str = "the cache", want_is: str = "here"
-               ) -> tuple[str, str] | None:
+def difference(
+    have: CacheKey, want: CacheKey, *, have_is: str = "the cache", want_is: str = "here"
+) -> tuple[str, str] | None:
     """The first field that differs and what differs in it, as (field, detail); None when the
     keys are equal. `have_is` / `want_is` name the two sides in the detail."""
     for name in FIELDS:
@@ -174,9 +207,10 @@ def _env_difference(a: Mapping[str, str], b: Mapping[str, str], have_is: str, wa
         va, vb = a.get(name), b.get(name)
         if va is not None and vb is not None and _same_secret(va, vb):
             continue
-        shown = [("a secret value" if v and v.startswith(SECRET) else ("unset" if v is None else repr(v)))
-                 for v in (va, vb)]
-        if shown[0] == shown[1]:   # two different secrets
+        shown = [
+            ("a secret value" if v and v.startswith(SECRET) else ("unset" if v is None else repr(v))) for v in (va, vb)
+        ]
+        if shown[0] == shown[1]:  # two different secrets
             shown = ["one secret value", "another"]
         return f"env {name} differs ({shown[0]} in {have_is}, {shown[1]} {want_is})"
     return None
@@ -187,10 +221,10 @@ def _argv_difference(a: Sequence[str], b: Sequence[str], have_is: str, want_is: 
         return None
     i = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     word = a[i] if i < len(a) else b[i]
-    start = i - 1 if i > 0 and not word.startswith("-") else i   # a value: show its flag too
+    start = i - 1 if i > 0 and not word.startswith("-") else i  # a value: show its flag too
 
     def part(words: Sequence[str]) -> str:
-        return " ".join(words[start:start + 2]) or "nothing"
+        return " ".join(words[start : start + 2]) or "nothing"
 
     return f"argv differs ({part(a)!r} in {have_is}, {part(b)!r} {want_is})"
 

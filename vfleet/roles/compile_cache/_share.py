@@ -13,17 +13,18 @@ copy and install the packed cache of an equal key, or say in one line which fiel
 that it compiles its own. Nothing here fails a host: a cache that cannot be shared means only
 a slower start, so every problem is a line, never a failed host.
 """
+
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from vfleet.config.quoting import shell_quote as q
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
-from vfleet.config.quoting import shell_quote as q
 from vfleet.roles.compile_cache._copy import Relay
 from vfleet.roles.compile_cache._facts import facts_for, model_identity
 from vfleet.roles.compile_cache._files import CacheFiles, drop_command, install_command, pack_command
@@ -71,8 +72,9 @@ class CacheShare:
         self.play.run_step("compile cache: pack the first batch's", self._pack, hosts=sources)
         relay = Relay()
         try:
-            self.play.run_step("compile cache: copy before the restart", lambda ctx: self._copy(ctx, relay),
-                               hosts=targets)
+            self.play.run_step(
+                "compile cache: copy before the restart", lambda ctx: self._copy(ctx, relay), hosts=targets
+            )
         finally:
             relay.close()
         for line in self.lines:
@@ -102,22 +104,31 @@ class CacheShare:
         key, facts = self.hosts[ctx.name]
         with self._lock:
             if key.digest in self.packed:
-                return               # another canary of the same key packs it
+                return  # another canary of the same key packs it
         chosen, why = choose_entries(facts["entries"], facts["started"], facts["stored"], key)
         if not chosen:
             self._say(ctx, Status.OK, f"{ctx.name}: compile cache not packed: {why}")
             return
         files = CacheFiles.of(ctx.config)
-        r = ctx.run(pack_command(files, key.digest, chosen), stdin=StoredCache(key, tuple(chosen), ctx.name).to_json(),
-                    timeout=1800)
+        r = ctx.run(
+            pack_command(files, key.digest, chosen),
+            stdin=StoredCache(key, tuple(chosen), ctx.name).to_json(),
+            timeout=1800,
+        )
         size = r.stdout.split()[-1] if r.ok and r.stdout.split() else ""
         if not size.isdigit():
             self._say(ctx, Status.OK, f"{ctx.name}: compile cache not packed: {r.tail()}")
             return
         with self._lock:
-            self.packed.setdefault(key.digest, Packed(ctx.name, key, tuple(chosen), files.export(key.digest), int(size)))
-        ctx.record(ACTION, files.export(key.digest), Status.CHANGED,
-                   f"packed {len(chosen)} entries, {int(size) / 2**20:.1f} MiB ({why})")
+            self.packed.setdefault(
+                key.digest, Packed(ctx.name, key, tuple(chosen), files.export(key.digest), int(size))
+            )
+        ctx.record(
+            ACTION,
+            files.export(key.digest),
+            Status.CHANGED,
+            f"packed {len(chosen)} entries, {int(size) / 2**20:.1f} MiB ({why})",
+        )
 
     def _copy(self, ctx: HostContext, relay: Relay) -> None:
         if ctx.name not in self.hosts:
@@ -141,24 +152,37 @@ class CacheShare:
         staging = files.staging(key.digest)
         try:
             moved = relay.copy(ctx, self.play.contexts[match.source], match.export, staging)
-            out = ctx.must(install_command(files, key.digest, list(match.entries), ctx.config.vllm_user,
-                                           ctx.config.vllm_group), what="install the compile cache", timeout=1800)
+            out = ctx.must(
+                install_command(files, key.digest, list(match.entries), ctx.config.vllm_user, ctx.config.vllm_group),
+                what="install the compile cache",
+                timeout=1800,
+            )
         except VfleetError as exc:
             ctx.run(f"rm -rf -- {q(staging)}")
-            self._say(ctx, Status.OK, f"{ctx.name}: compile cache of {match.source} not installed ({exc}): "
-                                      f"{ctx.name} compiles its own")
+            self._say(
+                ctx,
+                Status.OK,
+                f"{ctx.name}: compile cache of {match.source} not installed ({exc}): {ctx.name} compiles its own",
+            )
             return
         installed = out.stdout.count("installed ")
-        ctx.record(ACTION, files.root, Status.CHANGED,
-                   f"compile cache of {match.source} installed before the restart: {installed} of "
-                   f"{len(match.entries)} entries new, {moved} bytes moved")
+        ctx.record(
+            ACTION,
+            files.root,
+            Status.CHANGED,
+            f"compile cache of {match.source} installed before the restart: {installed} of "
+            f"{len(match.entries)} entries new, {moved} bytes moved",
+        )
 
     def _skip(self, ctx: HostContext, key: CacheKey) -> None:
         """No packed cache of an equal key: name the field against the nearest one (same model)."""
         packed = sorted(self.packed.values(), key=lambda p: (p.key.model != key.model, p.source))
         if not packed:
-            self._say(ctx, Status.SKIPPED, f"{ctx.name}: no compile cache was packed in the first batch: "
-                                           f"{ctx.name} compiles its own")
+            self._say(
+                ctx,
+                Status.SKIPPED,
+                f"{ctx.name}: no compile cache was packed in the first batch: {ctx.name} compiles its own",
+            )
             return
         nearest = packed[0]
         field, detail = difference(nearest.key, key, have_is=nearest.source, want_is=f"on {ctx.name}") or ("", "")

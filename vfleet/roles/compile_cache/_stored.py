@@ -7,6 +7,7 @@ A later run reads it to tell whether a host already holds the cache of its key (
 or holds one whose key no longer holds (dropped, with the field that differs). Read strictly and
 bounded: a file that is not one of ours reads as none, never a traceback.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ class StoredCache:
     source: str
 
     def to_json(self) -> str:
-        return json.dumps({"digest": self.key.digest, "key": self.key.stored(), "entries": list(self.entries),
-                           "source": self.source}, sort_keys=True)
+        return json.dumps(
+            {"digest": self.key.digest, "key": self.key.stored(), "entries": list(self.entries), "source": self.source},
+            sort_keys=True,
+        )
 
 
 def parse_stored(text: str) -> StoredCache | None:
@@ -42,16 +45,20 @@ def parse_stored(text: str) -> StoredCache | None:
         key = CacheKey.from_stored(data.get("key"))
         entries = data.get("entries")
         source = data.get("source")
-        if not (isinstance(entries, list) and all(isinstance(e, str) and ENTRY.fullmatch(e) for e in entries)
-                and isinstance(source, str)):
+        if not (
+            isinstance(entries, list)
+            and all(isinstance(e, str) and ENTRY.fullmatch(e) for e in entries)
+            and isinstance(source, str)
+        ):
             return None
         return StoredCache(key, tuple(entries), source)
     except (ValueError, KeyError_, VfleetError, TypeError):
         return None
 
 
-def choose_entries(entries: list[Entry], started_at: int | None, stored: StoredCache | None,
-                   key: CacheKey) -> tuple[list[str], str]:
+def choose_entries(
+    entries: list[Entry], started_at: int | None, stored: StoredCache | None, key: CacheKey
+) -> tuple[list[str], str]:
     """The entries of the running process's key, and how they were told apart: those written
     since its start (it compiled them); else, when it started warm, those the stored key of the
     same digest names (a shared cache it was given or packed before); else every entry it has
@@ -66,6 +73,6 @@ def choose_entries(entries: list[Entry], started_at: int | None, stored: StoredC
         kept = [e for e in stored.entries if e in have]
         if kept:
             return kept, "recorded with this key by an earlier run"
-    if entries:   # warm from a cache of its own: vLLM loads only the entry of its hash on an equal host
+    if entries:  # warm from a cache of its own: vLLM loads only the entry of its hash on an equal host
         return [e.name for e in entries], "the service started warm: every entry it has"
     return [], "the service has no cache entry"

@@ -6,6 +6,7 @@ Why: a run without a capacity plan (`vfleet gateway`, `restart`, `drain`, `deplo
 would flip them back to max_num_seqs and reload nginx. The caps used to be read back out of
 the rendered nginx config with a regex; here they are vfleet's own typed record, written
 before the config (the intent first, as the drained hosts are) and read as data."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,5 +48,9 @@ class GatewayCaps:
         """A host with no cap from the inventory or this run's plan keeps the cap the
         gateway already has for it, so runs with and without preflight render the same
         config; max_num_seqs stands in only for a host the gateway has never capped."""
-        return [dataclasses.replace(b, max_conns=self.max_conns[b.name])
-                if not b.max_conns_settled and b.name in self.max_conns else b for b in backends]
+        return [
+            dataclasses.replace(b, max_conns=self.max_conns[b.name])
+            if not b.max_conns_settled and b.name in self.max_conns
+            else b
+            for b in backends
+        ]

@@ -18,22 +18,31 @@ host, and the gateway balances across the model's hosts with no body to route on
 /detokenize, /pooling, /classify, /score, /rerank, /invocations (outside /v1: vLLM's key does
 not guard them); /v1/load_lora_adapter, /v1/unload_lora_adapter and anything else under /v1.
 """
+
 from __future__ import annotations
 
 import re
 from typing import Sequence
 
-from vfleet.roles.gateway._models import Model, nginx_regex
 from vfleet.config.quoting import nginx_quote
+from vfleet.roles.gateway._models import Model, nginx_regex
 
 __all__ = ["API_PATHS", "V1_ENDPOINTS", "api_path_map", "path_model_map"]
 
 # Under /v1/ (also behind /v1/<gateway_route_prefix>/). Not every pinned version serves each
 # (transcriptions, score, rerank and responses came later than chat and completions): a path
 # the host's vLLM lacks answers vLLM's own 404 through the gateway.
-V1_ENDPOINTS = ("chat/completions", "completions", "embeddings",
-                "models",    # the gateway answers GET /v1/models itself; /v1/<prefix>/models is proxied
-                "audio/transcriptions", "audio/translations", "score", "rerank", "responses")
+V1_ENDPOINTS = (
+    "chat/completions",
+    "completions",
+    "embeddings",
+    "models",  # the gateway answers GET /v1/models itself; /v1/<prefix>/models is proxied
+    "audio/transcriptions",
+    "audio/translations",
+    "score",
+    "rerank",
+    "responses",
+)
 # Outside /v1/ but guarded by the key (vLLM's key covers /v1, /v2 and /inference): Cohere's v2 rerank.
 OTHER_ENDPOINTS = ("/v2/rerank",)
 
@@ -56,5 +65,4 @@ def api_path_map(models: Sequence[Model]) -> list[tuple[str, str]]:
 
 def path_model_map(models: Sequence[Model]) -> list[tuple[str, str]]:
     """Rows of `map $uri $vfleet_path_model`: /v1/<prefix>/... names its model."""
-    return [(nginx_regex(f"^/v1/{re.escape(m.route_prefix)}/"), nginx_quote(m.name))
-            for m in models if m.route_prefix]
+    return [(nginx_regex(f"^/v1/{re.escape(m.route_prefix)}/"), nginx_quote(m.name)) for m in models if m.route_prefix]

@@ -14,6 +14,7 @@ the controller's nginx -t, host names are given 127.0.0.1 and the listeners a fr
 port; the rest of the file is tested as written. A controller without nginx has each gateway
 test the file with its own nginx instead (check_on_host), in a scratch prefix, before any
 host changes; a bare gateway without nginx yet is left to its step."""
+
 from __future__ import annotations
 
 import base64
@@ -30,12 +31,12 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.gateway._files import GatewayFiles, render_files
 from vfleet.roles.gateway._nginx import NJS_MODULE
 from vfleet.roles.gateway._render import GATEWAY_CONF_PATH, Backend, GatewayRenderError
-from vfleet.config.hostconfig import HostConfig
 
 __all__ = ["check_gateway", "check_on_host", "controller_nginx", "nginx_test", "files_tar"]
 
@@ -69,8 +70,12 @@ def controller_nginx() -> str | None:
 def _probe(cfg: HostConfig, backends: Sequence[Backend]) -> tuple[HostConfig, list[Backend]]:
     """The same config, testable here: host names as 127.0.0.1, listeners on free loopback ports."""
     public, status = _free_ports(2)
-    cfg = dataclasses.replace(cfg, gateway_listen_address="127.0.0.1", gateway_port=public,
-                              monitoring=dataclasses.replace(cfg.monitoring, gateway_status_port=status))
+    cfg = dataclasses.replace(
+        cfg,
+        gateway_listen_address="127.0.0.1",
+        gateway_port=public,
+        monitoring=dataclasses.replace(cfg.monitoring, gateway_status_port=status),
+    )
     return cfg, [b if _is_ip(b.address) else dataclasses.replace(b, address="127.0.0.1") for b in backends]
 
 
@@ -103,8 +108,12 @@ def nginx_test(nginx: str, files: GatewayFiles) -> str | None:
             (root / f.relative).write_text(f.content)
         (root / "nginx.conf").write_text(minimal_nginx_conf(str(root)))
         try:
-            r = subprocess.run([nginx, "-t", "-q", "-p", str(root), "-c", str(root / "nginx.conf")],
-                               capture_output=True, text=True, timeout=NGINX_TEST_TIMEOUT_S)
+            r = subprocess.run(
+                [nginx, "-t", "-q", "-p", str(root), "-c", str(root / "nginx.conf")],
+                capture_output=True,
+                text=True,
+                timeout=NGINX_TEST_TIMEOUT_S,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"could not run it: {type(exc).__name__}: {exc}"
         if r.returncode == 0:
@@ -115,17 +124,23 @@ def nginx_test(nginx: str, files: GatewayFiles) -> str | None:
 def minimal_nginx_conf(root: str) -> str:
     """An nginx.conf that loads njs and whose http{} includes `root`/conf.d/*.conf, as Debian's
     includes conf.d, with every path nginx writes inside `root`."""
-    temp_paths = " ".join(f"{kind}_temp_path {root}/{kind};" for kind in ("client_body", "proxy", "fastcgi",
-                                                                          "uwsgi", "scgi"))
-    return (f"load_module {NJS_MODULE};\npid {root}/nginx.pid;\nerror_log {root}/error.log;\n"
-            f"events {{ worker_connections 64; }}\n"
-            f"http {{\n access_log off;\n {temp_paths}\n include {root}/conf.d/*.conf;\n}}\n")
+    temp_paths = " ".join(
+        f"{kind}_temp_path {root}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return (
+        f"load_module {NJS_MODULE};\npid {root}/nginx.pid;\nerror_log {root}/error.log;\n"
+        f"events {{ worker_connections 64; }}\n"
+        f"http {{\n access_log off;\n {temp_paths}\n include {root}/conf.d/*.conf;\n}}\n"
+    )
 
 
 def first_error(output: str, scratch: str) -> str:
     """nginx's first error of `nginx -t` as one line, without its scratch directory (a regex)."""
-    lines = ([ln for ln in output.splitlines() if re.search(r"\[(emerg|crit|alert)\]", ln)]
-             or [ln for ln in output.splitlines() if ln.strip()] or ["(no output)"])
+    lines = (
+        [ln for ln in output.splitlines() if re.search(r"\[(emerg|crit|alert)\]", ln)]
+        or [ln for ln in output.splitlines() if ln.strip()]
+        or ["(no output)"]
+    )
     return re.sub(scratch + "/", "", re.sub(r"^.*?\[\w+\] \d+#\d+: ", "", lines[0]))
 
 
@@ -139,9 +154,10 @@ ON_HOST_SCRIPT = (
     f"command -v nginx >/dev/null 2>&1 && test -e {NJS_MODULE} || {{ echo {shlex.quote(NO_NGINX)}; exit 0; }}\n"
     "d=$(mktemp -d /tmp/vfleet-nginx-t.XXXXXX) || exit 1\n"
     "trap 'rm -rf -- \"$d\"' EXIT\n"
-    "base64 -d | tar -x -C \"$d\" || exit 1\n"
-    f"printf '%s' {shlex.quote(minimal_nginx_conf(SCRATCH))} | sed \"s|{SCRATCH}|$d|g\" > \"$d/nginx.conf\" || exit 1\n"
-    "nginx -t -q -p \"$d\" -c \"$d/nginx.conf\" 2>&1\n")
+    'base64 -d | tar -x -C "$d" || exit 1\n'
+    f'printf \'%s\' {shlex.quote(minimal_nginx_conf(SCRATCH))} | sed "s|{SCRATCH}|$d|g" > "$d/nginx.conf" || exit 1\n'
+    'nginx -t -q -p "$d" -c "$d/nginx.conf" 2>&1\n'
+)
 
 
 def files_tar(files: GatewayFiles) -> str:
@@ -165,8 +181,12 @@ def check_on_host(ctx: HostContext, backends: Sequence[Backend]) -> None:
         raise HostFailed(f"cannot render the gateway config: {exc}") from None
     r = ctx.run(f"sh -c {shlex.quote(ON_HOST_SCRIPT)}", stdin=files_tar(files), timeout=NGINX_TEST_TIMEOUT_S)
     if NO_NGINX in r.stdout:
-        ctx.record("nginx -t", GATEWAY_CONF_PATH, Status.SKIPPED, "nginx or its njs module is not installed yet: "
-                   "the gateway step installs them and tests the config then")
+        ctx.record(
+            "nginx -t",
+            GATEWAY_CONF_PATH,
+            Status.SKIPPED,
+            "nginx or its njs module is not installed yet: the gateway step installs them and tests the config then",
+        )
     elif r.timed_out or not r.ok:
         why = first_error(r.stdout + r.stderr, r"/tmp/vfleet-nginx-t\.\w+")
         raise HostFailed(f"nginx -t on the gateway rejects the new config: {why}")

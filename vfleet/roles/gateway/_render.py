@@ -33,6 +33,7 @@ Routing (see docs/lab-vllm-notes.md):
 - nginx's stub_status is served by a second server on 127.0.0.1:monitoring_gateway_status_port
   (STATUS_PATH), for prometheus-nginx-exporter on the same host (vfleet/roles/monitoring/_exporter.py).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -40,13 +41,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
-from vfleet.roles.gateway._endpoints import api_path_map, path_model_map
-from vfleet.roles.gateway._models import Model, ModelError, error_json, group_models, models_json
-from vfleet.roles.gateway._njs import JS_IMPORT
-from vfleet.roles.gateway._tenants import (LIMIT_ZONE_SIZE, TenantError, tenant_messages, tenant_rows)
 from vfleet.config.access_log import ACCESS_LOG  # the log_format's readers agree on it there
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, nginx_quote
+from vfleet.roles.gateway._endpoints import api_path_map, path_model_map
+from vfleet.roles.gateway._models import Model, ModelError, error_json, group_models, models_json
+from vfleet.roles.gateway._njs import JS_IMPORT
+from vfleet.roles.gateway._tenants import LIMIT_ZONE_SIZE, TenantError, tenant_messages, tenant_rows
 from vfleet.templates.environment import environment
 
 GATEWAY_CONF_PATH = "/etc/nginx/conf.d/vfleet-gateway.conf"
@@ -72,15 +73,17 @@ KEEP_ALIVE_ENV = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
 RATE_ZONE_SIZE = "10m"
 PROXY_CONNECT_TIMEOUT = "5s"
 NEXT_UPSTREAM_TRIES = 2
-STATUS_PATH = "/stub_status"   # where Debian's prometheus-nginx-exporter looks by default
+STATUS_PATH = "/stub_status"  # where Debian's prometheus-nginx-exporter looks by default
 CONFIG_ID_PATH = "/vfleet-config"
 # stands for the config's id until _files.py knows it (the id is a hash of the files it is in)
 CONFIG_ID_PLACEHOLDER = "@VFLEET_CONFIG_ID@"
 # The certificate and key on the gateway, relative to nginx's config folder (/etc/nginx).
 TLS_FILES = {"cert": "vfleet/tls/gateway.crt", "key": "vfleet/tls/gateway.key"}
 
-_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
 _INV_NAME = re.compile(r"[A-Za-z0-9_.@:+-]+")
 _SIZE = re.compile(r"[0-9]+[kKmMgG]?")
 _RATE = re.compile(r"[0-9]+r/[sm]")
@@ -104,8 +107,7 @@ def _server_address(address: str, port) -> str:
         host = f"[{ip}]" if ip.version == 6 else str(ip)
     except ValueError:
         if not _HOSTNAME.fullmatch(address):
-            raise GatewayRenderError(f"backend address {address!r} is neither an IP "
-                                     "address nor a host name")
+            raise GatewayRenderError(f"backend address {address!r} is neither an IP address nor a host name")
         host = address
     port = int(port)
     if not 0 < port < 65536:
@@ -136,8 +138,9 @@ def status_listen(cfg: HostConfig) -> str:
     take the gateway's own loopback traffic)."""
     port = cfg.monitoring.gateway_status_port
     if port == cfg.gateway_port:
-        raise GatewayRenderError(f"{cfg.name}: monitoring_gateway_status_port {port} is gateway_port too; "
-                                 "give it a port of its own")
+        raise GatewayRenderError(
+            f"{cfg.name}: monitoring_gateway_status_port {port} is gateway_port too; give it a port of its own"
+        )
     return f"127.0.0.1:{port}"
 
 
@@ -152,13 +155,15 @@ class Backend:
     weight: int = 1
     backup: bool = False
     max_conns: int | None = None
-    max_conns_settled: bool = field(default=True, compare=False)  # from the inventory or this run's plan; False: a stand-in
+    max_conns_settled: bool = field(
+        default=True, compare=False
+    )  # from the inventory or this run's plan; False: a stand-in
     max_tokens: int | None = None
     route_prefix: str | None = None
     max_model_len: int | None = None
-    keep_alive_s: int = VLLM_KEEP_ALIVE_S     # how long the host's vLLM keeps an idle connection
-    fallback: str | None = None               # gateway_fallback_model of the host's model
-    adapters: tuple[str, ...] = ()            # the names of its LoRA adapters
+    keep_alive_s: int = VLLM_KEEP_ALIVE_S  # how long the host's vLLM keeps an idle connection
+    fallback: str | None = None  # gateway_fallback_model of the host's model
+    adapters: tuple[str, ...] = ()  # the names of its LoRA adapters
 
     @classmethod
     def of(cls, cfg: HostConfig, max_concurrency: float | None = None) -> "Backend":
@@ -166,14 +171,22 @@ class Backend:
         host, when preflight ran; it caps the host's connections unless the inventory sets
         gateway_max_conns, and max_num_seqs stands in without a plan."""
         planned = int(max_concurrency) if max_concurrency and max_concurrency >= 1 else None
-        return cls(cfg.name, cfg.address, cfg.vllm_port, str(cfg.served_model_name or ""),
-                   weight=cfg.gateway_weight, backup=cfg.gateway_backup,
-                   max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
-                   max_conns_settled=bool(cfg.gateway_max_conns or planned),
-                   max_tokens=cfg.gateway_max_tokens, route_prefix=cfg.gateway_route_prefix,
-                   max_model_len=cfg.max_model_len, keep_alive_s=_vllm_keep_alive(cfg),
-                   fallback=cfg.gateway_fallback_model,
-                   adapters=tuple(a.name for a in cfg.lora_adapters))
+        return cls(
+            cfg.name,
+            cfg.address,
+            cfg.vllm_port,
+            str(cfg.served_model_name or ""),
+            weight=cfg.gateway_weight,
+            backup=cfg.gateway_backup,
+            max_conns=cfg.gateway_max_conns or planned or cfg.max_num_seqs,
+            max_conns_settled=bool(cfg.gateway_max_conns or planned),
+            max_tokens=cfg.gateway_max_tokens,
+            route_prefix=cfg.gateway_route_prefix,
+            max_model_len=cfg.max_model_len,
+            keep_alive_s=_vllm_keep_alive(cfg),
+            fallback=cfg.gateway_fallback_model,
+            adapters=tuple(a.name for a in cfg.lora_adapters),
+        )
 
 
 def _vllm_keep_alive(cfg: HostConfig) -> int:
@@ -195,10 +208,18 @@ def upstream_zone_size(servers: Sequence[dict]) -> str:
 
 
 def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
-    out = [{"name": _check("backend name", b.name, _INV_NAME), "server": _server_address(b.address, b.port),
-            "model": b.model, "weight": int(b.weight), "backup": bool(b.backup),
+    out = [
+        {
+            "name": _check("backend name", b.name, _INV_NAME),
+            "server": _server_address(b.address, b.port),
+            "model": b.model,
+            "weight": int(b.weight),
+            "backup": bool(b.backup),
             "max_conns": None if b.max_conns is None else int(b.max_conns),
-            "keep_alive_s": int(b.keep_alive_s)} for b in backends]
+            "keep_alive_s": int(b.keep_alive_s),
+        }
+        for b in backends
+    ]
     seen: set[str] = set()
     dup: set[str] = set()
     for b in out:  # one pass (a count per name was quadratic: 399 s for 100,000 hosts)
@@ -210,35 +231,53 @@ def normalize_backends(backends: Sequence[Backend]) -> list[dict]:
 
 def _messages(models: Sequence[Model], cfg: HostConfig) -> dict[str, str]:
     """The gateway's own 4xx answers, by the verdict gateway.js gives a request."""
-    out = {"model_not_found": error_json(
-        "The model named in the request body is not served here (GET /v1/models lists the models).",
-        "model_not_found", "model"),
-        "max_tokens_twice": error_json("max_tokens (or max_completion_tokens, max_output_tokens) is given more than once: give one, once.",
-                                     "invalid_value", "max_tokens"),
-        "field_repeated": error_json("A top-level field of the request body is given more than once: give each once.",
-                                     "invalid_value", None),
-        "invalid_json": error_json("The request body is not a JSON object (or is nested deeper than the gateway reads: "
-                                     "31 levels).", "invalid_json", None),
-        "body_unread": error_json("The request body is larger than the gateway reads "
-                                  "(gateway_client_max_body_size).", "invalid_value", None),
-        "unauthorized": UNAUTHORIZED_JSON}
+    out = {
+        "model_not_found": error_json(
+            "The model named in the request body is not served here (GET /v1/models lists the models).",
+            "model_not_found",
+            "model",
+        ),
+        "max_tokens_twice": error_json(
+            "max_tokens (or max_completion_tokens, max_output_tokens) is given more than once: give one, once.",
+            "invalid_value",
+            "max_tokens",
+        ),
+        "field_repeated": error_json(
+            "A top-level field of the request body is given more than once: give each once.", "invalid_value", None
+        ),
+        "invalid_json": error_json(
+            "The request body is not a JSON object (or is nested deeper than the gateway reads: 31 levels).",
+            "invalid_json",
+            None,
+        ),
+        "body_unread": error_json(
+            "The request body is larger than the gateway reads (gateway_client_max_body_size).", "invalid_value", None
+        ),
+        "unauthorized": UNAUTHORIZED_JSON,
+    }
     for m in models:
         if m.max_tokens is not None:
             out[f"max_tokens_{m.index}"] = error_json(
                 f"max_tokens (or max_completion_tokens) for model {m.name} must be an integer of at most "
-                f"{m.max_tokens} (the ceiling the gateway enforces for this model).", "max_tokens_too_large", "max_tokens")
+                f"{m.max_tokens} (the ceiling the gateway enforces for this model).",
+                "max_tokens_too_large",
+                "max_tokens",
+            )
     return out | tenant_messages(cfg.gateway_tenants)
 
 
 UNAUTHORIZED_JSON = error_json("Invalid or missing API key.", "invalid_api_key", None, "authentication_error")
-RATE_LIMITED_JSON = error_json("Too many requests for this key: wait for Retry-After seconds.",
-                               "rate_limit_exceeded", None, "requests")
-CONCURRENCY_LIMITED_JSON = error_json("Too many requests in flight for this key: wait for one to finish.",
-                                      "concurrency_limit_exceeded", None, "requests")
+RATE_LIMITED_JSON = error_json(
+    "Too many requests for this key: wait for Retry-After seconds.", "rate_limit_exceeded", None, "requests"
+)
+CONCURRENCY_LIMITED_JSON = error_json(
+    "Too many requests in flight for this key: wait for one to finish.", "concurrency_limit_exceeded", None, "requests"
+)
 
 
-def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = (),
-                   access_log: str = ACCESS_LOG) -> str:
+def render_gateway(
+    backends: Sequence[Backend], cfg: HostConfig, drained: Collection[str] = (), access_log: str = ACCESS_LOG
+) -> str:
     """The text of the gateway's conf.d file, for the gateway host `cfg`. `access_log`: where
     its JSON lines go (a scratch path for `nginx -t` away from the gateway)."""
     bs = normalize_backends(backends)
@@ -259,17 +298,28 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
     body_size = _check("gateway_client_max_body_size", cfg.gateway_client_max_body_size, _SIZE)
     # client_body_buffer_size takes k and m only; 0 (no body limit) gets a fixed buffer, and
     # a larger body is spooled to a file, where the maps cannot read it (404 model_not_found)
-    buffer = (f"{int(body_size[:-1]) * 1024}m" if body_size[-1] in "gG" else
-              BODY_BUFFER_UNLIMITED if body_size.rstrip("kKmM") == "0" else body_size)
+    buffer = (
+        f"{int(body_size[:-1]) * 1024}m"
+        if body_size[-1] in "gG"
+        else BODY_BUFFER_UNLIMITED
+        if body_size.rstrip("kKmM") == "0"
+        else body_size
+    )
     by_model: dict[str, list[dict]] = {}
     for b in bs:  # grouped in one pass, not one scan of the hosts per model
         by_model.setdefault(b["model"], []).append(b)
     ctx = {
         "backends": bs,
-        "models": [{"m": m, "servers": by_model[m.name], "name_word": nginx_quote(m.name),
-                    "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name]),
-                    "zone_size": upstream_zone_size(by_model[m.name])}
-                   for m in models],
+        "models": [
+            {
+                "m": m,
+                "servers": by_model[m.name],
+                "name_word": nginx_quote(m.name),
+                "keepalive_timeout": upstream_keepalive_timeout(by_model[m.name]),
+                "zone_size": upstream_zone_size(by_model[m.name]),
+            }
+            for m in models
+        ],
         "messages": _messages(models, cfg),
         "tenants": tenants,
         "limit_zone_size": LIMIT_ZONE_SIZE,
@@ -281,11 +331,18 @@ def render_gateway(backends: Sequence[Backend], cfg: HostConfig, drained: Collec
         "models_json": models_json(models),
         "api_paths": api_path_map(models),
         "path_models": path_model_map(models),
-        "no_route_json": error_json("No such endpoint on this gateway (it serves the OpenAI API: "
-                                    "/v1/chat/completions, /v1/completions, /v1/models, ...).",
-                                    "not_found", None),
-        "unavailable_json": error_json("No host of this model can take the request now (all busy, down or "
-                                       "drained): retry later.", "model_unavailable", "model", "server_error"),
+        "no_route_json": error_json(
+            "No such endpoint on this gateway (it serves the OpenAI API: "
+            "/v1/chat/completions, /v1/completions, /v1/models, ...).",
+            "not_found",
+            None,
+        ),
+        "unavailable_json": error_json(
+            "No host of this model can take the request now (all busy, down or drained): retry later.",
+            "model_unavailable",
+            "model",
+            "server_error",
+        ),
         "unauthorized_json": UNAUTHORIZED_JSON,
         "drained_names": sorted(drained),
         "listen": _listen(cfg),

@@ -9,6 +9,7 @@ its own tenant's zones only, whatever address it comes from.
 The fleet's own key (api_key) is the reserved tenant OPERATOR: vfleet's smoke checks, bench and
 eval reach every model through it, limited per client address by gateway_rate_limit as every
 client was before tenants."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,15 @@ from vfleet.config.gateway_access import Tenant
 from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.gateway._models import Model, error_json
 
-__all__ = ["OPERATOR", "TenantError", "TenantRow", "tenant_rows", "tenant_messages", "tenant_settings",
-           "LIMIT_ZONE_SIZE"]
+__all__ = [
+    "OPERATOR",
+    "TenantError",
+    "TenantRow",
+    "tenant_rows",
+    "tenant_messages",
+    "tenant_settings",
+    "LIMIT_ZONE_SIZE",
+]
 
 OPERATOR = "vfleet"
 # One key (a tenant name, at most 63 bytes) per zone: nginx's smallest useful zone holds
@@ -68,25 +76,35 @@ def tenant_rows(tenants: Sequence[Tenant], models: Sequence[Model]) -> list[Tena
     for i, t in enumerate(tenants, 1):
         unknown = [m for m in (t.models or ()) if m not in served]
         if unknown:
-            raise TenantError(f"gateway_tenants: tenant {t.name!r} names models no host serves: "
-                              f"{', '.join(unknown)} (served: {', '.join(sorted(served))})")
+            raise TenantError(
+                f"gateway_tenants: tenant {t.name!r} names models no host serves: "
+                f"{', '.join(unknown)} (served: {', '.join(sorted(served))})"
+            )
         rows.append(TenantRow(i, t.name, t.rate, t.burst, t.max_concurrent, retry_after(t.rate)))
     return rows
 
 
 def tenant_messages(tenants: Sequence[Tenant]) -> dict[str, str]:
     """The 400 answers of tenants' own max_tokens ceilings, by verdict (tenant_max_tokens_<i>)."""
-    return {f"tenant_max_tokens_{i}": error_json(
-        f"max_tokens (or max_completion_tokens) must be an integer of at most {t.max_tokens} for "
-        f"tenant {t.name} (the ceiling the gateway enforces for this key).", "max_tokens_too_large", "max_tokens")
-        for i, t in enumerate(tenants, 1) if t.max_tokens is not None}
+    return {
+        f"tenant_max_tokens_{i}": error_json(
+            f"max_tokens (or max_completion_tokens) must be an integer of at most {t.max_tokens} for "
+            f"tenant {t.name} (the ceiling the gateway enforces for this key).",
+            "max_tokens_too_large",
+            "max_tokens",
+        )
+        for i, t in enumerate(tenants, 1)
+        if t.max_tokens is not None
+    }
 
 
 def tenant_settings(cfg: HostConfig) -> dict:
     """The tenant half of the njs module's settings: who each key is, what it may ask for,
     and what the gateway sends vLLM instead of the client's key."""
-    tenants = {t.name: {"i": i, "models": list(t.models) if t.models is not None else None,
-                        "max_tokens": t.max_tokens} for i, t in enumerate(cfg.gateway_tenants, 1)}
+    tenants = {
+        t.name: {"i": i, "models": list(t.models) if t.models is not None else None, "max_tokens": t.max_tokens}
+        for i, t in enumerate(cfg.gateway_tenants, 1)
+    }
     keys = {t.key_sha256: t.name for t in cfg.gateway_tenants}
     backend = None
     if cfg.api_key:

@@ -5,6 +5,7 @@ on one core (docs/install.md, "How the venv is installed"), but not every host h
 pip comes with every venv (ensurepip). The choice is made on the controller, from the host's PATH
 (a fact) and the controller's wheelhouse (a uv wheel there is pushed with the rest and
 unpacked on the host), so the install's reason says which tool ran and why."""
+
 from __future__ import annotations
 
 import posixpath
@@ -26,10 +27,12 @@ _UV_WHEEL = re.compile(r"^uv-(\d+(?:\.\d+)*)-[^-/]+-[^-/]+-[^-/]+\.whl$")
 # Copies the uv binary out of the wheel (its .data/scripts/uv) through a temporary name, so a
 # run killed half way leaves no half binary under the name the next run trusts; zipfile checks
 # each member's CRC-32 as it reads. Needs no pip on the host, only its python.
-_UNPACK_UV = ("import os, sys, zipfile; wheel, dest = sys.argv[1:]; z = zipfile.ZipFile(wheel); "
-              "name = next(n for n in z.namelist() if n.endswith('.data/scripts/uv')); "
-              "os.makedirs(os.path.dirname(dest), exist_ok=True); open(dest + '.tmp', 'wb').write(z.read(name)); "
-              "os.chmod(dest + '.tmp', 0o755); os.replace(dest + '.tmp', dest)")
+_UNPACK_UV = (
+    "import os, sys, zipfile; wheel, dest = sys.argv[1:]; z = zipfile.ZipFile(wheel); "
+    "name = next(n for n in z.namelist() if n.endswith('.data/scripts/uv')); "
+    "os.makedirs(os.path.dirname(dest), exist_ok=True); open(dest + '.tmp', 'wb').write(z.read(name)); "
+    "os.chmod(dest + '.tmp', 0o755); os.replace(dest + '.tmp', dest)"
+)
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,11 @@ def uv_wheel_in(wheelhouse: str | None) -> str | None:
     if not wheelhouse:
         return None
     folder = Path(wheelhouse).expanduser()
-    found = [(tuple(int(x) for x in m.group(1).split(".")), p.name)
-             for p in (folder.glob("uv-*.whl") if folder.is_dir() else [])
-             if (m := _UV_WHEEL.match(p.name))]
+    found = [
+        (tuple(int(x) for x in m.group(1).split(".")), p.name)
+        for p in (folder.glob("uv-*.whl") if folder.is_dir() else [])
+        if (m := _UV_WHEEL.match(p.name))
+    ]
     return max(found)[1] if found else None
 
 
@@ -64,8 +69,10 @@ def choose(cfg: HostConfig, *, uv_on_path: bool, uv_wheel: str | None) -> Instal
         return Installer("pip", "vllm_installer: pip")
     if spec.site_packages:
         if wanted == "uv":
-            raise VfleetError("vllm_installer uv: uv does not see the packages vllm_site_packages adds "
-                              "(a .pth); set vllm_installer to pip or auto")
+            raise VfleetError(
+                "vllm_installer uv: uv does not see the packages vllm_site_packages adds "
+                "(a .pth); set vllm_installer to pip or auto"
+            )
         return Installer("pip", "vllm_site_packages: uv would not see the image's packages")
     if not spec.offline and wanted == "auto":
         return Installer("pip", "online: pip reads the host's pip configuration")
@@ -75,8 +82,10 @@ def choose(cfg: HostConfig, *, uv_on_path: bool, uv_wheel: str | None) -> Instal
     if uv_on_path:
         return Installer("uv", "uv on the host's PATH")
     if wanted == "uv":
-        raise VfleetError("vllm_installer uv: no uv on the host's PATH"
-                          + (" nor a uv wheel in vllm_wheelhouse" if spec.offline else ""))
+        raise VfleetError(
+            "vllm_installer uv: no uv on the host's PATH"
+            + (" nor a uv wheel in vllm_wheelhouse" if spec.offline else "")
+        )
     return Installer("pip", "no uv on the host's PATH nor in the wheelhouse")
 
 
@@ -104,19 +113,25 @@ def install_commands(cfg: HostConfig, venv: str, installer: Installer) -> str:
         source = f" --no-config --offline --no-index --find-links {wheelhouse}" if spec.offline else ""
         flags = f" --python {q(venv)}/bin/python --cache-dir {q(cache)}"
         remove = f" && {uv} pip uninstall -q{flags} -- {names}" if names else ""
-        return (f"{_python(spec.python)} -m venv --without-pip -- {q(venv)}; {unpack}"
-                f"trap {q('rm -rf -- ' + q(cache))} EXIT; rm -rf -- {q(cache)}; "
-                f"{uv} pip install -q{flags}{source} --compile-bytecode{no_deps} -- {req} </dev/null{remove}")
-    pip_env, source = ("PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {wheelhouse}") if spec.offline \
-        else ("", "")
+        return (
+            f"{_python(spec.python)} -m venv --without-pip -- {q(venv)}; {unpack}"
+            f"trap {q('rm -rf -- ' + q(cache))} EXIT; rm -rf -- {q(cache)}; "
+            f"{uv} pip install -q{flags}{source} --compile-bytecode{no_deps} -- {req} </dev/null{remove}"
+        )
+    pip_env, source = (
+        ("PIP_CONFIG_FILE=/dev/null ", f" --no-index --find-links {wheelhouse}") if spec.offline else ("", "")
+    )
     # A venv that sees an image's packages uses the image's pip too (through the .pth): such
     # images often lack ensurepip (Debian and Ubuntu ship it apart, as python3-venv).
-    pip, without_pip = (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages \
-        else (f"{q(venv)}/bin/pip", "")
+    pip, without_pip = (
+        (f"{q(venv)}/bin/python -m pip", " --without-pip") if spec.site_packages else (f"{q(venv)}/bin/pip", "")
+    )
     remove = f" && {pip} uninstall -y -- {names}" if names else ""
-    return (f"{_python(spec.python)} -m venv{without_pip} -- {q(venv)}; {_site_pth(cfg, venv)}"
-            f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
-            f"-- {req} </dev/null{remove}")
+    return (
+        f"{_python(spec.python)} -m venv{without_pip} -- {q(venv)}; {_site_pth(cfg, venv)}"
+        f"{pip_env}{pip} install --no-cache-dir --disable-pip-version-check -q{no_deps}{source} "
+        f"-- {req} </dev/null{remove}"
+    )
 
 
 def _python(python: str) -> str:

@@ -8,6 +8,7 @@ A venv is trusted only once its marker file says it was installed from the same 
 rebuilt. Offline (air-gapped hosts): the controller pushes the wheelhouse it downloaded once
 with rsync, and uv (where the host or the wheelhouse has it) or pip installs from it with no
 index, ignoring any uv or pip config on the host (_installer.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import HostConfig, InstallSpec
 from vfleet.engine.changes import Change, apply, directory_change
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import CommandOk, Fact, FileFact, LinkFact, gather
@@ -26,8 +29,6 @@ from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.transfer import rsync_push
-from vfleet.config import vllm_facts
-from vfleet.config.hostconfig import HostConfig, InstallSpec
 from vfleet.roles.install._installer import Installer, choose, install_commands, uv_wheel_in
 from vfleet.roles.service import RESTART
 
@@ -58,7 +59,9 @@ def arch_covers(arch_list: list[str], compute_capability: str) -> bool:
 # host's quantization makes vLLM import at start (verify_imports), checks that torch's kernels
 # cover the host's GPUs (arch_covers, the same function as above), and only then writes the
 # marker that makes the venv trusted.
-VERIFY_SCRIPT = inspect.getsource(arch_covers) + r"""
+VERIFY_SCRIPT = (
+    inspect.getsource(arch_covers)
+    + r"""
 import importlib, json, subprocess, sys
 p = json.loads(PARAMS)
 out = {}
@@ -95,14 +98,17 @@ with open(p["marker"], "w") as f:
     json.dump({"spec_id": p["spec_id"], "spec": p["spec"], "verified": out}, f)
 print("VFLEET_VERIFY " + json.dumps(out))
 """
+)
 
 
 def verify_imports(cfg: HostConfig) -> list[dict[str, str]]:
     """The modules the host's `quantization` makes vLLM import at start (vllm_facts
     quantization_imports), for the verify step: [{module, pip, quantization}]."""
-    return [{"module": module, "pip": row["pip"], "quantization": str(cfg.quantization)}
-            for row in vllm_facts.quantization_imports(cfg.vllm_version, cfg.quantization)
-            for module in row["modules"]]
+    return [
+        {"module": module, "pip": row["pip"], "quantization": str(cfg.quantization)}
+        for row in vllm_facts.quantization_imports(cfg.vllm_version, cfg.quantization)
+        for module in row["modules"]
+    ]
 
 
 def spec_id(spec: InstallSpec, imports: list[dict[str, str]] | None = None) -> str:
@@ -113,11 +119,13 @@ def spec_id(spec: InstallSpec, imports: list[dict[str, str]] | None = None) -> s
 
 
 def facts_for(cfg: HostConfig) -> dict[str, Fact]:
-    return {"root": FileFact(cfg.vllm_root),
-            "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
-            "current": LinkFact(cfg.current_link),
-            "previous": LinkFact(cfg.previous_link),
-            "uv": CommandOk("command -v uv")}
+    return {
+        "root": FileFact(cfg.vllm_root),
+        "marker": FileFact(posixpath.join(cfg.venv_path, MARKER), with_content=True),
+        "current": LinkFact(cfg.current_link),
+        "previous": LinkFact(cfg.previous_link),
+        "uv": CommandOk("command -v uv"),
+    }
 
 
 def owned_venv(cfg: HostConfig, venv: str) -> str:
@@ -142,12 +150,27 @@ def install_change(cfg: HostConfig, venv: str, installer: Installer | None = Non
     installer = installer or choose(cfg, uv_on_path=False, uv_wheel=None)
     req = [f"{spec.package}=={spec.version}", *spec.pins]
     imports = verify_imports(cfg)
-    params = json.dumps({"version": spec.version, "spec_id": spec_id(spec, imports), "spec": spec.as_dict(),
-                         "marker": posixpath.join(venv, MARKER), "imports": imports})
-    script = (f"set -e; {_clear_venv(venv)}{install_commands(cfg, venv, installer)} </dev/null; "
-              f"cd / && {q(venv)}/bin/python -")
-    return Change("venv", venv, f"install {' '.join(req)} with {installer.tool} ({installer.why})", script,
-                  stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}", timeout=float(cfg.install_timeout))
+    params = json.dumps(
+        {
+            "version": spec.version,
+            "spec_id": spec_id(spec, imports),
+            "spec": spec.as_dict(),
+            "marker": posixpath.join(venv, MARKER),
+            "imports": imports,
+        }
+    )
+    script = (
+        f"set -e; {_clear_venv(venv)}{install_commands(cfg, venv, installer)} </dev/null; "
+        f"cd / && {q(venv)}/bin/python -"
+    )
+    return Change(
+        "venv",
+        venv,
+        f"install {' '.join(req)} with {installer.tool} ({installer.why})",
+        script,
+        stdin=f"PARAMS = {json.dumps(params)}\n{VERIFY_SCRIPT}",
+        timeout=float(cfg.install_timeout),
+    )
 
 
 def _clear_venv(venv: str) -> str:
@@ -155,10 +178,12 @@ def _clear_venv(venv: str) -> str:
     the marker, or an empty folder), renaming it away first so a run killed half way through
     the removal leaves no half venv under the real name; anything else fails the change."""
     v, old = q(venv), q(venv + ".vfleet-old")
-    return (f"rm -rf -- {old}; if [ -e {v} ] || [ -L {v} ]; then "
-            f"if [ -L {v} ] || {{ [ ! -f {v}/pyvenv.cfg ] && [ ! -f {v}/{MARKER} ] && [ -n \"$(ls -A -- {v})\" ]; }}; "
-            f"then echo {q(f'{venv} exists and is not a venv vfleet made: move it away or set vllm_venv_name')} >&2; "
-            f"exit 3; fi; mv -T -- {v} {old}; rm -rf -- {old}; fi; ")
+    return (
+        f"rm -rf -- {old}; if [ -e {v} ] || [ -L {v} ]; then "
+        f'if [ -L {v} ] || {{ [ ! -f {v}/pyvenv.cfg ] && [ ! -f {v}/{MARKER} ] && [ -n "$(ls -A -- {v})" ]; }}; '
+        f"then echo {q(f'{venv} exists and is not a venv vfleet made: move it away or set vllm_venv_name')} >&2; "
+        f"exit 3; fi; mv -T -- {v} {old}; rm -rf -- {old}; fi; "
+    )
 
 
 def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str | None) -> list[Change]:
@@ -168,13 +193,17 @@ def link_changes(cfg: HostConfig, venv: str, current: str | None, previous: str 
         return []
     root = cfg.vllm_root
     switch = owned_symlink_change(cfg.current_link, venv, current, root=root, what="vllm_root", notify=RESTART)
-    keep = owned_symlink_change(cfg.previous_link, current, previous, root=root, what="vllm_root") \
-        if current and current != "OTHER" else []
+    keep = (
+        owned_symlink_change(cfg.previous_link, current, previous, root=root, what="vllm_root")
+        if current and current != "OTHER"
+        else []
+    )
     return keep + switch
 
 
-def plan(cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True,
-         uv_wheel: str | None = None) -> list[Change]:
+def plan(
+    cfg: HostConfig, facts: Mapping[str, Any], *, switch: bool = True, uv_wheel: str | None = None
+) -> list[Change]:
     """Changes that put the pinned, verified venv in place (and `current` on it). uv_wheel:
     the uv wheel in the controller's wheelhouse (uv_wheel_in), pushed with the rest."""
     spec, venv = cfg.install_spec, cfg.venv_path
@@ -200,11 +229,21 @@ def push_wheelhouse(ctx: HostContext, cfg: HostConfig) -> None:
         return
     t0 = time.monotonic()
     ctx.run(f"mkdir -p -- {q(inside(cfg.vllm_root, cfg.wheelhouse_dir, 'wheelhouse'))}")
-    stats = rsync_push(ctx, str(src), cfg.wheelhouse_dir, delete=False,
-                       on_progress=lambda done, pct: ctx.progress(pct, 100, "wheelhouse %"))
-    ctx.record("wheelhouse", cfg.wheelhouse_dir, Status.CHANGED if stats.literal_bytes else Status.OK,
-               f"{stats.bytes_sent} bytes sent", elapsed_s=time.monotonic() - t0,
-               data={"bytes_sent": stats.bytes_sent})
+    stats = rsync_push(
+        ctx,
+        str(src),
+        cfg.wheelhouse_dir,
+        delete=False,
+        on_progress=lambda done, pct: ctx.progress(pct, 100, "wheelhouse %"),
+    )
+    ctx.record(
+        "wheelhouse",
+        cfg.wheelhouse_dir,
+        Status.CHANGED if stats.literal_bytes else Status.OK,
+        f"{stats.bytes_sent} bytes sent",
+        elapsed_s=time.monotonic() - t0,
+        data={"bytes_sent": stats.bytes_sent},
+    )
 
 
 def install_venv(ctx: HostContext, *, switch: bool = True) -> str:

@@ -18,6 +18,7 @@ What vfleet adds, before any byte is copied to a host:
   snapshot verified, by a rename): the user's cache is never written to, and the copy's id
   changes exactly when the commit does, so a branch that moved is a change deploy and
   `--check` show before a byte is copied."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,7 @@ from vfleet.roles.model_source._manifest import MANIFEST_NAME, sha256_file
 
 __all__ = ["HubError", "HubRef", "Export", "is_hub", "parse", "resolve", "export_root", "never_download", "find_export"]
 
-GIT_BLOB_LIMIT = 64 * 1024 * 1024   # a regular (non-LFS) git file; the hub sends larger ones through LFS
+GIT_BLOB_LIMIT = 64 * 1024 * 1024  # a regular (non-LFS) git file; the hub sends larger ones through LFS
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 
@@ -51,7 +52,7 @@ class HubRef:
 
     repo_id: str
     revision: str
-    what: str = field(default="model_source", compare=False)   # the variable errors name
+    what: str = field(default="model_source", compare=False)  # the variable errors name
 
     @property
     def spec(self) -> str:
@@ -107,21 +108,27 @@ def _one_line(e: BaseException) -> str:
 def _snapshot(ref: HubRef) -> Path:
     """The snapshot folder of `ref` in the cache: downloaded into it when online, read from it
     when HF_HUB_OFFLINE is set (the hub's own errors, each turned into one line)."""
-    from huggingface_hub import constants, is_offline_mode, snapshot_download
-    from huggingface_hub import errors as hub_errors
+    from huggingface_hub import constants, errors as hub_errors, is_offline_mode, snapshot_download
 
     offline = is_offline_mode() or _cache_only
     try:
         return Path(snapshot_download(ref.repo_id, revision=ref.revision, local_files_only=offline))
     except hub_errors.LocalEntryNotFoundError:
-        how = ("vfleet status never downloads" if _cache_only else "HF_HUB_OFFLINE is set") if offline \
+        how = (
+            ("vfleet status never downloads" if _cache_only else "HF_HUB_OFFLINE is set")
+            if offline
             else "the hub cannot be reached"
-        raise HubError(f"{ref.what} {ref.spec}: revision {ref.revision!r} is not in the Hugging Face cache "
-                       f"({constants.HF_HUB_CACHE}) and {how}; run `{shlex.join(['hf', 'download', ref.repo_id, '--revision', ref.revision])}` "
-                       "where the hub is reachable, with the same HF_HOME") from None
+        )
+        raise HubError(
+            f"{ref.what} {ref.spec}: revision {ref.revision!r} is not in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}) and {how}; run `{shlex.join(['hf', 'download', ref.repo_id, '--revision', ref.revision])}` "
+            "where the hub is reachable, with the same HF_HOME"
+        ) from None
     except (hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError, hub_errors.GatedRepoError) as e:
-        raise HubError(f"{ref.what} {ref.spec}: {_one_line(e).split(' Request ID')[0]}; check the name, "
-                       "the revision and `hf auth login`") from None
+        raise HubError(
+            f"{ref.what} {ref.spec}: {_one_line(e).split(' Request ID')[0]}; check the name, "
+            "the revision and `hf auth login`"
+        ) from None
     except (hub_errors.HfHubHTTPError, OSError) as e:
         raise HubError(f"{ref.what} {ref.spec}: the download failed: {_one_line(e)}; a re-run resumes it") from None
 
@@ -152,28 +159,40 @@ def _verified(ref: HubRef, snapshot: Path) -> dict[str, tuple[Path, str]]:
         if entry.is_dir() and not entry.is_symlink():
             continue
         if "\n" in name or "\\" in name or name == MANIFEST_NAME:
-            raise HubError(f"{ref.what} {ref.spec}: {name!r}: a file name vfleet does not copy; remove it from the repo")
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name!r}: a file name vfleet does not copy; remove it from the repo"
+            )
         if not entry.is_symlink():
-            raise HubError(f"{ref.what} {ref.spec}: {name} is not a link into the cache's blobs, so no hash "
-                           f"is recorded for it; delete {snapshot} and download the revision again")
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name} is not a link into the cache's blobs, so no hash "
+                f"is recorded for it; delete {snapshot} and download the revision again"
+            )
         first_hop = Path(os.path.abspath(entry.parent / os.readlink(entry)))
         in_blobs = first_hop.parent.resolve() == blobs
         target = entry.resolve()
         if in_blobs and not target.exists():
-            raise HubError(f"{ref.what} {ref.spec}: {name}: its blob {first_hop.name[:16]}... is missing from the "
-                           "cache; download the revision again")
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name}: its blob {first_hop.name[:16]}... is missing from the "
+                "cache; download the revision again"
+            )
         if not in_blobs or not target.is_relative_to(cache) or not target.is_file():
-            raise HubError(f"{ref.what} {ref.spec}: {name} links to {os.readlink(entry)}, outside the repo's "
-                           f"blobs in {cache}; delete {snapshot} and download the revision again")
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name} links to {os.readlink(entry)}, outside the repo's "
+                f"blobs in {cache}; delete {snapshot} and download the revision again"
+            )
         try:
             sha256 = _file_sha256(target, first_hop.name)
         except OSError as e:
-            raise HubError(f"{ref.what} {ref.spec}: {name}: cannot read its blob {target}: {e.strerror or e}; "
-                           "run vfleet as a user who can read the Hugging Face cache") from None
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name}: cannot read its blob {target}: {e.strerror or e}; "
+                "run vfleet as a user who can read the Hugging Face cache"
+            ) from None
         if not sha256:
-            raise HubError(f"{ref.what} {ref.spec}: {name} does not match the hash the hub recorded for it "
-                           f"({first_hop.name[:16]}...); the cache is damaged: delete {first_hop} and download "
-                           "the revision again")
+            raise HubError(
+                f"{ref.what} {ref.spec}: {name} does not match the hash the hub recorded for it "
+                f"({first_hop.name[:16]}...); the cache is damaged: delete {first_hop} and download "
+                "the revision again"
+            )
         files[name] = (target, sha256)
     if not files:
         raise HubError(f"{ref.what} {ref.spec}: the snapshot {snapshot} is empty; download the revision again")
@@ -193,7 +212,7 @@ def _write_export(folder: Path, files: dict[str, tuple[Path, str]]) -> None:
         os.rename(tmp, folder)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (folder / MANIFEST_NAME).is_file():   # not a run beside this one that finished first
+        if not (folder / MANIFEST_NAME).is_file():  # not a run beside this one that finished first
             raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -222,12 +241,14 @@ def resolve(ref: HubRef) -> Export:
     snapshot = _snapshot(ref)
     commit = snapshot.name
     folder = _export_folder(ref, commit)
-    if not _whole(folder):   # never made, interrupted, or its blobs were deleted from the cache since
+    if not _whole(folder):  # never made, interrupted, or its blobs were deleted from the cache since
         try:
             if folder.exists():
                 shutil.rmtree(folder)
             _write_export(folder, _verified(ref, snapshot))
         except OSError as e:
-            raise HubError(f"{ref.what} {ref.spec}: cannot write vfleet's export {folder}: {e.strerror or e}; "
-                           "free space there or point XDG_CACHE_HOME elsewhere") from None
+            raise HubError(
+                f"{ref.what} {ref.spec}: cannot write vfleet's export {folder}: {e.strerror or e}; "
+                "free space there or point XDG_CACHE_HOME elsewhere"
+            ) from None
     return Export(ref, commit, folder)

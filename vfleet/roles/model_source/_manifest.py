@@ -12,6 +12,7 @@ Line format (GNU coreutils, text mode): "<64 hex>  <relative path>\\n", sorted b
 paths relative to the model dir with "/" separators. Names with a newline or a backslash are
 refused (sha256sum would escape them, and a model has no business with such names).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,9 +72,12 @@ def index_shards(model_dir: Path) -> list[str]:
     # publisher's file. Its weight_map lists every tensor, ~8 MB for DeepSeek-V3: 64 MiB is ample.
     weight_map = mapping(read_json(idx, INDEX_LIMIT), str(idx)).get("weight_map")
     if not isinstance(weight_map, dict) or not all(
-            isinstance(v, str) and 0 < len(v) <= 1024 and "\n" not in v for v in weight_map.values()):
-        raise ManifestError(f"{idx}: key 'weight_map': expected a map of tensor names to shard file names; "
-                            "fix the index or download the model again")
+        isinstance(v, str) and 0 < len(v) <= 1024 and "\n" not in v for v in weight_map.values()
+    ):
+        raise ManifestError(
+            f"{idx}: key 'weight_map': expected a map of tensor names to shard file names; "
+            "fix the index or download the model again"
+        )
     return sorted(set(weight_map.values()))
 
 
@@ -94,8 +98,7 @@ def make_manifest(model_dir: Path | str) -> dict:
     shards = index_shards(model_dir)
     missing = [s for s in shards if s not in files]
     if missing:
-        raise ManifestError(f"{model_dir}: shards named in {INDEX_NAME} are missing: "
-                            + ", ".join(missing))
+        raise ManifestError(f"{model_dir}: shards named in {INDEX_NAME} are missing: " + ", ".join(missing))
     return {
         "files": files,
         "total_bytes": sum(f["size"] for f in files.values()),
@@ -152,13 +155,15 @@ def verify_command(model_dir: str) -> str:
         "print('missing shards: '+' '.join(miss), file=sys.stderr) if miss else None; "
         "sys.exit(1 if miss else 0)" % INDEX_NAME
     )
-    return (f"cd {d} && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
-            f"{{ [ ! -e {INDEX_NAME} ] || python3 -c {shlex.quote(check_index)}; }}")
+    return (
+        f"cd {d} && sha256sum --quiet --strict -c {MANIFEST_NAME} && "
+        f"{{ [ ! -e {INDEX_NAME} ] || python3 -c {shlex.quote(check_index)}; }}"
+    )
 
 
 if __name__ == "__main__":
     import sys
+
     for d in sys.argv[1:]:
         r = write_manifest(d)
-        print(f"{d}: {len(r['files'])} files, {r['total_bytes']} bytes, "
-              f"{'written' if r['changed'] else 'unchanged'}")
+        print(f"{d}: {len(r['files'])} files, {r['total_bytes']} bytes, {'written' if r['changed'] else 'unchanged'}")

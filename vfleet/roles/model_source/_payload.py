@@ -10,6 +10,7 @@ copies kept under .versions, an atomic link switch that restarts the service); o
 copy lives, what its source folder must hold and how an error names it differ. _sync.py reads
 a Payload, never the config's model fields, so both take the same path to the host.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,7 +24,17 @@ from vfleet.engine.errors import VfleetError
 from vfleet.engine.strict_json import MIB, JsonFileError, mapping, read_json
 from vfleet.roles.model_source import _hub as hub
 
-__all__ = ["Payload", "model_payload", "adapter_payload", "adapter_payload_of", "draft_payload", "adapter_config", "hub_export", "adapter_rank", "ADAPTER_CONFIG"]
+__all__ = [
+    "Payload",
+    "model_payload",
+    "adapter_payload",
+    "adapter_payload_of",
+    "draft_payload",
+    "adapter_config",
+    "hub_export",
+    "adapter_rank",
+    "ADAPTER_CONFIG",
+]
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -42,7 +53,7 @@ class Payload:
     live: str
     root: str
     required: str
-    step: str           # the run's step names: "weights", "lora <name>"
+    step: str  # the run's step names: "weights", "lora <name>"
 
     @property
     def key(self) -> str:
@@ -63,33 +74,59 @@ class Payload:
 
 
 def model_payload(cfg: HostConfig) -> Payload:
-    return Payload("model_source", "model_path", str(cfg.model_name), cfg.model_source, cfg.model_revision,
-                   str(cfg.model_path), cfg.model_dir, "config.json", "weights")
+    return Payload(
+        "model_source",
+        "model_path",
+        str(cfg.model_name),
+        cfg.model_source,
+        cfg.model_revision,
+        str(cfg.model_path),
+        cfg.model_dir,
+        "config.json",
+        "weights",
+    )
 
 
 def adapter_payload(cfg: HostConfig, adapter: LoraAdapter) -> Payload:
-    return Payload(f"lora_adapters[{adapter.name}].source", f"lora_adapters[{adapter.name}]",
-                   f"lora-{adapter.name}", adapter.source,
-                   adapter.revision, cfg.adapter_path(adapter.name), cfg.model_dir, ADAPTER_CONFIG,
-                   f"lora {adapter.name}")
+    return Payload(
+        f"lora_adapters[{adapter.name}].source",
+        f"lora_adapters[{adapter.name}]",
+        f"lora-{adapter.name}",
+        adapter.source,
+        adapter.revision,
+        cfg.adapter_path(adapter.name),
+        cfg.model_dir,
+        ADAPTER_CONFIG,
+        f"lora {adapter.name}",
+    )
 
 
 def draft_payload(cfg: HostConfig) -> Payload:
     """The speculative draft model (speculative_decoding.source), beside the model."""
     spec = cfg.speculative
-    return Payload("speculative_decoding.source", "speculative_decoding", f"draft-{cfg.service_name}",
-                   spec.source if spec else None, spec.revision if spec else None, cfg.draft_path,
-                   cfg.model_dir, "config.json", "draft")
+    return Payload(
+        "speculative_decoding.source",
+        "speculative_decoding",
+        f"draft-{cfg.service_name}",
+        spec.source if spec else None,
+        spec.revision if spec else None,
+        cfg.draft_path,
+        cfg.model_dir,
+        "config.json",
+        "draft",
+    )
 
 
 def adapter_payload_of(name: str) -> Callable[[HostConfig], Payload]:
     """What sync.run asks each host for: the payload of its adapter called `name` (the hosts
     of one model declare the same adapters, vfleet/config/lora.py)."""
+
     def payload_of(cfg: HostConfig) -> Payload:
         for adapter in cfg.lora_adapters:
             if adapter.name == name:
                 return adapter_payload(cfg, adapter)
         raise VfleetError(f"host '{cfg.name}' declares no lora adapter {name!r}")
+
     return payload_of
 
 
@@ -105,8 +142,10 @@ def adapter_config(cfg: HostConfig, adapter: LoraAdapter) -> tuple[Path, Mapping
     JsonFileError for a damaged one."""
     folder = adapter_payload(cfg, adapter).controller_folder()
     if folder is None or not (folder / ADAPTER_CONFIG).is_file():
-        raise VfleetError(f"{adapter.source}: no {ADAPTER_CONFIG} there; point source at a LoRA adapter folder "
-                          f"(the one peft's save_pretrained wrote)")
+        raise VfleetError(
+            f"{adapter.source}: no {ADAPTER_CONFIG} there; point source at a LoRA adapter folder "
+            f"(the one peft's save_pretrained wrote)"
+        )
     return folder, mapping(read_json(folder / ADAPTER_CONFIG, MIB), ADAPTER_CONFIG)
 
 
@@ -121,6 +160,8 @@ def adapter_rank(cfg: HostConfig, adapter: LoraAdapter) -> int:
     except VfleetError as e:
         raise VfleetError(f"lora_adapters[{adapter.name}]: {e}") from None
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 4096:
-        raise VfleetError(f"{where}: {ADAPTER_CONFIG} has no rank 'r' between 1 and 4096 (found {rank!r}); "
-                          f"re-save the adapter with peft")
+        raise VfleetError(
+            f"{where}: {ADAPTER_CONFIG} has no rank 'r' between 1 and 4096 (found {rank!r}); "
+            f"re-save the adapter with peft"
+        )
     return rank

@@ -7,12 +7,10 @@ scrape (prometheus.yml + targets), rules (alerts), dashboard (Grafana JSON), fil
 `vfleet monitor --dest` writes), deploy (facts, plan, apply on a monitoring host), exporter
 (the nginx exporter on a gateway), gpu_exporter (node_exporter and the GPU producer on a vLLM
 host), gpu_textfile (the producer itself, copied to the host), gpu_rules (the GPU alerts)."""
+
 from __future__ import annotations
 
+from . import _deploy as deploy, _exporter as exporter, _gpu_exporter as gpu_exporter, _mtail as mtail
 from ._files import monitoring_files, write_tree
-from . import _deploy as deploy
-from . import _exporter as exporter
-from . import _gpu_exporter as gpu_exporter
-from . import _mtail as mtail
 
 __all__ = ["deploy", "exporter", "gpu_exporter", "monitoring_files", "mtail", "write_tree"]

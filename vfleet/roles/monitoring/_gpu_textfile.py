@@ -17,6 +17,7 @@ What it says when things go wrong: nvidia-smi missing, failing (exit != 0: drive
 GPU lost), hanging past --timeout, or printing a line that is not a GPU's row (`Unable to
 determine the device handle for GPU 0000:3B:00.0: GPU is lost. ...`) -> vfleet_gpu_smi_ok 0;
 the GPUs it did list are still reported, and vfleet_gpu_devices says how many."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,16 @@ import tempfile
 from dataclasses import dataclass, field
 
 # `name` last: the real tool does not quote, and only a name could hold ", ".
-FIELDS = ("index", "uuid", "pci.bus_id", "utilization.gpu", "memory.used", "memory.total",
-          "ecc.errors.uncorrected.volatile.total", "name")
+FIELDS = (
+    "index",
+    "uuid",
+    "pci.bus_id",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "name",
+)
 COMMAND = ("nvidia-smi", f"--query-gpu={','.join(FIELDS)}", "--format=csv,noheader,nounits")
 MIB = 1024 * 1024
 # Debian's prometheus-node-exporter reads *.prom in this folder (its README.textfile).
@@ -38,12 +47,22 @@ PREFIX = "vfleet_gpu_"
 
 # (metric, TYPE, HELP, field, scale): one series per GPU, left out where the GPU says [N/A].
 PER_GPU = (
-    ("utilization_ratio", "gauge", "Fraction of the last sample period a kernel ran on the GPU "
-     "(nvidia-smi utilization.gpu / 100).", "utilization.gpu", 0.01),
+    (
+        "utilization_ratio",
+        "gauge",
+        "Fraction of the last sample period a kernel ran on the GPU (nvidia-smi utilization.gpu / 100).",
+        "utilization.gpu",
+        0.01,
+    ),
     ("memory_used_bytes", "gauge", "GPU memory in use (nvidia-smi memory.used).", "memory.used", MIB),
     ("memory_total_bytes", "gauge", "GPU memory (nvidia-smi memory.total).", "memory.total", MIB),
-    ("ecc_uncorrected_errors_total", "counter", "Uncorrected ECC errors since the driver loaded "
-     "(nvidia-smi ecc.errors.uncorrected.volatile.total).", "ecc.errors.uncorrected.volatile.total", 1),
+    (
+        "ecc_uncorrected_errors_total",
+        "counter",
+        "Uncorrected ECC errors since the driver loaded (nvidia-smi ecc.errors.uncorrected.volatile.total).",
+        "ecc.errors.uncorrected.volatile.total",
+        1,
+    ),
 )
 
 
@@ -103,13 +122,24 @@ def _metric(name: str, kind: str, help_: str, samples: list[str]) -> list[str]:
 
 def render(reading: Reading, expected: int) -> str:
     """The textfile: HELP and TYPE for every metric, one series per GPU that answered."""
-    lines = _metric("smi_ok", "gauge", "1 if nvidia-smi answered for every GPU, 0 if it failed, hung, "
-                    "is missing or reported a GPU it cannot reach.", [f"{PREFIX}smi_ok {int(reading.ok)}"])
+    lines = _metric(
+        "smi_ok",
+        "gauge",
+        "1 if nvidia-smi answered for every GPU, 0 if it failed, hung, is missing or reported a GPU it cannot reach.",
+        [f"{PREFIX}smi_ok {int(reading.ok)}"],
+    )
     lines += _metric("devices", "gauge", "GPUs nvidia-smi listed.", [f"{PREFIX}devices {len(reading.gpus)}"])
-    lines += _metric("devices_expected", "gauge", "GPUs this host should have (vfleet's inventory).",
-                     [f"{PREFIX}devices_expected {expected}"])
-    info = [f'{PREFIX}info{{gpu="{_label(g["index"])}",uuid="{_label(g["uuid"])}",name="{_label(g["name"])}",'
-            f'pci_bus_id="{_label(g["pci.bus_id"])}"}} 1' for g in reading.gpus]
+    lines += _metric(
+        "devices_expected",
+        "gauge",
+        "GPUs this host should have (vfleet's inventory).",
+        [f"{PREFIX}devices_expected {expected}"],
+    )
+    info = [
+        f'{PREFIX}info{{gpu="{_label(g["index"])}",uuid="{_label(g["uuid"])}",name="{_label(g["name"])}",'
+        f'pci_bus_id="{_label(g["pci.bus_id"])}"}} 1'
+        for g in reading.gpus
+    ]
     lines += _metric("info", "gauge", "One series per GPU nvidia-smi listed, naming it.", info)
     for name, kind, help_, key, scale in PER_GPU:
         samples = []
@@ -128,7 +158,7 @@ def write_atomically(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)   # node_exporter runs as `prometheus`
+        os.chmod(tmp, 0o644)  # node_exporter runs as `prometheus`
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -144,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     reading = read(args.timeout, args.smi)
     for problem in reading.problems:
-        print(problem, file=sys.stderr)   # to the journal; the metric says it too
+        print(problem, file=sys.stderr)  # to the journal; the metric says it too
     write_atomically(args.output, render(reading, args.expected))
     return 0
 

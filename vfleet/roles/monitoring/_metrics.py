@@ -1,6 +1,7 @@
 """vLLM's Prometheus metric names per release, as the alert rules and the dashboard need them:
 the names of vfleet.config.vllm_facts.metric_names (the version table, each row with its source) under
 the logical names the rules use."""
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -10,11 +11,18 @@ from vfleet.config import vllm_facts
 __all__ = ["LOGICAL", "metric_names_for", "fleet_metric_names"]
 
 # the rules' logical name -> vllm_facts.metric_names' key
-_KEYS = {"requests_running": "running", "requests_waiting": "waiting", "preemptions": "preemptions",
-         "generation_tokens": "generation_tokens", "prompt_tokens": "prompt_tokens", "ttft": "ttft",
-         "e2e_latency": "e2e_latency", "kv_cache_usage": "kv_cache_usage"}
+_KEYS = {
+    "requests_running": "running",
+    "requests_waiting": "waiting",
+    "preemptions": "preemptions",
+    "generation_tokens": "generation_tokens",
+    "prompt_tokens": "prompt_tokens",
+    "ttft": "ttft",
+    "e2e_latency": "e2e_latency",
+    "kv_cache_usage": "kv_cache_usage",
+}
 LOGICAL = tuple(sorted(_KEYS))
-NEWEST = "999.0.0"   # an unknown version is watched under the newest names
+NEWEST = "999.0.0"  # an unknown version is watched under the newest names
 
 
 def _release(version: str | None) -> tuple[int, int] | None:

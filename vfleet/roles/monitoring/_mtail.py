@@ -12,6 +12,7 @@ idle while LOGS is empty, which is how the package leaves it.
 
 The same shape as _exporter.py: `facts_for`, `plan` (the defaults file and the program, each
 checked: the program by `mtail --compile_only` before it is kept), `configure`."""
+
 from __future__ import annotations
 
 import posixpath
@@ -26,17 +27,27 @@ from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.roles.monitoring._packaged import daemon_changes, refuse_masked
 
-__all__ = ["PACKAGE", "DEFAULTS_FILE", "UNIT", "PROGRAM_NAME", "PROGRAM_PATH", "program_text", "facts_for",
-           "defaults_text", "plan", "configure"]
+__all__ = [
+    "PACKAGE",
+    "DEFAULTS_FILE",
+    "UNIT",
+    "PROGRAM_NAME",
+    "PROGRAM_PATH",
+    "program_text",
+    "facts_for",
+    "defaults_text",
+    "plan",
+    "configure",
+]
 
 PACKAGE = "mtail"
-DEFAULTS_FILE = "/etc/default/mtail"   # EnvironmentFile= of Debian's unit: LOGS, HOST, PORT, EXTRA_ARGS
+DEFAULTS_FILE = "/etc/default/mtail"  # EnvironmentFile= of Debian's unit: LOGS, HOST, PORT, EXTRA_ARGS
 UNIT = "mtail.service"
 # Debian's nginx writes its logs 0640 www-data:adm; Debian's mtail runs as user mtail, which
 # reads them as a member of adm (the group Debian gives log readers). Found on the lab: without
 # it mtail logged "permission denied" every 250 ms and counted nothing.
 LOG_READER, LOG_GROUP = "mtail", "adm"
-PROGRAMS_DIR = "/etc/mtail"            # the unit's --progs
+PROGRAMS_DIR = "/etc/mtail"  # the unit's --progs
 PROGRAM_NAME = "vfleet_gateway.mtail"
 PROGRAM_PATH = posixpath.join(PROGRAMS_DIR, PROGRAM_NAME)
 # --port 0: the check must not collide with the running mtail's listener
@@ -48,34 +59,64 @@ def program_text() -> str:
 
 
 def facts_for(*, diff: bool = False) -> dict[str, Fact]:
-    return {"mtail": CommandOk(f"command -v {PACKAGE}"), "unit": UnitFact(UNIT),
-            "defaults": FileFact(DEFAULTS_FILE, with_content=diff),
-            "program": FileFact(PROGRAM_PATH, with_content=diff),
-            "reads_logs": CommandOk(f"id -nG {LOG_READER} 2>/dev/null | grep -qw {LOG_GROUP}")}
+    return {
+        "mtail": CommandOk(f"command -v {PACKAGE}"),
+        "unit": UnitFact(UNIT),
+        "defaults": FileFact(DEFAULTS_FILE, with_content=diff),
+        "program": FileFact(PROGRAM_PATH, with_content=diff),
+        "reads_logs": CommandOk(f"id -nG {LOG_READER} 2>/dev/null | grep -qw {LOG_GROUP}"),
+    }
 
 
 def defaults_text(cfg: HostConfig) -> str:
     """The access log to tail and the port to serve /metrics on (every address, as the nginx
     exporter: the monitoring host scrapes it)."""
-    return ("# Managed by vfleet (vfleet/roles/monitoring/_mtail.py): local edits are overwritten.\n"
-            f"LOGS={ACCESS_LOG}\n"
-            f"PORT={cfg.monitoring.gateway_mtail_port}\n"
-            "HOST=\n"   # mtail's own default (every address), not the unit's "::" (no IPv6 here? no bind)
-            "EXTRA_ARGS=\n")
+    return (
+        "# Managed by vfleet (vfleet/roles/monitoring/_mtail.py): local edits are overwritten.\n"
+        f"LOGS={ACCESS_LOG}\n"
+        f"PORT={cfg.monitoring.gateway_mtail_port}\n"
+        "HOST=\n"  # mtail's own default (every address), not the unit's "::" (no IPv6 here? no bind)
+        "EXTRA_ARGS=\n"
+    )
 
 
 def plan(cfg: HostConfig, facts: Mapping[str, Any]) -> list[Change]:
     """Changes that make this gateway run mtail with vfleet's program; [] when it does."""
     refuse_masked(UNIT, facts["unit"])
-    args = file_change(DEFAULTS_FILE, defaults_text(cfg), facts["defaults"], mode="0644", owner="root",
-                       group="root", action="mtail args")
-    if not facts["reads_logs"]:   # a new group applies to a new process: restarted with the args
-        args.append(command("user", LOG_READER, f"joins {LOG_GROUP} (reads nginx's logs)",
-                            f"usermod -a -G {LOG_GROUP} {LOG_READER}"))
-    program = file_change(PROGRAM_PATH, program_text(), facts["program"], mode="0644", owner="root",
-                          group="root", action="mtail program", validate=CHECK)
-    return daemon_changes(PACKAGE, UNIT, facts["unit"], fresh=not facts["mtail"], args=args, config=program,
-                          restart_why="new install or LOGS/PORT")
+    args = file_change(
+        DEFAULTS_FILE,
+        defaults_text(cfg),
+        facts["defaults"],
+        mode="0644",
+        owner="root",
+        group="root",
+        action="mtail args",
+    )
+    if not facts["reads_logs"]:  # a new group applies to a new process: restarted with the args
+        args.append(
+            command(
+                "user", LOG_READER, f"joins {LOG_GROUP} (reads nginx's logs)", f"usermod -a -G {LOG_GROUP} {LOG_READER}"
+            )
+        )
+    program = file_change(
+        PROGRAM_PATH,
+        program_text(),
+        facts["program"],
+        mode="0644",
+        owner="root",
+        group="root",
+        action="mtail program",
+        validate=CHECK,
+    )
+    return daemon_changes(
+        PACKAGE,
+        UNIT,
+        facts["unit"],
+        fresh=not facts["mtail"],
+        args=args,
+        config=program,
+        restart_why="new install or LOGS/PORT",
+    )
 
 
 def configure(ctx: HostContext) -> None:

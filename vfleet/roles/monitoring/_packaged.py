@@ -6,6 +6,7 @@ Why a restart on a fresh install: the package's postinst starts the daemon at on
 package's own ARGS (Prometheus on 0.0.0.0:9090, the exporter reading 127.0.0.1:8080), before
 vfleet's /etc/default file exists; an ARGS change needs one too (a listen address is not
 reloadable). Only config files (Prometheus's) are picked up by a reload."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -23,8 +24,16 @@ def refuse_masked(unit: str, state: UnitState) -> None:
         raise HostFailed(f"{unit} is masked on this host; `systemctl unmask {unit}` if it should run here")
 
 
-def daemon_changes(package: str, unit: str, state: UnitState, *, fresh: bool, args: Sequence[Change],
-                   config: Sequence[Change] = (), restart_why: str) -> list[Change]:
+def daemon_changes(
+    package: str,
+    unit: str,
+    state: UnitState,
+    *,
+    fresh: bool,
+    args: Sequence[Change],
+    config: Sequence[Change] = (),
+    restart_why: str,
+) -> list[Change]:
     """The install (when `fresh`), the ARGS file's and config files' changes (already planned),
     the unit enabled and started, then one restart (fresh install or new ARGS) or one reload
     (config only) of a daemon that was running; [] when nothing differs."""

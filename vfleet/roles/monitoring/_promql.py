@@ -1,6 +1,7 @@
 """PromQL over vLLM's metric names, shared by the alert rules, the verdict alerts and the
 dashboard. Its own module so that _rules.py and _verdict_rules.py both import it without a
 cycle."""
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence

@@ -13,29 +13,41 @@ a queue that keeps growing, any preemption, TTFT p95 over its target, a host who
 while requests run (a known vLLM failure). A second group watches each gateway's nginx
 through its exporter: GatewayDown when the exporter cannot be scraped (up == 0) or cannot
 read nginx's stub_status (nginx_up == 0), held for monitoring_down_for as VllmHostDown is."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 import yaml
 
+from vfleet.config.monitoring import Thresholds
 from vfleet.roles.monitoring._gpu_rules import gpu_rules
 from vfleet.roles.monitoring._promql import Names, any_of
 from vfleet.roles.monitoring._scrape import GATEWAY_JOB, VLLM_JOB
-from vfleet.config.monitoring import Thresholds
 from vfleet.roles.monitoring._usage_rules import usage_group
 from vfleet.roles.monitoring._verdict_rules import verdict_group
 
 __all__ = ["ALERTS", "GATEWAY_ALERTS", "alert_rules", "gateway_rules", "rules_yaml"]
 
-ALERTS = ("VllmHostDown", "VllmKvCacheNearFull", "VllmRequestsQueueGrowing", "VllmPreemptions",
-          "VllmTtftP95High", "VllmEngineStuck")
+ALERTS = (
+    "VllmHostDown",
+    "VllmKvCacheNearFull",
+    "VllmRequestsQueueGrowing",
+    "VllmPreemptions",
+    "VllmTtftP95High",
+    "VllmEngineStuck",
+)
 GATEWAY_ALERTS = ("GatewayDown",)
 
 
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity},
-            "annotations": {"summary": summary, "description": description}}
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "description": description},
+    }
 
 
 def alert_rules(names: Names, th: Thresholds, limits: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -53,33 +65,65 @@ def alert_rules(names: Names, th: Thresholds, limits: Mapping[str, int] | None =
     generated = any_of(names, "generation_tokens", lambda n: f"increase({n}{sel}[{th.stuck_for}])")
     by = "host, model, service"
     rules = [
-        _alert("VllmHostDown", f'up{sel} == 0', th.down_for, "critical",
-               "vLLM host {{ $labels.host }} is down",
-               "Prometheus cannot scrape {{ $labels.instance }}/metrics: the service is stopped, "
-               "starting, or the host is unreachable."),
-        _alert("VllmKvCacheNearFull", f"{kv} > {th.kv_cache_usage_max:g}", th.kv_cache_for, "warning",
-               "KV cache of {{ $labels.host }} is {{ $value | humanizePercentage }} full",
-               "Requests queue or are preempted soon; lower max_num_seqs/max_model_len, cap "
-               "max_tokens, or add hosts."),
-        _alert("VllmRequestsQueueGrowing", f"({waiting} > {th.waiting_max}) and ({waiting_deriv} > 0)",
-               th.waiting_for, "warning",
-               "{{ $value }} requests waiting on {{ $labels.host }}, and growing",
-               "The host admits requests slower than they arrive."),
-        _alert("VllmPreemptions", f"{preempt} > {th.preemptions_max}", "0m", "warning",
-               "{{ $labels.host }} preempted {{ $value }} requests in the last " + w,
-               "The KV cache cannot hold the running batch: sequences are evicted and recomputed."),
-        _alert("VllmTtftP95High",
-               f"histogram_quantile(0.95, sum by (le, {by}) ({ttft})) > {th.ttft_p95_seconds:g}",
-               th.ttft_for, "warning",
-               "TTFT p95 of {{ $labels.host }} is {{ $value | humanizeDuration }}",
-               f"Above the {th.ttft_p95_seconds:g} s target over {w}."),
-        _alert("VllmEngineStuck", f"({running} > 0) and ({generated} == 0)", th.stuck_for, "critical",
-               "vLLM on {{ $labels.host }} runs {{ $value }} requests but generates no token",
-               "/health may still answer 200; restart the service (vfleet restart --limit "
-               "{{ $labels.host }})."),
+        _alert(
+            "VllmHostDown",
+            f"up{sel} == 0",
+            th.down_for,
+            "critical",
+            "vLLM host {{ $labels.host }} is down",
+            "Prometheus cannot scrape {{ $labels.instance }}/metrics: the service is stopped, "
+            "starting, or the host is unreachable.",
+        ),
+        _alert(
+            "VllmKvCacheNearFull",
+            f"{kv} > {th.kv_cache_usage_max:g}",
+            th.kv_cache_for,
+            "warning",
+            "KV cache of {{ $labels.host }} is {{ $value | humanizePercentage }} full",
+            "Requests queue or are preempted soon; lower max_num_seqs/max_model_len, cap max_tokens, or add hosts.",
+        ),
+        _alert(
+            "VllmRequestsQueueGrowing",
+            f"({waiting} > {th.waiting_max}) and ({waiting_deriv} > 0)",
+            th.waiting_for,
+            "warning",
+            "{{ $value }} requests waiting on {{ $labels.host }}, and growing",
+            "The host admits requests slower than they arrive.",
+        ),
+        _alert(
+            "VllmPreemptions",
+            f"{preempt} > {th.preemptions_max}",
+            "0m",
+            "warning",
+            "{{ $labels.host }} preempted {{ $value }} requests in the last " + w,
+            "The KV cache cannot hold the running batch: sequences are evicted and recomputed.",
+        ),
+        _alert(
+            "VllmTtftP95High",
+            f"histogram_quantile(0.95, sum by (le, {by}) ({ttft})) > {th.ttft_p95_seconds:g}",
+            th.ttft_for,
+            "warning",
+            "TTFT p95 of {{ $labels.host }} is {{ $value | humanizeDuration }}",
+            f"Above the {th.ttft_p95_seconds:g} s target over {w}.",
+        ),
+        _alert(
+            "VllmEngineStuck",
+            f"({running} > 0) and ({generated} == 0)",
+            th.stuck_for,
+            "critical",
+            "vLLM on {{ $labels.host }} runs {{ $value }} requests but generates no token",
+            "/health may still answer 200; restart the service (vfleet restart --limit {{ $labels.host }}).",
+        ),
     ]
-    return {"groups": [{"name": "vllm", "rules": rules}, {"name": "gateway", "rules": gateway_rules(th)},
-                       {"name": "gpu", "rules": gpu_rules(th)}, verdict_group(names, th, limits), usage_group(th)]}
+    return {
+        "groups": [
+            {"name": "vllm", "rules": rules},
+            {"name": "gateway", "rules": gateway_rules(th)},
+            {"name": "gpu", "rules": gpu_rules(th)},
+            verdict_group(names, th, limits),
+            usage_group(th),
+        ]
+    }
 
 
 def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
@@ -88,11 +132,16 @@ def gateway_rules(th: Thresholds) -> list[dict[str, Any]]:
     does not manage, and the per-host max_conns caps answer 503 long before it."""
     sel = f'{{job="{GATEWAY_JOB}"}}'
     return [
-        _alert("GatewayDown", f"(up{sel} == 0) or (nginx_up{sel} == 0)", th.down_for, "critical",
-               "nginx gateway {{ $labels.host }} is down",
-               "The exporter on {{ $labels.instance }} cannot be scraped (up 0), or it "
-               "cannot read nginx's stub_status (nginx_up 0): nginx is stopped or its config lost "
-               "the status server; clients of this gateway get no answer."),
+        _alert(
+            "GatewayDown",
+            f"(up{sel} == 0) or (nginx_up{sel} == 0)",
+            th.down_for,
+            "critical",
+            "nginx gateway {{ $labels.host }} is down",
+            "The exporter on {{ $labels.instance }} cannot be scraped (up 0), or it "
+            "cannot read nginx's stub_status (nginx_up 0): nginx is stopped or its config lost "
+            "the status server; clients of this gateway get no answer.",
+        ),
     ]
 
 

@@ -17,6 +17,7 @@ monitoring_gateway_mtail_port): per-tenant request counts and request times
 The GPUs of each vLLM host are scraped through Debian's prometheus-node-exporter on that
 host (job `gpu`, port 9100, the exporter's registered default), whose textfile collector
 serves what vfleet/roles/monitoring/_gpu_textfile.py writes from nvidia-smi."""
+
 from __future__ import annotations
 
 import json
@@ -27,16 +28,32 @@ import yaml
 from vfleet.config.hostconfig import HostConfig, hostport
 from vfleet.config.monitoring import MonitoringSettings
 
-__all__ = ["VLLM_JOB", "GATEWAY_JOB", "GATEWAY_USAGE_JOB", "GPU_JOB", "TARGETS_FILE", "GATEWAY_TARGETS_FILE",
-           "GATEWAY_USAGE_TARGETS_FILE", "GPU_TARGETS_FILE", "RULES_FILE", "CONFIG_FILE", "NODE_EXPORTER_PORT",
-           "target_groups", "gateway_target_groups", "gateway_usage_target_groups", "gpu_target_groups",
-           "targets_json", "prometheus_config", "config_yaml"]
+__all__ = [
+    "VLLM_JOB",
+    "GATEWAY_JOB",
+    "GATEWAY_USAGE_JOB",
+    "GPU_JOB",
+    "TARGETS_FILE",
+    "GATEWAY_TARGETS_FILE",
+    "GATEWAY_USAGE_TARGETS_FILE",
+    "GPU_TARGETS_FILE",
+    "RULES_FILE",
+    "CONFIG_FILE",
+    "NODE_EXPORTER_PORT",
+    "target_groups",
+    "gateway_target_groups",
+    "gateway_usage_target_groups",
+    "gpu_target_groups",
+    "targets_json",
+    "prometheus_config",
+    "config_yaml",
+]
 
 VLLM_JOB = "vllm"
 GATEWAY_JOB = "gateway"
 GATEWAY_USAGE_JOB = "gateway_usage"
 GPU_JOB = "gpu"
-NODE_EXPORTER_PORT = 9100   # prometheus-node-exporter's default (Prometheus's port allocation list)
+NODE_EXPORTER_PORT = 9100  # prometheus-node-exporter's default (Prometheus's port allocation list)
 CONFIG_FILE = "prometheus.yml"
 TARGETS_FILE = "targets/vllm.json"
 GATEWAY_TARGETS_FILE = "targets/gateway.json"
@@ -59,8 +76,10 @@ def target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
 
 
 def _per_gateway(gateways: Iterable[HostConfig], port: Callable[[HostConfig], int]) -> list[dict[str, Any]]:
-    return [{"targets": [hostport(cfg.address, port(cfg))], "labels": {"host": cfg.name}}
-            for cfg in sorted(gateways, key=lambda c: c.name)]
+    return [
+        {"targets": [hostport(cfg.address, port(cfg))], "labels": {"host": cfg.name}}
+        for cfg in sorted(gateways, key=lambda c: c.name)
+    ]
 
 
 def gateway_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str, Any]]:
@@ -76,8 +95,10 @@ def gateway_usage_target_groups(gateways: Iterable[HostConfig]) -> list[dict[str
 def gpu_target_groups(hosts: Iterable[HostConfig]) -> list[dict[str, Any]]:
     """One file_sd group per vLLM host: its node exporter, labelled with the host's name (the
     label the vllm job's series carry, so a panel or a rule joins the two on `host`)."""
-    return [{"targets": [hostport(cfg.address, NODE_EXPORTER_PORT)], "labels": {"host": cfg.name}}
-            for cfg in sorted(hosts, key=lambda c: c.name)]
+    return [
+        {"targets": [hostport(cfg.address, NODE_EXPORTER_PORT)], "labels": {"host": cfg.name}}
+        for cfg in sorted(hosts, key=lambda c: c.name)
+    ]
 
 
 def targets_json(groups: list[dict[str, Any]]) -> str:
@@ -87,20 +108,30 @@ def targets_json(groups: list[dict[str, Any]]) -> str:
 
 def prometheus_config(settings: MonitoringSettings) -> dict[str, Any]:
     return {
-        "global": {"scrape_interval": settings.scrape_interval,
-                   "evaluation_interval": settings.scrape_interval},
+        "global": {"scrape_interval": settings.scrape_interval, "evaluation_interval": settings.scrape_interval},
         "rule_files": [RULES_FILE],
         "scrape_configs": [
-            {"job_name": VLLM_JOB, "metrics_path": "/metrics",
-             "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}]},
-            {"job_name": GATEWAY_JOB, "metrics_path": "/metrics",
-             "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}]},
-            {"job_name": GATEWAY_USAGE_JOB, "metrics_path": "/metrics",
-             "file_sd_configs": [{"files": [GATEWAY_USAGE_TARGETS_FILE], "refresh_interval": "1m"}]},
-            {"job_name": GPU_JOB, "metrics_path": "/metrics",
-             "file_sd_configs": [{"files": [GPU_TARGETS_FILE], "refresh_interval": "1m"}]},
-            {"job_name": "prometheus",
-             "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
+            {
+                "job_name": VLLM_JOB,
+                "metrics_path": "/metrics",
+                "file_sd_configs": [{"files": [TARGETS_FILE], "refresh_interval": "1m"}],
+            },
+            {
+                "job_name": GATEWAY_JOB,
+                "metrics_path": "/metrics",
+                "file_sd_configs": [{"files": [GATEWAY_TARGETS_FILE], "refresh_interval": "1m"}],
+            },
+            {
+                "job_name": GATEWAY_USAGE_JOB,
+                "metrics_path": "/metrics",
+                "file_sd_configs": [{"files": [GATEWAY_USAGE_TARGETS_FILE], "refresh_interval": "1m"}],
+            },
+            {
+                "job_name": GPU_JOB,
+                "metrics_path": "/metrics",
+                "file_sd_configs": [{"files": [GPU_TARGETS_FILE], "refresh_interval": "1m"}],
+            },
+            {"job_name": "prometheus", "static_configs": [{"targets": [f"localhost:{settings.port}"]}]},
         ],
     }
 

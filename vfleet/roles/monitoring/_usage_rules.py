@@ -6,6 +6,7 @@ the same two series, computed once per evaluation instead of once per panel refr
 names follow Prometheus's level:metric:operations convention, so `tenant:` says what they are
 summed by. A 429 is both over the rate and over the concurrency cap (GATEWAY24.md "Responses");
 the `error` label of the raw counter tells them apart."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,7 @@ from vfleet.roles.monitoring._scrape import GATEWAY_USAGE_JOB
 
 __all__ = ["REQUESTS", "record_names", "usage_records", "usage_group"]
 
-REQUESTS = "vfleet_gateway_requests_total"   # the counter of vfleet_gateway.mtail
+REQUESTS = "vfleet_gateway_requests_total"  # the counter of vfleet_gateway.mtail
 
 
 def record_names(window: str) -> tuple[str, str]:
@@ -28,10 +29,14 @@ def usage_records(th: Thresholds) -> dict[str, str]:
     w = th.window
     sel = f'job="{GATEWAY_USAGE_JOB}"'
     requests, too_many = record_names(w)
-    return {requests: f"sum by (tenant) (rate({REQUESTS}{{{sel}}}[{w}]))",
-            too_many: f'sum by (tenant) (rate({REQUESTS}{{{sel}, status="429"}}[{w}]))'}
+    return {
+        requests: f"sum by (tenant) (rate({REQUESTS}{{{sel}}}[{w}]))",
+        too_many: f'sum by (tenant) (rate({REQUESTS}{{{sel}, status="429"}}[{w}]))',
+    }
 
 
 def usage_group(th: Thresholds) -> dict[str, Any]:
-    return {"name": "gateway_usage", "rules": [{"record": name, "expr": expr}
-                                               for name, expr in usage_records(th).items()]}
+    return {
+        "name": "gateway_usage",
+        "rules": [{"record": name, "expr": expr} for name, expr in usage_records(th).items()],
+    }

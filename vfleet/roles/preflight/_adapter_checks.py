@@ -7,6 +7,7 @@ facts["model_config"] (the model's config.json). The fit is read from the shapes
 adapter's weights: a peft tensor `...layers.<i>.<path>.<module>.lora_A.weight` is [r, in],
 `lora_B` is [out, r], and (in, out) of each Llama-style projection follows from config.json.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,12 @@ def projection_dims(config: dict[str, Any]) -> dict[str, tuple[int, int]]:
     kv = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
     inter = config.get("intermediate_size")
-    dims = {"q_proj": (hidden, heads * head_dim), "k_proj": (hidden, kv * head_dim),
-            "v_proj": (hidden, kv * head_dim), "o_proj": (heads * head_dim, hidden)}
+    dims = {
+        "q_proj": (hidden, heads * head_dim),
+        "k_proj": (hidden, kv * head_dim),
+        "v_proj": (hidden, kv * head_dim),
+        "o_proj": (heads * head_dim, hidden),
+    }
     if isinstance(inter, int):
         dims.update({"gate_proj": (hidden, inter), "up_proj": (hidden, inter), "down_proj": (inter, hidden)})
     return dims
@@ -59,21 +64,36 @@ def _misfit(shapes: dict[str, list[int]], rank: int, config: dict[str, Any]) -> 
 def _one(cfg: HostConfig, name: str, f: dict[str, Any], config: dict[str, Any] | None) -> Check:
     what = f"model.lora.{name}"
     if "error" in f:
-        return Check(what, FAIL, f"adapter {name}: {f['error']}",
-                     "point its source at the folder peft's save_pretrained wrote (adapter_config.json and "
-                     "adapter_model.safetensors), or fill the Hugging Face cache with `hf download`")
+        return Check(
+            what,
+            FAIL,
+            f"adapter {name}: {f['error']}",
+            "point its source at the folder peft's save_pretrained wrote (adapter_config.json and "
+            "adapter_model.safetensors), or fill the Hugging Face cache with `hf download`",
+        )
     rank = f.get("rank")
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= RANK_CHOICES[-1]:
-        return Check(what, FAIL, f"adapter {name}: rank {rank!r} in adapter_config.json; vLLM serves ranks "
-                     f"1 to {RANK_CHOICES[-1]}", "retrain or re-save the adapter with a rank vLLM takes")
+        return Check(
+            what,
+            FAIL,
+            f"adapter {name}: rank {rank!r} in adapter_config.json; vLLM serves ranks 1 to {RANK_CHOICES[-1]}",
+            "retrain or re-save the adapter with a rank vLLM takes",
+        )
     if not f.get("shapes") or not config:
-        return Check(what, PASS, f"adapter {name}: rank {rank} (weights or model config not readable yet: "
-                     f"their fit is not checked)")
+        return Check(
+            what,
+            PASS,
+            f"adapter {name}: rank {rank} (weights or model config not readable yet: their fit is not checked)",
+        )
     misfit, compared = _misfit(f["shapes"], rank, config)
     base = f" (adapter_config.json names {f['base']!r})" if f.get("base") else ""
     if misfit:
-        return Check(what, FAIL, f"adapter {name} does not fit model {cfg.served_model_name}: {misfit}",
-                     f"serve it beside the base model it was trained for{base}, or remove it from lora_adapters")
+        return Check(
+            what,
+            FAIL,
+            f"adapter {name} does not fit model {cfg.served_model_name}: {misfit}",
+            f"serve it beside the base model it was trained for{base}, or remove it from lora_adapters",
+        )
     return Check(what, PASS, f"adapter {name}: rank {rank}, {compared} tensors fit the model")
 
 

@@ -8,6 +8,7 @@ verified export, vfleet/roles/model_source/_payload.py).
 
 Kept apart from the checks (_adapter_checks.py, pure) so the checks are tested from data, and
 read once per run like the model's own controller facts (model_facts.with_model_source)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,8 +36,11 @@ def adapter_facts(cfg: HostConfig) -> dict[str, dict[str, Any]]:
         try:
             folder, config = adapter_config(cfg, adapter)
             weights = folder / ADAPTER_WEIGHTS
-            out[adapter.name] = {"rank": config.get("r"), "base": config.get("base_model_name_or_path"),
-                                 "shapes": read_shapes(weights) if weights.is_file() else None}
+            out[adapter.name] = {
+                "rank": config.get("r"),
+                "base": config.get("base_model_name_or_path"),
+                "shapes": read_shapes(weights) if weights.is_file() else None,
+            }
         except (VfleetError, JsonFileError, OSError) as e:
             out[adapter.name] = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
     return out

@@ -1,6 +1,7 @@
 """Preflight over a Play: gather every host's facts in one SSH round trip (or read them from
 a snapshot folder, no SSH), run the host checks and the fleet checks, record them in the
 report, and print a table per host. Shared by `vfleet preflight` and `vfleet deploy`."""
+
 from __future__ import annotations
 
 import shlex
@@ -10,19 +11,19 @@ from typing import Any
 from rich.table import Table
 
 from vfleet.engine.errors import VfleetError
-from vfleet.engine.strict_json import JsonFileError
 from vfleet.engine.inventory import Inventory
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
+from vfleet.engine.strict_json import JsonFileError
 from vfleet.roles.preflight import _capacity as capacity
+from vfleet.roles.preflight._adapter_facts import with_adapters
+from vfleet.roles.preflight._capacity.record import CapacityRecord
 from vfleet.roles.preflight._checks import host_checks
 from vfleet.roles.preflight._facts import gather_script
 from vfleet.roles.preflight._fleet_checks import fleet_checks
 from vfleet.roles.preflight._gathered import parse_gathered, snapshot_from_gathered
-from vfleet.roles.preflight._snapshot import facts_from_snapshot
-from vfleet.roles.preflight._capacity.record import CapacityRecord
-from vfleet.roles.preflight._adapter_facts import with_adapters
 from vfleet.roles.preflight._model_facts import with_model_source
+from vfleet.roles.preflight._snapshot import facts_from_snapshot
 from vfleet.roles.weights import controller_folder
 
 q = shlex.quote
@@ -43,8 +44,12 @@ def gather(play: Play, hosts: list[str] | None = None, capture_dir: str | Path |
         else:
             facts = parse_gathered(r.stdout, ctx.config)
         ctx.result.facts = facts
-        ctx.record("facts", "gather", Status.OK, f"{len(facts.get('gpus') or [])} GPUs, driver "
-                   f"{facts.get('driver_version') or 'none'}")
+        ctx.record(
+            "facts",
+            "gather",
+            Status.OK,
+            f"{len(facts.get('gpus') or [])} GPUs, driver {facts.get('driver_version') or 'none'}",
+        )
         return facts
 
     return play.run_step("preflight: gather facts", step, hosts=hosts)
@@ -68,8 +73,10 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
         try:
             facts = facts_from_snapshot(d, ctx.config)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise VfleetError(f"--snapshot {d}: unreadable snapshot ({type(exc).__name__}: {exc}); "
-                              "capture it again with `vfleet preflight.capture`") from None
+            raise VfleetError(
+                f"--snapshot {d}: unreadable snapshot ({type(exc).__name__}: {exc}); "
+                "capture it again with `vfleet preflight.capture`"
+            ) from None
         ctx.result.facts = facts
         out[name] = facts
     return out
@@ -77,8 +84,7 @@ def from_snapshots(play: Play, snapshot_dir: str | Path) -> dict[str, dict]:
 
 def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
     """The optional nccl_bandwidth check: an all-reduce on each host's tensor-parallel GPUs."""
-    from vfleet.roles.preflight import _nccl as nccl_rules
-    from vfleet.roles.preflight import _nccl_bandwidth as nb
+    from vfleet.roles.preflight import _nccl as nccl_rules, _nccl_bandwidth as nb
 
     out: dict[str, dict] = {}
 
@@ -92,8 +98,9 @@ def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
         r = ctx.run(nb.probe_command(gpus, python, dict(topo.get("nccl_env") or {})), timeout=600)
         result = nb.parse_result(r.stdout)
         ccs = [g.get("compute_capability") for g in f["gpus"] if g.get("compute_capability")]
-        check = nb.evaluate(result, topo.get("worst_tp_link"), min(ccs) if ccs else None,
-                            error="" if result else r.tail(3))
+        check = nb.evaluate(
+            result, topo.get("worst_tp_link"), min(ccs) if ccs else None, error="" if result else r.tail(3)
+        )
         out[ctx.name] = {"check": check.to_dict(), "result": result}
         ctx.result.data["nccl_bandwidth"] = result
 
@@ -101,15 +108,27 @@ def bandwidth_checks(play: Play, facts: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: bool = False,
-          fail_hosts: bool = True, extra_checks: dict[str, list[dict]] | None = None) -> dict[str, list[dict[str, Any]]]:
+def audit(
+    play: Play,
+    inventory: Inventory,
+    facts: dict[str, dict],
+    *,
+    strict: bool = False,
+    fail_hosts: bool = True,
+    extra_checks: dict[str, list[dict]] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """Run host + fleet checks, record them, print a table per host. A failed check (or a
     warning with strict) fails the host; returns {host: [check dicts]}."""
     # model checks before the weights are on the host: read the controller's copy
-    seen = {h: with_adapters(with_model_source(f, controller_folder(play.contexts[h].config)), play.contexts[h].config)
-            for h, f in facts.items()}
-    groups = {g: [h for h in grp_hosts if h in facts] for g, grp_hosts in
-              ((name, inventory.group_hosts(name)) for name in inventory.groups) if g not in ("all", "ungrouped")}
+    seen = {
+        h: with_adapters(with_model_source(f, controller_folder(play.contexts[h].config)), play.contexts[h].config)
+        for h, f in facts.items()
+    }
+    groups = {
+        g: [h for h in grp_hosts if h in facts]
+        for g, grp_hosts in ((name, inventory.group_hosts(name)) for name in inventory.groups)
+        if g not in ("all", "ungrouped")
+    }
     extra = fleet_checks(seen, groups)
     result: dict[str, list[dict[str, Any]]] = {}
     for host, f in seen.items():
@@ -128,9 +147,13 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
         bad = [c for c in checks if c["status"] == "fail" or (strict and c["status"] == "warn")]
         ctx.step_name = "preflight"
         if bad and fail_hosts:
-            ctx.record("preflight", "checks", Status.FAILED,
-                       f"{len(bad)} check(s) {'failed' if not strict else 'failed or warned (--strict)'}: "
-                       + ", ".join(c["id"] for c in bad))
+            ctx.record(
+                "preflight",
+                "checks",
+                Status.FAILED,
+                f"{len(bad)} check(s) {'failed' if not strict else 'failed or warned (--strict)'}: "
+                + ", ".join(c["id"] for c in bad),
+            )
             if host in play.active:
                 play.active.remove(host)
         else:
@@ -140,8 +163,7 @@ def audit(play: Play, inventory: Inventory, facts: dict[str, dict], *, strict: b
 
 
 def print_checks(play: Play, host: str, checks: list[dict[str, Any]]) -> None:
-    table = Table(title=f"preflight [{host}]", title_justify="left", show_edge=False, pad_edge=False,
-                  expand=False)
+    table = Table(title=f"preflight [{host}]", title_justify="left", show_edge=False, pad_edge=False, expand=False)
     table.add_column("check")
     table.add_column("status")
     table.add_column("message", overflow="fold")

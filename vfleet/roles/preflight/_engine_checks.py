@@ -25,6 +25,7 @@ against the host's RAM, and a token budget below max_model_len without chunked p
   warns instead of failing. vLLM's own default budget is never below max_model_len without
   chunked prefill, so only a set max_num_batched_tokens is checked.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,9 +39,9 @@ from ._volta_checks import engine_on_gpu
 
 __all__ = ["engine_checks"]
 
-DEFAULT_SWAP_GIB = 4          # vLLM's --swap-space default (EngineArgs.swap_space = 4)
-SWAP_FAIL_FRACTION = 0.7      # vLLM raises above this share of RAM
-SWAP_WARN_FRACTION = 0.4      # and warns above this one
+DEFAULT_SWAP_GIB = 4  # vLLM's --swap-space default (EngineArgs.swap_space = 4)
+SWAP_FAIL_FRACTION = 0.7  # vLLM raises above this share of RAM
+SWAP_WARN_FRACTION = 0.4  # and warns above this one
 
 
 def check_swap_space(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
@@ -54,34 +55,49 @@ def check_swap_space(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
         return Check("engine.swap_space", PASS, f"{said}: host RAM unknown (no MemTotal in /proc/meminfo), not checked")
     use = swap * GIB * tp
     share = f"{said} = {gib(use)} of the host's {gib(ram)} RAM ({use / ram:.0%})"
-    fix = (f"set swap_space <= {max(0, math.floor(SWAP_WARN_FRACTION * ram / GIB / tp))} (GiB per GPU; 0 is "
-           "allowed: preempted requests are then recomputed instead of swapped)")
+    fix = (
+        f"set swap_space <= {max(0, math.floor(SWAP_WARN_FRACTION * ram / GIB / tp))} (GiB per GPU; 0 is "
+        "allowed: preempted requests are then recomputed instead of swapped)"
+    )
     if use > SWAP_FAIL_FRACTION * ram:
-        return Check("engine.swap_space", FAIL, f"{share}: above {SWAP_FAIL_FRACTION:.0%}, vLLM {cfg.vllm_version} "
-                     "refuses to start (\"Too large swap space\")", fix)
+        return Check(
+            "engine.swap_space",
+            FAIL,
+            f"{share}: above {SWAP_FAIL_FRACTION:.0%}, vLLM {cfg.vllm_version} "
+            'refuses to start ("Too large swap space")',
+            fix,
+        )
     if use > SWAP_WARN_FRACTION * ram:
-        return Check("engine.swap_space", WARN, f"{share}: above {SWAP_WARN_FRACTION:.0%}, vLLM warns \"Possibly "
-                     "too large swap space\" and the pinned buffers crowd the host", fix)
+        return Check(
+            "engine.swap_space",
+            WARN,
+            f'{share}: above {SWAP_WARN_FRACTION:.0%}, vLLM warns "Possibly '
+            'too large swap space" and the pinned buffers crowd the host',
+            fix,
+        )
     return Check("engine.swap_space", PASS, share)
 
 
-V0_LONG_CONTEXT = 32768      # V0 turns chunked prefill on above this max_model_len (_set_default_args_v0)
+V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len (_set_default_args_v0)
 V0_UNCHUNKED_FLAGS = ("--enable-lora", "--speculative-config", "--speculative-model", "--speculative_model")
 POOLING_TASKS = {"embed", "embedding", "classify", "score", "reward", "pooling"}
 
 
 def _flag_values(args: tuple[str, ...], flag: str) -> list[str]:
     """Values given to `flag` in a vllm_extra_args list, as `--flag value` or `--flag=value`."""
-    return [a.partition("=")[2] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
-            for i, a in enumerate(args) if a == flag or a.startswith(flag + "=")]
+    return [
+        a.partition("=")[2] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+        for i, a in enumerate(args)
+        if a == flag or a.startswith(flag + "=")
+    ]
 
 
 def _v0_exclusion(cfg: HostConfig, model: dict[str, Any]) -> str | None:
     """What keeps V0 from turning chunked prefill on for a long context, as far as preflight sees."""
     args = cfg.vllm_extra_args
-    if cfg.lora_adapters:       # lora_adapters renders --enable-lora (vfleet/roles/service/_lora_flags.py)
+    if cfg.lora_adapters:  # lora_adapters renders --enable-lora (vfleet/roles/service/_lora_flags.py)
         return "--enable-lora"
-    if cfg.speculative:         # speculative_decoding renders --speculative-config
+    if cfg.speculative:  # speculative_decoding renders --speculative-config
         return "--speculative-config"
     for flag in V0_UNCHUNKED_FLAGS:
         if _flag_values(args, flag):
@@ -113,8 +129,10 @@ def chunked_prefill(cfg: HostConfig, facts: dict[str, Any], mml: int) -> tuple[b
     if excluded:
         return False, f"{off}: V0 turns it on above max_model_len {V0_LONG_CONTEXT} but not for {excluded}"
     if model is None:
-        return None, (f"V0 turns chunked prefill on above max_model_len {V0_LONG_CONTEXT} unless the model is "
-                      "multimodal, MLA, sliding-window or pooling; its config.json was not read")
+        return None, (
+            f"V0 turns chunked prefill on above max_model_len {V0_LONG_CONTEXT} unless the model is "
+            "multimodal, MLA, sliding-window or pooling; its config.json was not read"
+        )
     return True, f"V0 turns chunked prefill on above max_model_len {V0_LONG_CONTEXT}"
 
 
@@ -125,14 +143,18 @@ def check_batched_tokens(cfg: HostConfig, facts: dict[str, Any]) -> Check | None
         return None
     on, how = chunked_prefill(cfg, facts, int(mml))
     if on:
-        return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} with chunked prefill "
-                     f"(max_model_len {mml}; {how})")
+        return Check(
+            "engine.batched_tokens",
+            PASS,
+            f"max_num_batched_tokens {budget} with chunked prefill (max_model_len {mml}; {how})",
+        )
     if budget >= int(mml):
         return Check("engine.batched_tokens", PASS, f"max_num_batched_tokens {budget} >= max_model_len {mml} ({how})")
-    said = (f"max_num_batched_tokens {budget} is below max_model_len {mml} ({how}): without chunked prefill vLLM "
-            f"refuses to start (\"max_num_batched_tokens ({budget}) is smaller than max_model_len ({mml})\")")
-    fix = (f"set max_num_batched_tokens: {mml} (or more), or enable_chunked_prefill: true, "
-           f"or max_model_len: {budget}")
+    said = (
+        f"max_num_batched_tokens {budget} is below max_model_len {mml} ({how}): without chunked prefill vLLM "
+        f'refuses to start ("max_num_batched_tokens ({budget}) is smaller than max_model_len ({mml})")'
+    )
+    fix = f"set max_num_batched_tokens: {mml} (or more), or enable_chunked_prefill: true, or max_model_len: {budget}"
     return Check("engine.batched_tokens", WARN if on is None else FAIL, said, fix)
 
 

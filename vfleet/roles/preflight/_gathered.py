@@ -1,4 +1,5 @@
 """The gather script's stdout turned into facts, raw snapshot files, or both."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,6 +7,7 @@ Pure functions of (the host's HostConfig, facts); facts carry `model_config`, `m
 (_model_facts.py) from the host's model directory or the controller's model_source folder. Each
 returns None when the facts needed are absent (nothing to say yet, e.g. weights not synced).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,13 +17,18 @@ from vfleet.config.hostconfig import HostConfig
 
 from ._adapter_checks import check_adapters
 from ._check_base import FAIL, PASS, WARN, Check
-from ._speculative_checks import check_speculative
 from ._model_facts import TEMPLATE_FILES, custom_code_files
+from ._speculative_checks import check_speculative
 
 # Inventory quantisation values vLLM accepts for a checkpoint of each quant_method (the Marlin
 # variants are the fast kernels of the same format; vLLM picks them itself on CC >= 8.0).
-COMPATIBLE_QUANT = {"awq": {"awq", "awq_marlin", "marlin"}, "gptq": {"gptq", "gptq_marlin", "marlin"},
-                    "fp8": {"fp8"}, "bitsandbytes": {"bitsandbytes"}, "compressed-tensors": {"compressed-tensors"}}
+COMPATIBLE_QUANT = {
+    "awq": {"awq", "awq_marlin", "marlin"},
+    "gptq": {"gptq", "gptq_marlin", "marlin"},
+    "fp8": {"fp8"},
+    "bitsandbytes": {"bitsandbytes"},
+    "compressed-tensors": {"compressed-tensors"},
+}
 # rope_scaling types whose factor vLLM does not multiply into the derived max length (the config's
 # max_position_embeddings already counts it); vllm/config.py _get_and_verify_max_len.
 NO_SCALE_ROPE = {"su", "longrope", "llama3", "mrope", "default"}
@@ -44,15 +50,26 @@ def check_chat_template(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     if found:
         return Check("model.chat_template", PASS, f"chat template found ({', '.join(found)})")
     if cfg.chat_template:
-        return Check("model.chat_template", PASS, f"no chat template in the model; the unit passes "
-                     f"--chat-template {cfg.chat_template}")
+        return Check(
+            "model.chat_template",
+            PASS,
+            f"no chat template in the model; the unit passes --chat-template {cfg.chat_template}",
+        )
     if cfg.serve_completions_only:
-        return Check("model.chat_template", WARN, "no chat template: /v1/chat/completions will answer 400, "
-                     "only /v1/completions serves (serve_completions_only is set)")
-    return Check("model.chat_template", FAIL, "the model has no chat template (no chat_template in "
-                 "tokenizer_config.json, no chat_template.jinja): every /v1/chat/completions request fails",
-                 "add the model's template (chat_template.jinja beside config.json, or `chat_template: PATH` in "
-                 "the inventory), or set `serve_completions_only: true` to serve /v1/completions only")
+        return Check(
+            "model.chat_template",
+            WARN,
+            "no chat template: /v1/chat/completions will answer 400, "
+            "only /v1/completions serves (serve_completions_only is set)",
+        )
+    return Check(
+        "model.chat_template",
+        FAIL,
+        "the model has no chat template (no chat_template in "
+        "tokenizer_config.json, no chat_template.jinja): every /v1/chat/completions request fails",
+        "add the model's template (chat_template.jinja beside config.json, or `chat_template: PATH` in "
+        "the inventory), or set `serve_completions_only: true` to serve /v1/completions only",
+    )
 
 
 def check_remote_code(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
@@ -66,11 +83,19 @@ def check_remote_code(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
         return Check("model.remote_code", PASS, "no custom code in the model folder")
     listed = ", ".join(code)
     if cfg.trust_remote_code:
-        return Check("model.remote_code", WARN, f"trust_remote_code is set: vLLM will import the model's own "
-                     f"code ({listed}) as the service user", "review those files before deploying")
-    return Check("model.remote_code", FAIL, f"the model ships its own code ({listed}); vLLM refuses to load "
-                 "it without --trust-remote-code", "review the files, then set `trust_remote_code: true` for "
-                 "this model, or use a checkpoint whose architecture vLLM implements natively")
+        return Check(
+            "model.remote_code",
+            WARN,
+            f"trust_remote_code is set: vLLM will import the model's own code ({listed}) as the service user",
+            "review those files before deploying",
+        )
+    return Check(
+        "model.remote_code",
+        FAIL,
+        f"the model ships its own code ({listed}); vLLM refuses to load it without --trust-remote-code",
+        "review the files, then set `trust_remote_code: true` for "
+        "this model, or use a checkpoint whose architecture vLLM implements natively",
+    )
 
 
 def check_checkpoint_quantization(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
@@ -82,22 +107,34 @@ def check_checkpoint_quantization(cfg: HostConfig, facts: dict[str, Any]) -> Che
         return None
     want = (cfg.quantization or "").lower()
     if want and want not in COMPATIBLE_QUANT.get(method, {method}):
-        return Check("model.quantization", FAIL, f"the checkpoint is {method}-quantised but the inventory sets "
-                     f"quantization: {want}; vLLM stops: the quantization method in the model config does "
-                     "not match the `quantization` argument",
-                     f"set `quantization: {method}` or remove it (vLLM reads it from config.json)")
+        return Check(
+            "model.quantization",
+            FAIL,
+            f"the checkpoint is {method}-quantised but the inventory sets "
+            f"quantization: {want}; vLLM stops: the quantization method in the model config does "
+            "not match the `quantization` argument",
+            f"set `quantization: {method}` or remove it (vLLM reads it from config.json)",
+        )
     req = vllm_facts.quantization_requirement(method)
     names = sorted({g.get("name") for g in facts.get("gpus") or []})
     if req and req.get("severity") != "warn":
         bad = [n for n in names if req["lack"] in vllm_facts.gpu_lacks(n)]
         if bad:
-            return Check("model.quantization", FAIL, f"the checkpoint is {method}-quantised; {', '.join(bad)} "
-                         f"lack {req['lack']} kernels", "use an fp16/bf16 checkpoint of the model on these GPUs")
+            return Check(
+                "model.quantization",
+                FAIL,
+                f"the checkpoint is {method}-quantised; {', '.join(bad)} lack {req['lack']} kernels",
+                "use an fp16/bf16 checkpoint of the model on these GPUs",
+            )
     if req and req.get("severity") == "warn":
         slow = [n for n in names if req["lack"] in vllm_facts.gpu_slow(n)]
         if slow:
-            return Check("model.quantization", WARN, f"the checkpoint is {method}-quantised; on "
-                         f"{', '.join(slow)}: {req['message']}", "prefer an fp16 checkpoint on these GPUs")
+            return Check(
+                "model.quantization",
+                WARN,
+                f"the checkpoint is {method}-quantised; on {', '.join(slow)}: {req['message']}",
+                "prefer an fp16 checkpoint on these GPUs",
+            )
     return Check("model.quantization", PASS, f"{method} checkpoint" + (f" on {', '.join(names)}" if names else ""))
 
 
@@ -124,15 +161,23 @@ def check_max_model_len(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     if not want or not limit:
         return None
     if int(want) > limit:
-        return Check("model.max_model_len", FAIL, f"max_model_len {want} exceeds the {limit} tokens config.json "
-                     "allows (max_position_embeddings, rope scaling): vLLM refuses to start",
-                     f"set max_model_len <= {limit}")
+        return Check(
+            "model.max_model_len",
+            FAIL,
+            f"max_model_len {want} exceeds the {limit} tokens config.json "
+            "allows (max_position_embeddings, rope scaling): vLLM refuses to start",
+            f"set max_model_len <= {limit}",
+        )
     return Check("model.max_model_len", PASS, f"max_model_len {want} <= {limit} (config.json)")
 
 
 def model_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """Every model-folder check that has something to say."""
-    out = [check_chat_template(cfg, facts), check_remote_code(cfg, facts),
-           check_checkpoint_quantization(cfg, facts), check_max_model_len(cfg, facts),
-           check_speculative(cfg, facts)]
+    out = [
+        check_chat_template(cfg, facts),
+        check_remote_code(cfg, facts),
+        check_checkpoint_quantization(cfg, facts),
+        check_max_model_len(cfg, facts),
+        check_speculative(cfg, facts),
+    ]
     return [c for c in out if c is not None] + check_adapters(cfg, facts)

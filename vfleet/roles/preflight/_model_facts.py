@@ -4,6 +4,7 @@ output and from the controller's `model_source` folder (offline, before the weig
 Why reduced: tokenizer_config.json can hold tens of thousands of added tokens; the checks need only
 whether a chat template is there, so facts and snapshots keep that, not the file.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,7 +37,7 @@ def custom_code_files(files: list[str], config: dict[str, Any] | None) -> list[s
     auto_map = (config or {}).get("auto_map") or {}
     refs = auto_map.values() if isinstance(auto_map, dict) else []
     for ref in refs:
-        for r in (ref if isinstance(ref, list) else [ref]):
+        for r in ref if isinstance(ref, list) else [ref]:
             if not r:
                 continue
             repo, _, target = str(r).rpartition("--")

@@ -7,6 +7,7 @@ until P2P and SHM were turned off. PIX/PXB (one switch) is fine with defaults. A
 explicit `nccl_env` (or NCCL_* in `vllm_env`) in the inventory wins over the decision, and is
 reported.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -24,9 +25,9 @@ class NcclDecision:
     env: dict[str, str]
     reason: str
     tp_gpus: list[int]
-    links: dict[str, str] = field(default_factory=dict)   # "0-1" -> "NV12"
+    links: dict[str, str] = field(default_factory=dict)  # "0-1" -> "NV12"
     worst_link: str | None = None
-    nvlink_between_tp: bool | None = None                  # every TP pair directly on NVLink
+    nvlink_between_tp: bool | None = None  # every TP pair directly on NVLink
     any_nvlink: bool | None = None
     operator_env: dict[str, str] = field(default_factory=dict)
 
@@ -71,9 +72,11 @@ def decide(topo: dict[str, Any] | None, cfg: HostConfig) -> NcclDecision:
             how = "every pair" if all_nv else f"{len(nv)} of {len(codes)} pairs"
             d = NcclDecision({}, f"NVLink between the TP GPUs ({how}): P2P stays on", gpus)
         elif worst in table["p2p_off_links"]:
-            d = NcclDecision(dict(table["p2p_off_env"]),
-                             f"PCIe only, worst path {worst} (across host bridge/socket): P2P and SHM off "
-                             "to avoid NCCL init hangs", gpus)
+            d = NcclDecision(
+                dict(table["p2p_off_env"]),
+                f"PCIe only, worst path {worst} (across host bridge/socket): P2P and SHM off to avoid NCCL init hangs",
+                gpus,
+            )
         else:
             d = NcclDecision({}, f"PCIe behind one switch (worst {worst}): P2P on", gpus)
         d.links, d.worst_link, d.nvlink_between_tp, d.any_nvlink = links, worst, all_nv, bool(nv)

@@ -32,6 +32,7 @@ retained in scripts ... Keeping them set may result in sub-optimal behavior, cra
 - warn: NCCL_DEBUG at INFO or TRACE (floods the journal; WARN and VERSION are harmless),
   NCCL_DEBUG_SUBSYS / NCCL_DEBUG_FILE, any other NCCL variable, and names NCCL does not know.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,21 +45,26 @@ from ._check_base import FAIL, PASS, WARN, Check
 __all__ = ["check_nccl_sources"]
 
 TRANSPORT_VARS = {"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}
-ALWAYS_FAIL = {"NCCL_SOCKET_IFNAME": "NCCL bootstraps over that interface: a name matching nothing "
-                                     "fails or hangs the init",
-               "NCCL_NET": "forces one network plugin for every transport",
-               "NCCL_ALGO": "a debugging variable (NCCL: may crash or hang if kept)",
-               "NCCL_PROTO": "a debugging variable (NCCL: may crash or hang if kept)"}
+ALWAYS_FAIL = {
+    "NCCL_SOCKET_IFNAME": "NCCL bootstraps over that interface: a name matching nothing fails or hangs the init",
+    "NCCL_NET": "forces one network plugin for every transport",
+    "NCCL_ALGO": "a debugging variable (NCCL: may crash or hang if kept)",
+    "NCCL_PROTO": "a debugging variable (NCCL: may crash or hang if kept)",
+}
 QUIET_DEBUG_LEVELS = {"WARN", "VERSION", ""}
-LABELS = {"home": "the service user's ~/.nccl.conf", "conffile": "the file NCCL_CONF_FILE names",
-          "dropin": "a drop-in of the vLLM unit", "envfile": "an environment file a drop-in adds"}
+LABELS = {
+    "home": "the service user's ~/.nccl.conf",
+    "conffile": "the file NCCL_CONF_FILE names",
+    "dropin": "a drop-in of the vLLM unit",
+    "envfile": "an environment file a drop-in adds",
+}
 
 
 def _severity(cfg: HostConfig, key: str, value: str) -> tuple[str, str]:
     """(status, why) of a variable that reaches NCCL with this value."""
     tp = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
     if key.endswith("_DISABLE") and value == "0":
-        return PASS, ""   # NCCL's own default: nothing switched off
+        return PASS, ""  # NCCL's own default: nothing switched off
     if key in TRANSPORT_VARS:
         if tp > 1:
             return FAIL, "switches an intra-host GPU transport off or down behind the topology decision"
@@ -80,8 +86,11 @@ def _severity(cfg: HostConfig, key: str, value: str) -> tuple[str, str]:
 
 def _conf_file_set(cfg: HostConfig, unit_env: dict[str, str], sources: list[dict[str, Any]]) -> bool:
     """Whether the service runs with a non-empty NCCL_CONF_FILE, so NCCL skips ~/.nccl.conf."""
-    named = [unit_env.get("NCCL_CONF_FILE"), (cfg.nccl_env or {}).get("NCCL_CONF_FILE"),
-             cfg.vllm_env.get("NCCL_CONF_FILE")]
+    named = [
+        unit_env.get("NCCL_CONF_FILE"),
+        (cfg.nccl_env or {}).get("NCCL_CONF_FILE"),
+        cfg.vllm_env.get("NCCL_CONF_FILE"),
+    ]
     named += [s["vars"].get("NCCL_CONF_FILE") for s in sources if s["kind"] in ("dropin", "envfile")]
     return any(named) or any(s["kind"] == "conffile" for s in sources)
 
@@ -89,16 +98,22 @@ def _conf_file_set(cfg: HostConfig, unit_env: dict[str, str], sources: list[dict
 def check_nccl_sources(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     sources = facts.get("nccl_sources")
     if sources is None:
-        return None   # probe failed or an older snapshot: nothing known, nothing said
+        return None  # probe failed or an older snapshot: nothing known, nothing said
     unit_env = (facts.get("topology") or {}).get("nccl_env") or {}
     if _conf_file_set(cfg, unit_env, sources):
         sources = [s for s in sources if s["kind"] != "home"]
-    found: list[tuple[str, str, str]] = []   # (status, problem, fix)
+    found: list[tuple[str, str, str]] = []  # (status, problem, fix)
     for src in sources:
         wins = src["kind"] == "envfile"
         where = f"{src['path']} ({LABELS.get(src['kind'], src['kind'])})"
-        found += [(WARN, f"'{ln}' in {where} has no effect: NCCL reads KEY=VALUE literally (no export, no "
-                   "spaces around '=')", f"remove that line from {src['path']}") for ln in src.get("ignored", [])]
+        found += [
+            (
+                WARN,
+                f"'{ln}' in {where} has no effect: NCCL reads KEY=VALUE literally (no export, no spaces around '=')",
+                f"remove that line from {src['path']}",
+            )
+            for ln in src.get("ignored", [])
+        ]
         for key, value in sorted(src["vars"].items()):
             if key == "NCCL_CONF_FILE" or (not wins and key in unit_env) or unit_env.get(key) == value:
                 continue
@@ -106,7 +121,8 @@ def check_nccl_sources(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
             if status == PASS:
                 continue
             fix = f"remove {key} from {src['path']}" + (
-                "" if wins else f", or set it in the inventory's nccl_env if it is meant ({key}: '{value}')")
+                "" if wins else f", or set it in the inventory's nccl_env if it is meant ({key}: '{value}')"
+            )
             found.append((status, f"{key}={value} in {where}: {why}", fix))
     if not found:
         paths = ", ".join(s["path"] for s in sources) or "none found"

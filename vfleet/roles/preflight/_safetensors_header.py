@@ -10,6 +10,7 @@ is not JSON or not an object, an unknown dtype, a shape that is not a list of no
 integers, and tensor bytes that the file is too small to hold. That last rule is what bounds the
 figure: a header cannot claim more weight bytes than the file has.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,19 +24,48 @@ from vfleet.engine.strict_json import JsonFileError, loads_strict, mapping, type
 
 from ._model_files import MAX_WEIGHT_BYTES
 
-__all__ = ["DTYPE_BYTES", "MAX_HEADER_SIZE", "MAX_FILES", "header_tensor_bytes", "read_header", "read_shapes", "file_weight_bytes",
-           "folder_files", "probe_command", "parse_probe", "check_weights_fact"]
+__all__ = [
+    "DTYPE_BYTES",
+    "MAX_HEADER_SIZE",
+    "MAX_FILES",
+    "header_tensor_bytes",
+    "read_header",
+    "read_shapes",
+    "file_weight_bytes",
+    "folder_files",
+    "probe_command",
+    "parse_probe",
+    "check_weights_fact",
+]
 
 MAX_HEADER_SIZE = 100_000_000
-MAX_FILES = 10_000            # shards in one folder (the largest checkpoints have a few hundred)
+MAX_FILES = 10_000  # shards in one folder (the largest checkpoints have a few hundred)
 MAX_DIMS = 16
 # All headers of a folder, as the host's probe sends them back: real checkpoints stay under ~20 MB
 # (a header lists its tensors' names and shapes), the gather's output must stay small.
-MAX_TOTAL_HEADERS = 256 * 2 ** 20
+MAX_TOTAL_HEADERS = 256 * 2**20
 # Element sizes of the format's dtypes (safetensors Dtype::bitsize, in bytes).
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-               "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-               "F8_E8M0": 1, "F4": 0.5, "F6_E2M3": 0.75, "F6_E3M2": 0.75}
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "F4": 0.5,
+    "F6_E2M3": 0.75,
+    "F6_E3M2": 0.75,
+}
 FIX = "the checkpoint is damaged or not safetensors: download it again"
 
 
@@ -50,12 +80,17 @@ def _tensors(header: Mapping[str, Any], label: str) -> Iterator[tuple[str, str, 
         dtype, shape = t.get("dtype"), t.get("shape")
         if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
             what = repr(dtype[:20]) if isinstance(dtype, str) else type_name(dtype)
-            raise JsonFileError(f"{label}: tensor '{shown}': unknown dtype {what} (known: "
-                                f"{', '.join(DTYPE_BYTES)}); {FIX}")
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise JsonFileError(f"{label}: tensor '{shown}': shape must be a list of at most {MAX_DIMS} "
-                                f"non-negative integers; {FIX}")
+            raise JsonFileError(
+                f"{label}: tensor '{shown}': unknown dtype {what} (known: {', '.join(DTYPE_BYTES)}); {FIX}"
+            )
+        if (
+            not isinstance(shape, list)
+            or len(shape) > MAX_DIMS
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
+            raise JsonFileError(
+                f"{label}: tensor '{shown}': shape must be a list of at most {MAX_DIMS} non-negative integers; {FIX}"
+            )
         numel = 1
         for d in shape:
             numel *= d
@@ -73,8 +108,9 @@ def header_tensor_bytes(header: Any, label: str, data_bytes: int | None = None) 
     for _, dtype, numel in _tensors(h, label):
         out[dtype] = out.get(dtype, 0) + numel * DTYPE_BYTES[dtype]
         if data_bytes is not None and sum(out.values()) > data_bytes:
-            raise JsonFileError(f"{label}: the header's tensors need more bytes than the file's {data_bytes} "
-                                f"after the header; {FIX}")
+            raise JsonFileError(
+                f"{label}: the header's tensors need more bytes than the file's {data_bytes} after the header; {FIX}"
+            )
     return {k: int(v) for k, v in out.items()}
 
 
@@ -145,6 +181,7 @@ def file_weight_bytes(path: str | Path) -> int | None:
 
 # --- the same, on a host: a shell probe and its output ----------------------------------------
 
+
 def probe_command(model_dir: str) -> str:
     """Per .safetensors file (at most MAX_FILES) a line '@@ST <size> <header length> <name>' and
     the header on the next line (newlines taken out: raw ones are not allowed inside JSON strings,
@@ -152,18 +189,20 @@ def probe_command(model_dir: str) -> str:
     range; never the tensor data. `od -t u8` reads the length in host byte order: little-endian on
     x86_64 and aarch64, as the format is. `[ -f ]` passes regular files only (no FIFO, no device)."""
     d = shlex.quote(model_dir)
-    return (f"i=0\nt=0\nfor f in {d}/*.safetensors; do\n"
-            "  [ -f \"$f\" ] || continue\n"
-            f"  i=$((i+1)); [ \"$i\" -le {MAX_FILES} ] || {{ echo '@@ST-TOO-MANY'; break; }}\n"
-            "  n=$(od -An -t u8 -N8 \"$f\" | tr -d ' \\n')\n"
-            "  s=$(wc -c <\"$f\" | tr -d ' ')\n"
-            "  printf '@@ST %s %s %s\\n' \"$s\" \"${n:-none}\" \"$(printf '%s' \"${f##*/}\" | tr -d '\\r\\n')\"\n"
-            f"  if [ \"$n\" -gt 0 ] 2>/dev/null && [ \"$n\" -le {MAX_HEADER_SIZE} ] && [ \"$((n + 8))\" -le \"$s\" ]; then\n"
-            f"    t=$((t + n)); [ \"$t\" -le {MAX_TOTAL_HEADERS} ] || {{ printf '\\n@@ST-TOO-MUCH\\n'; break; }}\n"
-            "    tail -c +9 \"$f\" | head -c \"$n\" | tr -d '\\r\\n'\n"
-            "  fi\n"
-            "  printf '\\n'\n"
-            "done")
+    return (
+        f"i=0\nt=0\nfor f in {d}/*.safetensors; do\n"
+        '  [ -f "$f" ] || continue\n'
+        f"  i=$((i+1)); [ \"$i\" -le {MAX_FILES} ] || {{ echo '@@ST-TOO-MANY'; break; }}\n"
+        "  n=$(od -An -t u8 -N8 \"$f\" | tr -d ' \\n')\n"
+        "  s=$(wc -c <\"$f\" | tr -d ' ')\n"
+        '  printf \'@@ST %s %s %s\\n\' "$s" "${n:-none}" "$(printf \'%s\' "${f##*/}" | tr -d \'\\r\\n\')"\n'
+        f'  if [ "$n" -gt 0 ] 2>/dev/null && [ "$n" -le {MAX_HEADER_SIZE} ] && [ "$((n + 8))" -le "$s" ]; then\n'
+        f"    t=$((t + n)); [ \"$t\" -le {MAX_TOTAL_HEADERS} ] || {{ printf '\\n@@ST-TOO-MUCH\\n'; break; }}\n"
+        '    tail -c +9 "$f" | head -c "$n" | tr -d \'\\r\\n\'\n'
+        "  fi\n"
+        "  printf '\\n'\n"
+        "done"
+    )
 
 
 def _count(text: str) -> int | None:
@@ -179,8 +218,9 @@ def parse_probe(output: str, model_dir: str) -> dict[str, Any] | None:
     if "@@ST-TOO-MANY" in lines:
         raise JsonFileError(f"{model_dir}: more than {MAX_FILES} .safetensors files; is this a model folder?")
     if "@@ST-TOO-MUCH" in lines:
-        raise JsonFileError(f"{model_dir}: the .safetensors headers add up to more than {MAX_TOTAL_HEADERS} "
-                            f"bytes; {FIX}")
+        raise JsonFileError(
+            f"{model_dir}: the .safetensors headers add up to more than {MAX_TOTAL_HEADERS} bytes; {FIX}"
+        )
     for i, ln in enumerate(lines):
         if not ln.startswith("@@ST "):
             continue
@@ -191,8 +231,10 @@ def parse_probe(output: str, model_dir: str) -> dict[str, Any] | None:
         if size is None:
             raise JsonFileError(f"{label}: size unreadable on the host; {FIX}")
         if n is None or n > MAX_HEADER_SIZE or n + 8 > size:
-            raise JsonFileError(f"{label}: header length {fields[2][:24] if len(fields) > 2 else '?'} is not within "
-                                f"the file's {size} bytes and the format's {MAX_HEADER_SIZE}; {FIX}")
+            raise JsonFileError(
+                f"{label}: header length {fields[2][:24] if len(fields) > 2 else '?'} is not within "
+                f"the file's {size} bytes and the format's {MAX_HEADER_SIZE}; {FIX}"
+            )
         body = lines[i + 1] if i + 1 < len(lines) else ""
         for dtype, b in parse_header(body, label, size - 8 - n).items():
             dtypes[dtype] = dtypes.get(dtype, 0) + b
@@ -208,8 +250,15 @@ def check_weights_fact(weights: Any, label: str) -> dict[str, Any] | None:
     w = mapping(weights, label)
     dtypes = w.get("dtypes")
     ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_WEIGHT_BYTES  # noqa: E731
-    if not (ok_int(w.get("files")) and 0 < w["files"] <= MAX_FILES and ok_int(w.get("bytes"))
-                and isinstance(dtypes, Mapping) and all(k in DTYPE_BYTES and ok_int(v) for k, v in dtypes.items())):
-        raise JsonFileError(f"{label}: key 'weights': expected {{files, bytes, dtypes}} with non-negative "
-                            f"counts; capture the snapshot again")
+    if not (
+        ok_int(w.get("files"))
+        and 0 < w["files"] <= MAX_FILES
+        and ok_int(w.get("bytes"))
+        and isinstance(dtypes, Mapping)
+        and all(k in DTYPE_BYTES and ok_int(v) for k, v in dtypes.items())
+    ):
+        raise JsonFileError(
+            f"{label}: key 'weights': expected {{files, bytes, dtypes}} with non-negative "
+            f"counts; capture the snapshot again"
+        )
     return {"files": w["files"], "bytes": w["bytes"], "dtypes": dict(dtypes)}

@@ -9,6 +9,7 @@ facts (the NCCL decision, NVLink between the TP GPUs) are recomputed from the ho
 read, exactly as a live gather does, so `facts_from_snapshot(dir, cfg) == parse_gathered(output, cfg)`.
 A profile without facts.json (the lab's) still gives GPU facts; the others are unknown.
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ Pure function of (HostConfig, facts): facts["speculative_draft"] (_adapter_facts
 and facts["model_config"]. vLLM 0.32.0 refuses a draft whose vocab_size differs from the
 target's (vllm/config/speculative.py, "vocab sizes must match" check of the draft model).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,23 +36,42 @@ def check_speculative(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     if spec.method == "mtp":
         layers = (target or {}).get("num_nextn_predict_layers")
         if target and not layers:
-            return Check(ID, WARN, "mtp: config.json has no num_nextn_predict_layers: the model may have no "
-                         "multi-token-prediction layers, and vLLM then refuses to start",
-                         "check the model card, or use method ngram or a draft_model")
-        return Check(ID, PASS, f"mtp, {spec.num_speculative_tokens} tokens from the model's own {layers or '?'} "
-                     "next-token layers")
+            return Check(
+                ID,
+                WARN,
+                "mtp: config.json has no num_nextn_predict_layers: the model may have no "
+                "multi-token-prediction layers, and vLLM then refuses to start",
+                "check the model card, or use method ngram or a draft_model",
+            )
+        return Check(
+            ID,
+            PASS,
+            f"mtp, {spec.num_speculative_tokens} tokens from the model's own {layers or '?'} next-token layers",
+        )
     draft = facts.get("speculative_draft")
     if draft is None:
         return None
     if "error" in draft:
-        return Check(ID, FAIL, f"{spec.method}: the draft {spec.source}: {draft['error']}",
-                     "point speculative_decoding.source at a model folder (config.json and *.safetensors), "
-                     "or fill the Hugging Face cache with `hf download`")
+        return Check(
+            ID,
+            FAIL,
+            f"{spec.method}: the draft {spec.source}: {draft['error']}",
+            "point speculative_decoding.source at a model folder (config.json and *.safetensors), "
+            "or fill the Hugging Face cache with `hf download`",
+        )
     mine, theirs = _vocab(target), _vocab(draft.get("config"))
     if mine and theirs and mine != theirs:
-        return Check(ID, FAIL, f"{spec.method}: the draft's vocab_size {theirs} differs from the model's {mine}: "
-                     "vLLM refuses a draft with another vocabulary",
-                     "use a draft of the same family (the same tokenizer), e.g. a smaller model of its series")
+        return Check(
+            ID,
+            FAIL,
+            f"{spec.method}: the draft's vocab_size {theirs} differs from the model's {mine}: "
+            "vLLM refuses a draft with another vocabulary",
+            "use a draft of the same family (the same tokenizer), e.g. a smaller model of its series",
+        )
     size = f", {gib(draft['weights_bytes'])} of weights" if draft.get("weights_bytes") else ""
-    return Check(ID, PASS, f"{spec.method}, {spec.num_speculative_tokens} tokens; the draft has "
-                 f"{(draft.get('config') or {}).get('num_hidden_layers', '?')} layers{size}, vocabulary {theirs or '?'}")
+    return Check(
+        ID,
+        PASS,
+        f"{spec.method}, {spec.num_speculative_tokens} tokens; the draft has "
+        f"{(draft.get('config') or {}).get('num_hidden_layers', '?')} layers{size}, vocabulary {theirs or '?'}",
+    )

@@ -2,6 +2,7 @@
 (vfleet/roles/service/_unit_files.py says why and how they are found). Deploy and service
 refuse such a host before changing it whatever preflight said; this check says it earlier,
 in the audit and its report."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +21,11 @@ def check_unit_files(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
         return None
     why = refusal(cfg, found)
     if why:
-        return Check("service.unit", FAIL, why,
-                     f"set service_name to a name no unit of the host has (e.g. vllm-{cfg.service_name})")
+        return Check(
+            "service.unit",
+            FAIL,
+            why,
+            f"set service_name to a name no unit of the host has (e.g. vllm-{cfg.service_name})",
+        )
     units = ", ".join(owned_units(cfg))
     return Check("service.unit", PASS, f"{units}: no unit of the host's own by that name")

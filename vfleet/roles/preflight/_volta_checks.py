@@ -20,6 +20,7 @@ ceiling) is vfleet/roles/preflight/data/volta.yaml, each row with its source.
   the capture is likely to OOM: advise enforce_eager, or the utilization that leaves room.
 - gpu.memory_utilization (CC 7.0): warn above 0.92 (the field report's ceiling).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,7 @@ DATA = Path(__file__).resolve().parent / "data" / "volta.yaml"
 VOLTA_CC = (7, 0)
 NO_FA2 = "flash-attn-2"
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
-MIB = 1024 ** 2
+MIB = 1024**2
 
 
 @lru_cache(maxsize=1)
@@ -59,8 +60,11 @@ def engine_on_gpu(version: str | None, cc: str | None) -> str | None:
 
 
 def _backend_row(version: str | None, engine: str | None) -> dict[str, Any] | None:
-    rows = [r for r in _table()["attention_backends"]
-            if r["engine"] == engine and (not r.get("first") or vllm_facts.version_ge(version, r["first"]))]
+    rows = [
+        r
+        for r in _table()["attention_backends"]
+        if r["engine"] == engine and (not r.get("first") or vllm_facts.version_ge(version, r["first"]))
+    ]
     return rows[-1] if rows else None
 
 
@@ -78,7 +82,9 @@ def requested_backend(cfg: HostConfig) -> tuple[str, str] | None:
 
 
 def check_attention_backend(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
-    names = sorted({g.get("name") or "?" for g in facts.get("gpus") or [] if NO_FA2 in vllm_facts.gpu_lacks(g.get("name"))})
+    names = sorted(
+        {g.get("name") or "?" for g in facts.get("gpus") or [] if NO_FA2 in vllm_facts.gpu_lacks(g.get("name"))}
+    )
     if not names:
         return None
     gpu = min_cc_gpu(facts) or {}
@@ -87,16 +93,26 @@ def check_attention_backend(cfg: HostConfig, facts: dict[str, Any]) -> Check | N
     row = _backend_row(version, engine)
     lacking = f"{', '.join(names)} (no FlashAttention-2)"
     if row is None:
-        return Check("gpu.attention_backend", WARN, f"{lacking}, and vLLM {version} ({engine}) has no backend "
-                     "known for them", "pin a release that runs on these GPUs (see vllm.gpu_support)")
+        return Check(
+            "gpu.attention_backend",
+            WARN,
+            f"{lacking}, and vLLM {version} ({engine}) has no backend known for them",
+            "pin a release that runs on these GPUs (see vllm.gpu_support)",
+        )
     uses = f"vLLM {version} ({engine} engine) uses the {row['backend']} attention backend"
     asked = requested_backend(cfg)
     if asked and asked[0].upper() in _table()["flash_attention_backends"]["names"]:
-        status, then = (WARN, "ignores it and falls back") if row["on_fa_request"] == "fallback" else \
-                       (FAIL, f"refuses to start ({row['says']})")
-        return Check("gpu.attention_backend", status, f"{asked[1]} asks for {asked[0]}, but {lacking}: {uses} "
-                     f"there, and {then}", f"remove {asked[0]} from {asked[1]}: vLLM picks {row['backend']} "
-                     "by itself")
+        status, then = (
+            (WARN, "ignores it and falls back")
+            if row["on_fa_request"] == "fallback"
+            else (FAIL, f"refuses to start ({row['says']})")
+        )
+        return Check(
+            "gpu.attention_backend",
+            status,
+            f"{asked[1]} asks for {asked[0]}, but {lacking}: {uses} there, and {then}",
+            f"remove {asked[0]} from {asked[1]}: vLLM picks {row['backend']} by itself",
+        )
     return Check("gpu.attention_backend", PASS, f"{lacking}: {uses}")
 
 
@@ -120,14 +136,20 @@ def check_cuda_graphs(cfg: HostConfig, facts: dict[str, Any]) -> Check | None:
     util = cfg.gpu_memory_utilization
     headroom = total * (1 - util)
     need = capacity.CUDA_GRAPH_RESERVE_BYTES
-    where = (f"{gib(headroom)} of {gpu.get('name')}'s {gib(total)} stays outside vLLM's budget "
-             f"(1 - gpu_memory_utilization {util:g}) after weights and KV cache; CUDA graph capture needs "
-             f"~{gib(need)} there (CC 7.0: vLLM does not count graphs in its profile)")
+    where = (
+        f"{gib(headroom)} of {gpu.get('name')}'s {gib(total)} stays outside vLLM's budget "
+        f"(1 - gpu_memory_utilization {util:g}) after weights and KV cache; CUDA graph capture needs "
+        f"~{gib(need)} there (CC 7.0: vLLM does not count graphs in its profile)"
+    )
     if headroom < need:
         ceiling = math.floor((1 - need / total) * 100) / 100
-        return Check("gpu.cuda_graphs", WARN, f"{where}: the start is likely to run out of memory at "
-                     "'Capturing cudagraphs'", f"set enforce_eager: true (no graphs: slower decoding of small "
-                     f"batches), or gpu_memory_utilization <= {ceiling:.2f}")
+        return Check(
+            "gpu.cuda_graphs",
+            WARN,
+            f"{where}: the start is likely to run out of memory at 'Capturing cudagraphs'",
+            f"set enforce_eager: true (no graphs: slower decoding of small "
+            f"batches), or gpu_memory_utilization <= {ceiling:.2f}",
+        )
     return Check("gpu.cuda_graphs", PASS, where)
 
 
@@ -138,16 +160,23 @@ def check_volta_memory_utilization(cfg: HostConfig, facts: dict[str, Any]) -> Ch
     ceiling = float(_table()["volta_max_gpu_memory_utilization"]["value"])
     util = cfg.gpu_memory_utilization
     if util > ceiling:
-        total_mib = gpu.get("memory_total_mib")   # None where nvidia-smi printed [N/A]
+        total_mib = gpu.get("memory_total_mib")  # None where nvidia-smi printed [N/A]
         left = f"{gib((1 - util) * total_mib * MIB)} per GPU" if total_mib else f"{1 - util:.0%} of each GPU"
-        return Check("gpu.memory_utilization", WARN, f"gpu_memory_utilization {util:g} on {gpu.get('name')} "
-                     f"(CC 7.0) is above {ceiling:g}: CUDA graphs, NCCL buffers and the CUDA context get {left}",
-                     f"set gpu_memory_utilization: {ceiling:g} or lower (0.9 is vLLM's default)")
+        return Check(
+            "gpu.memory_utilization",
+            WARN,
+            f"gpu_memory_utilization {util:g} on {gpu.get('name')} "
+            f"(CC 7.0) is above {ceiling:g}: CUDA graphs, NCCL buffers and the CUDA context get {left}",
+            f"set gpu_memory_utilization: {ceiling:g} or lower (0.9 is vLLM's default)",
+        )
     return Check("gpu.memory_utilization", PASS, f"gpu_memory_utilization {util:g} (<= {ceiling:g} on CC 7.0)")
 
 
 def volta_checks(cfg: HostConfig, facts: dict[str, Any]) -> list[Check]:
     """The checks above that concern this host's GPUs."""
-    found = [check_attention_backend(cfg, facts), check_cuda_graphs(cfg, facts),
-             check_volta_memory_utilization(cfg, facts)]
+    found = [
+        check_attention_backend(cfg, facts),
+        check_cuda_graphs(cfg, facts),
+        check_volta_memory_utilization(cfg, facts),
+    ]
     return [c for c in found if c is not None]

@@ -16,6 +16,7 @@ CPU lab). The interface comes from the same route fact the service environment u
 member's result (backend, sum correct, seconds, bus bandwidth) goes into the report. It is
 opt-in: it holds the port and, on GPU hosts, some memory of GPU 0 for a few seconds.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from vfleet.engine.runner import HostContext, Play
-from vfleet.roles.preflight import FAIL, PASS, Check
 from vfleet.config.hostconfig import hostport
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
+from vfleet.engine.runner import HostContext, Play
+from vfleet.roles.preflight import FAIL, PASS, Check
 from vfleet.roles.replica._facts import Route
 
 __all__ = ["AllReduceJob", "AllReduceResult", "plan", "run", "to_check", "PROBE"]
@@ -45,6 +46,7 @@ class AllReduceResult:
 
     def to_dict(self) -> dict[str, Any]:
         return self.result
+
 
 # Reads {"init_method", "rank", "world", "numel", "iters", "timeout_s", "env"} on stdin and
 # prints one JSON line; never raises (a failure is {"ok": false, "error": ...}).
@@ -90,7 +92,7 @@ class AllReduceJob:
     host: str
     rank: int
     world: int
-    head: str          # the head's address on the routed network (the rendezvous)
+    head: str  # the head's address on the routed network (the rendezvous)
     port: int
     env: tuple[tuple[str, str], ...]
 
@@ -101,12 +103,23 @@ class AllReduceJob:
         return f"tcp://{hostport(self.head, self.port)}"
 
     def payload(self, numel: int = 1 << 20, iters: int = 5, timeout_s: int = 60) -> dict[str, Any]:
-        return {"init_method": self.init_method, "rank": self.rank, "world": self.world, "numel": numel,
-                "iters": iters, "timeout_s": timeout_s, "env": dict(self.env)}
+        return {
+            "init_method": self.init_method,
+            "rank": self.rank,
+            "world": self.world,
+            "numel": numel,
+            "iters": iters,
+            "timeout_s": timeout_s,
+            "env": dict(self.env),
+        }
 
 
-def plan(replica: Replica, address: Mapping[str, str], routes: Mapping[str, Route | None],
-         settings: Mapping[str, ReplicaSettings]) -> dict[str, AllReduceJob]:
+def plan(
+    replica: Replica,
+    address: Mapping[str, str],
+    routes: Mapping[str, Route | None],
+    settings: Mapping[str, ReplicaSettings],
+) -> dict[str, AllReduceJob]:
     """One job per member. The rendezvous is the head's address as its first worker routes
     to it (the head's own route is to that worker: its src is the head's address there), on
     the head's replica_allreduce_port."""
@@ -122,8 +135,12 @@ def plan(replica: Replica, address: Mapping[str, str], routes: Mapping[str, Rout
     return jobs
 
 
-def run(play: Play, replicas: Mapping[str, Replica], member_facts: Mapping[str, Mapping[str, Any]],
-        settings: Mapping[str, ReplicaSettings]) -> dict[str, dict[str, Any]]:
+def run(
+    play: Play,
+    replicas: Mapping[str, Replica],
+    member_facts: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, ReplicaSettings],
+) -> dict[str, dict[str, Any]]:
     """Run every replica's all-reduce, all members of one replica at the same time (the ranks
     wait for each other); host -> the probe's result, also kept in the host's report data."""
     out: dict[str, dict[str, Any]] = {}
@@ -147,8 +164,7 @@ def run(play: Play, replicas: Mapping[str, Replica], member_facts: Mapping[str, 
             out[ctx.name] = result
             ctx.result.note(AllReduceResult(result))
 
-        play.run_step(f"preflight: replica {r.name} all-reduce", step, hosts=list(r.members),
-                      forks=len(r.members))
+        play.run_step(f"preflight: replica {r.name} all-reduce", step, hosts=list(r.members), forks=len(r.members))
     return out
 
 
@@ -156,16 +172,32 @@ def to_check(replica: Replica, host: str, result: Mapping[str, Any] | None, port
     """The member's check from its probe result."""
     cid = f"replica.allreduce:{replica.name}"
     if not result:
-        return Check(cid, FAIL, f"replica {replica.name}: no all-reduce result from {host}",
-                     "run preflight again with every member reachable")
+        return Check(
+            cid,
+            FAIL,
+            f"replica {replica.name}: no all-reduce result from {host}",
+            "run preflight again with every member reachable",
+        )
     backend = result.get("backend", "?")
     if result.get("ok"):
-        mib = int(result.get("bytes", 0)) / 2 ** 20
-        return Check(cid, PASS, f"{backend} all-reduce of {mib:g} MiB over {result.get('world')} members: sum correct, "
-                     f"{float(result.get('seconds', 0)) * 1000:.1f} ms, bus bandwidth {result.get('busbw_gbps')} GB/s")
+        mib = int(result.get("bytes", 0)) / 2**20
+        return Check(
+            cid,
+            PASS,
+            f"{backend} all-reduce of {mib:g} MiB over {result.get('world')} members: sum correct, "
+            f"{float(result.get('seconds', 0)) * 1000:.1f} ms, bus bandwidth {result.get('busbw_gbps')} GB/s",
+        )
     if result.get("sum_ok") is False:
-        return Check(cid, FAIL, f"{backend} all-reduce over {result.get('world')} members returned a wrong sum",
-                     "check that every member runs the same torch and that its GPUs pass preflight")
-    return Check(cid, FAIL, f"{backend} all-reduce failed on {host}: {result.get('error', 'no result')}",
-                 f"open TCP {port} (rendezvous) and the collective's ports between members, and check "
-                 "replica_nic / the route to the head; install the venv first if python is missing")
+        return Check(
+            cid,
+            FAIL,
+            f"{backend} all-reduce over {result.get('world')} members returned a wrong sum",
+            "check that every member runs the same torch and that its GPUs pass preflight",
+        )
+    return Check(
+        cid,
+        FAIL,
+        f"{backend} all-reduce failed on {host}: {result.get('error', 'no result')}",
+        f"open TCP {port} (rendezvous) and the collective's ports between members, and check "
+        "replica_nic / the route to the head; install the venv first if python is missing",
+    )

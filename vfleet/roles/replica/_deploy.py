@@ -11,25 +11,25 @@ the service step's way (vfleet.engine.changes: only what differs, unit files che
 `systemd-analyze verify`, env files 0600); a member whose files changed, or whose units are
 not running, is (re)started; nothing changed and everything active: nothing restarts.
 """
+
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from vfleet.config.fleet import Fleet
+from vfleet.config.replicas import Replica
+from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.changes import apply, command, daemon_reload, file_change, service_changes
 from vfleet.engine.facts import CommandOk, FileFact, UnitFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, Play
 from vfleet.engine.systemd import restart
-from vfleet.roles.service import readiness
-from vfleet.roles.service import RESTART, user_change
-from vfleet.roles.replica._ray_render import render_member
-from vfleet.config.fleet import Fleet
-from vfleet.config.replicas import Replica
 from vfleet.roles.replica._facts import Route, RouteFact
 from vfleet.roles.replica._preflight import peer_of
-from vfleet.config.vllm_facts import flag_available
+from vfleet.roles.replica._ray_render import render_member
+from vfleet.roles.service import RESTART, readiness, user_change
 
 __all__ = ["Placement", "configure_member", "run"]
 
@@ -63,15 +63,26 @@ def configure_member(ctx: HostContext, fleet: Fleet, replica: Replica) -> None:
     address = {h: fleet.config(h).address for h in replica.members}
     route = gather(ctx, {"r": RouteFact(peer_of(replica, ctx.name, address))})["r"]
     files = render_member(replica, cfg, fleet.config(replica.head), flag_available, route=route)
-    facts = gather(ctx, {f.path: FileFact(f.path, with_content=ctx.diff) for f in files}
-                   | {u: UnitFact(u) for u in _units(cfg, replica, ctx.name)}
-                   | {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}")})
+    facts = gather(
+        ctx,
+        {f.path: FileFact(f.path, with_content=ctx.diff) for f in files}
+        | {u: UnitFact(u) for u in _units(cfg, replica, ctx.name)}
+        | {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}")},
+    )
     changes = [] if facts["user"] else [user_change(cfg)]
     written = []
     for f in files:
-        written += file_change(f.path, f.text, facts[f.path], mode=f.mode, owner="root", group="root",
-                               sensitive=f.mode == "0600", action="unit" if f.mode == "0644" else "env",
-                               notify=CHANGED)
+        written += file_change(
+            f.path,
+            f.text,
+            facts[f.path],
+            mode=f.mode,
+            owner="root",
+            group="root",
+            sensitive=f.mode == "0600",
+            action="unit" if f.mode == "0644" else "env",
+            notify=CHANGED,
+        )
     if written:
         dirs = " ".join(q(d) for d in sorted({f.path.rsplit("/", 1)[0] for f in files}))
         changes += [command("dir", dirs, "make the directories", f"mkdir -p -- {dirs}"), *written, daemon_reload()]
@@ -85,7 +96,7 @@ def configure_member(ctx: HostContext, fleet: Fleet, replica: Replica) -> None:
 
 def _start(ctx: HostContext, replica: Replica) -> None:
     cfg = ctx.config
-    pending = [n for n in (CHANGED, RESTART) if n in ctx.notified]   # RESTART: weights or venv changed
+    pending = [n for n in (CHANGED, RESTART) if n in ctx.notified]  # RESTART: weights or venv changed
     if not pending or ctx.check:
         ctx.record("replica", ctx.name, Status.OK, "nothing changed: not restarted")
         return
@@ -112,6 +123,7 @@ def run(play: Play, fleet: Fleet) -> None:
                 if h in play.active:
                     play.contexts[h].record("replica", r.name, Status.FAILED, f"member(s) {', '.join(broken)} failed")
                     play.active.remove(h)
-    play.run_step("replica: workers", lambda ctx: _start(ctx, by_host[ctx.name]),
-                  hosts=[h for r in replicas for h in r.workers])
+    play.run_step(
+        "replica: workers", lambda ctx: _start(ctx, by_host[ctx.name]), hosts=[h for r in replicas for h in r.workers]
+    )
     play.run_step("replica: heads", lambda ctx: _start(ctx, by_host[ctx.name]), hosts=[r.head for r in replicas])

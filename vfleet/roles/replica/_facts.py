@@ -5,6 +5,7 @@ member has on it, which vLLM/torch/NCCL/Python the venv really holds and whether
 agrees are properties of the running host; the inventory can only override the interface
 (`replica_nic`). Parsers are tested from captured outputs (tests/unit/data/facts/replica/).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ class Route:
     target: str
     dev: str | None
     src: str | None
-    local: bool = False        # TARGET is this host itself (dev is then lo)
+    local: bool = False  # TARGET is this host itself (dev is then lo)
 
 
 def parse_route(target: str, lines: list[str]) -> Route:
@@ -51,8 +52,9 @@ def parse_route(target: str, lines: list[str]) -> Route:
     text = " ".join(lines)
     dev = re.search(r"\bdev\s+(\S+)", text)
     src = re.search(r"\bsrc\s+(\S+)", text)
-    return Route(target, dev.group(1) if dev else None, src.group(1) if src else None,
-                 local=text.strip().startswith("local "))
+    return Route(
+        target, dev.group(1) if dev else None, src.group(1) if src else None, local=text.strip().startswith("local ")
+    )
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ class RouteFact:
 
     def command(self) -> str:
         t = q(self.target)
-        return (f"a=$(getent ahostsv4 {t} | awk 'NR==1{{print $1}}'); "
-                f"ip -o route get \"${{a:-{self.target}}}\" 2>&1 || true")
+        return (
+            f"a=$(getent ahostsv4 {t} | awk 'NR==1{{print $1}}'); "
+            f'ip -o route get "${{a:-{self.target}}}" 2>&1 || true'
+        )
 
     def process(self, lines: list[str]) -> Route:
         return parse_route(self.target, lines)
@@ -78,8 +82,10 @@ class ReachFact:
     port: int
 
     def command(self) -> str:
-        return (f"timeout 5 bash -c {q(f'exec 3<>/dev/tcp/{self.target}/{int(self.port)}')} "
-                "2>/dev/null && echo reachable || echo unreachable")
+        return (
+            f"timeout 5 bash -c {q(f'exec 3<>/dev/tcp/{self.target}/{int(self.port)}')} "
+            "2>/dev/null && echo reachable || echo unreachable"
+        )
 
     def process(self, lines: list[str]) -> bool:
         return bool(lines) and lines[-1].strip() == "reachable"

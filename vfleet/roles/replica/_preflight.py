@@ -11,16 +11,17 @@ and their clocks must agree (Ray and NCCL timeouts, and logs that can be read si
 The optional cross-member all-reduce (`preflight --replica-allreduce`) is
 vfleet/roles/replica/_allreduce.py; the single-host one is `--nccl-bandwidth`.
 """
+
 from __future__ import annotations
 
 import time
 from typing import Any, Mapping
 
-from vfleet.engine.runner import HostContext, Play
-from vfleet.engine.facts import gather as gather_facts
-from vfleet.roles.preflight import FAIL, PASS, WARN, Check
 from vfleet.config.replica_settings import ReplicaSettings
 from vfleet.config.replicas import Replica
+from vfleet.engine.facts import gather as gather_facts
+from vfleet.engine.runner import HostContext, Play
+from vfleet.roles.preflight import FAIL, PASS, WARN, Check
 from vfleet.roles.replica._facts import ClockFact, ReachFact, Route, RouteFact, VersionsFact
 
 __all__ = ["peer_of", "facts_for", "gather", "member_checks", "VERSION_KEYS"]
@@ -35,8 +36,12 @@ def peer_of(replica: Replica, host: str, address: Mapping[str, str]) -> str:
 
 def facts_for(replica: Replica, host: str, address: Mapping[str, str], python: str, ssh_port: int) -> dict[str, Any]:
     peer = peer_of(replica, host, address)
-    return {"route": RouteFact(peer), "reach": ReachFact(peer, ssh_port), "versions": VersionsFact(python),
-            "clock": ClockFact()}
+    return {
+        "route": RouteFact(peer),
+        "reach": ReachFact(peer, ssh_port),
+        "versions": VersionsFact(python),
+        "clock": ClockFact(),
+    }
 
 
 def read_clock(ctx: HostContext, fact: ClockFact) -> dict[str, Any]:
@@ -63,8 +68,13 @@ def gather(play: Play, replicas: Mapping[str, Replica]) -> dict[str, dict[str, A
 
     def step(ctx: HostContext) -> None:
         cfg = ctx.config
-        facts = facts_for(members[ctx.name], ctx.name, address, f"{cfg.vllm_root}/current/bin/python",
-                          int(play.contexts[members[ctx.name].head].host.port))
+        facts = facts_for(
+            members[ctx.name],
+            ctx.name,
+            address,
+            f"{cfg.vllm_root}/current/bin/python",
+            int(play.contexts[members[ctx.name].head].host.port),
+        )
         clock = facts.pop("clock")
         out[ctx.name] = gather_facts(ctx, facts)
         out[ctx.name]["clock"] = read_clock(ctx, clock)
@@ -78,12 +88,20 @@ def _same(replica: Replica, cid: str, label: str, values: dict[str, Any], fix: s
     known = {h: v for h, v in values.items() if v not in (None, "", {})}
     if len(known) < len(replica.members):
         missing = sorted(set(replica.members) - set(known))
-        return {h: Check(cid, WARN, f"replica {replica.name}: {label} unknown on {', '.join(missing)}",
-                         "run preflight again after install") for h in replica.members}
+        return {
+            h: Check(
+                cid,
+                WARN,
+                f"replica {replica.name}: {label} unknown on {', '.join(missing)}",
+                "run preflight again after install",
+            )
+            for h in replica.members
+        }
     distinct = set(map(str, known.values()))
     if len(distinct) == 1:
-        return {h: Check(cid, PASS, f"replica {replica.name}: every member has {label} {known[h]}")
-                for h in replica.members}
+        return {
+            h: Check(cid, PASS, f"replica {replica.name}: every member has {label} {known[h]}") for h in replica.members
+        }
     spread = ", ".join(f"{h}={v}" for h, v in known.items())
     return {h: Check(cid, FAIL, f"replica {replica.name} mixes {label}: {spread}", fix) for h in replica.members}
 
@@ -92,17 +110,28 @@ def _gpu_checks(replica: Replica, gpu_facts: Mapping[str, Mapping[str, Any]]) ->
     count = {}
     for h in replica.members:
         n = len(gpu_facts.get(h, {}).get("gpus") or [])
-        count[h] = (Check("replica.gpus", PASS, f"{n} GPUs, the replica needs {replica.gpus_per_host}")
-                    if n >= replica.gpus_per_host else
-                    Check("replica.gpus", FAIL, f"{n} GPUs, but replica {replica.name} needs {replica.gpus_per_host} "
-                          f"per host (TP {replica.tensor_parallel_size} x PP {replica.pipeline_parallel_size} "
-                          f"over {len(replica.members)} hosts)", "use hosts with enough GPUs or change TP/PP"))
-    model = {h: ",".join(sorted({g.get("name") or "?" for g in gpu_facts.get(h, {}).get("gpus") or []})) or None
-             for h in replica.members}
+        count[h] = (
+            Check("replica.gpus", PASS, f"{n} GPUs, the replica needs {replica.gpus_per_host}")
+            if n >= replica.gpus_per_host
+            else Check(
+                "replica.gpus",
+                FAIL,
+                f"{n} GPUs, but replica {replica.name} needs {replica.gpus_per_host} "
+                f"per host (TP {replica.tensor_parallel_size} x PP {replica.pipeline_parallel_size} "
+                f"over {len(replica.members)} hosts)",
+                "use hosts with enough GPUs or change TP/PP",
+            )
+        )
+    model = {
+        h: ",".join(sorted({g.get("name") or "?" for g in gpu_facts.get(h, {}).get("gpus") or []})) or None
+        for h in replica.members
+    }
     driver = {h: gpu_facts.get(h, {}).get("driver_version") for h in replica.members}
-    return [count,
-            _same(replica, "replica.gpu_model", "GPU model", model, "use one GPU model across the replica"),
-            _same(replica, "replica.driver", "driver", driver, "install the same NVIDIA driver on every member")]
+    return [
+        count,
+        _same(replica, "replica.gpu_model", "GPU model", model, "use one GPU model across the replica"),
+        _same(replica, "replica.driver", "driver", driver, "install the same NVIDIA driver on every member"),
+    ]
 
 
 def _net_check(replica: Replica, host: str, f: Mapping[str, Any], nic: str | None) -> Check:
@@ -111,34 +140,53 @@ def _net_check(replica: Replica, host: str, f: Mapping[str, Any], nic: str | Non
     if route is None or not route.dev or route.dev == "lo":
         return Check("replica.nic", FAIL, f"no route from {host} to {peer}", "give the members one network")
     if nic and nic != route.dev:
-        return Check("replica.nic", WARN, f"replica_nic {nic}, but the route to {peer} leaves on {route.dev}",
-                     f"set replica_nic: {route.dev} or fix the routing")
+        return Check(
+            "replica.nic",
+            WARN,
+            f"replica_nic {nic}, but the route to {peer} leaves on {route.dev}",
+            f"set replica_nic: {route.dev} or fix the routing",
+        )
     if not f.get("reach"):
-        return Check("replica.nic", FAIL, f"{peer} is not reachable from {host} over {route.dev}",
-                     "open the members' ports to each other (Ray, NCCL, SSH)")
+        return Check(
+            "replica.nic",
+            FAIL,
+            f"{peer} is not reachable from {host} over {route.dev}",
+            "open the members' ports to each other (Ray, NCCL, SSH)",
+        )
     return Check("replica.nic", PASS, f"{peer} reachable over {route.dev} (src {route.src})")
 
 
 def _clock_check(replica: Replica, host: str, facts: Mapping[str, Mapping[str, Any]], max_skew_ms: int) -> Check:
-    mine = (facts.get(host, {}).get("clock") or {})
-    head = (facts.get(replica.head, {}).get("clock") or {})
+    mine = facts.get(host, {}).get("clock") or {}
+    head = facts.get(replica.head, {}).get("clock") or {}
     if mine.get("epoch_ms") is None or head.get("epoch_ms") is None:
         return Check("replica.clock", WARN, "clock not read", "check `date` on the members")
     # offsets from the controller's clock where they were measured (read_clock), raw readings otherwise
     skew = abs(int(mine.get("offset_ms", mine["epoch_ms"])) - int(head.get("offset_ms", head["epoch_ms"])))
     slack = int(mine.get("uncertainty_ms", 0)) + int(head.get("uncertainty_ms", 0))
     if skew - slack > max_skew_ms:
-        return Check("replica.clock", FAIL, f"clock {skew} ms (+-{slack} ms) from the head's (limit {max_skew_ms} ms)",
-                     "run chrony or systemd-timesyncd on every member")
+        return Check(
+            "replica.clock",
+            FAIL,
+            f"clock {skew} ms (+-{slack} ms) from the head's (limit {max_skew_ms} ms)",
+            "run chrony or systemd-timesyncd on every member",
+        )
     if mine.get("ntp_synchronized") is False:
-        return Check("replica.clock", WARN, f"clock within {skew} ms of the head's, but not NTP-synchronised",
-                     "enable chrony or systemd-timesyncd")
+        return Check(
+            "replica.clock",
+            WARN,
+            f"clock within {skew} ms of the head's, but not NTP-synchronised",
+            "enable chrony or systemd-timesyncd",
+        )
     return Check("replica.clock", PASS, f"clock within {skew} ms of the head's")
 
 
-def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mapping[str, Any]],
-                  member_facts: Mapping[str, Mapping[str, Any]],
-                  settings: Mapping[str, ReplicaSettings]) -> dict[str, list[dict[str, str]]]:
+def member_checks(
+    replicas: Mapping[str, Replica],
+    gpu_facts: Mapping[str, Mapping[str, Any]],
+    member_facts: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, ReplicaSettings],
+) -> dict[str, list[dict[str, str]]]:
     """host -> check dicts (the shape audit.audit's extra_checks takes); `settings`: every
     member's replica settings (its replica_nic and clock limit)."""
     out: dict[str, list[dict[str, str]]] = {}
@@ -151,11 +199,22 @@ def member_checks(replicas: Mapping[str, Replica], gpu_facts: Mapping[str, Mappi
         for key in VERSION_KEYS:
             values = {h: v.get(key) for h, v in versions.items()}
             if installed and not any(values.values()):  # e.g. no NCCL in the CPU build, no Ray for mp
-                per.append({h: Check(f"replica.version.{key}", PASS, f"replica {r.name}: no {key} on any member")
-                            for h in r.members})
+                per.append(
+                    {
+                        h: Check(f"replica.version.{key}", PASS, f"replica {r.name}: no {key} on any member")
+                        for h in r.members
+                    }
+                )
                 continue
-            per.append(_same(r, f"replica.version.{key}", key, values,
-                             f"install the same {key} on every member (one vllm_version and ray_version)"))
+            per.append(
+                _same(
+                    r,
+                    f"replica.version.{key}",
+                    key,
+                    values,
+                    f"install the same {key} on every member (one vllm_version and ray_version)",
+                )
+            )
         for h in r.members:
             checks = [c[h] for c in per if h in c]
             checks.append(_net_check(r, h, member_facts[h], settings[h].nic))

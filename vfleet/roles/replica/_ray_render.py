@@ -24,6 +24,7 @@ inventory, vfleet/config/addresses.py):
   bracketing an IPv6 one (vllm/utils/network_utils.py get_tcp_uri: `tcp://[ip]:port` when
   is_valid_ipv6_address(ip), which a bracketed string is not).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,14 +32,13 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from vfleet.config.hostconfig import UNIT_DIR, HostConfig, hostport
 from vfleet.config import vllm_facts
+from vfleet.config.hostconfig import UNIT_DIR, HostConfig, hostport
 from vfleet.config.quoting import QuotingError, systemd_quote
 from vfleet.config.replicas import Replica
 from vfleet.roles.replica._facts import Route
-from vfleet.roles.service import RenderError, exec_lines, render_service
+from vfleet.roles.service import FlagCheck, RenderError, exec_lines, render_service
 from vfleet.templates.environment import environment
-from vfleet.roles.service import FlagCheck
 
 __all__ = ["MemberFile", "MemberNet", "member_net", "render_member", "ray_argv", "ray_address"]
 
@@ -102,15 +102,21 @@ def ray_argv(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet
     ports = cfg.replica.ray
     is_head = cfg.name == replica.head
     words = [ray, "start", "--block"]
-    words += ["--head", f"--port={ports.port}", "--include-dashboard=false"] if is_head \
+    words += (
+        ["--head", f"--port={ports.port}", "--include-dashboard=false"]
+        if is_head
         else [f"--address={ray_address(head, ports.port)}"]
+    )
     if net.host_ip:
         words.append(f"--node-ip-address={net.host_ip}")
-    words += [f"--node-manager-port={ports.node_manager_port}",
-              f"--object-manager-port={ports.object_manager_port}",
-              f"--min-worker-port={ports.min_worker_port}",
-              f"--max-worker-port={ports.max_worker_port}",
-              f"--num-gpus={replica.gpus_per_host}", "--disable-usage-stats"]
+    words += [
+        f"--node-manager-port={ports.node_manager_port}",
+        f"--object-manager-port={ports.object_manager_port}",
+        f"--min-worker-port={ports.min_worker_port}",
+        f"--max-worker-port={ports.max_worker_port}",
+        f"--num-gpus={replica.gpus_per_host}",
+        "--disable-usage-stats",
+    ]
     return words
 
 
@@ -130,14 +136,27 @@ def _ray_files(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberN
         raise RenderError("ray_min_worker_port is above ray_max_worker_port")
     role = "head" if cfg.name == replica.head else "worker"
     env = [(k, v) for k, v in net.env().items()]
-    unit = _template("ray-node.service.j2", role=role, replica=replica.name, ray_version=cfg.replica.ray.version,
-                     vllm_unit=cfg.unit, vllm_user=cfg.vllm_user, vllm_group=cfg.vllm_group,
-                     service_name=cfg.service_name, state_dir=cfg.state_dir, env_file=_ray_env_path(cfg),
-                     exec_lines=_lines(ray_argv(cfg, replica, head, net)),
-                     ray_bin=f"{cfg.vllm_root}/current/bin/ray", grace_period=GRACE_PERIOD_SEC,
-                     timeout_stop_sec=STOP_TIMEOUT_SEC, restart_sec=RESTART_SEC)
-    return [MemberFile(f"{UNIT_DIR}/{cfg.ray_unit}", "0644", unit),
-            MemberFile(_ray_env_path(cfg), "0600", _template("ray.env.j2", env_items=env))]
+    unit = _template(
+        "ray-node.service.j2",
+        role=role,
+        replica=replica.name,
+        ray_version=cfg.replica.ray.version,
+        vllm_unit=cfg.unit,
+        vllm_user=cfg.vllm_user,
+        vllm_group=cfg.vllm_group,
+        service_name=cfg.service_name,
+        state_dir=cfg.state_dir,
+        env_file=_ray_env_path(cfg),
+        exec_lines=_lines(ray_argv(cfg, replica, head, net)),
+        ray_bin=f"{cfg.vllm_root}/current/bin/ray",
+        grace_period=GRACE_PERIOD_SEC,
+        timeout_stop_sec=STOP_TIMEOUT_SEC,
+        restart_sec=RESTART_SEC,
+    )
+    return [
+        MemberFile(f"{UNIT_DIR}/{cfg.ray_unit}", "0644", unit),
+        MemberFile(_ray_env_path(cfg), "0600", _template("ray.env.j2", env_items=env)),
+    ]
 
 
 def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, net: MemberNet) -> HostConfig:
@@ -147,9 +166,18 @@ def _vllm_config(cfg: HostConfig, replica: Replica, head: HostConfig, net: Membe
         extra = ("--distributed-executor-backend", "ray")
         env["RAY_ADDRESS"] = ray_address(head, cfg.replica.ray.port)
     else:
-        extra = ("--distributed-executor-backend", "mp", "--nnodes", str(len(replica.members)),
-                 "--node-rank", str(replica.node_rank(cfg.name)), "--master-addr", head.address.strip("[]"),
-                 "--master-port", str(cfg.replica.master_port))
+        extra = (
+            "--distributed-executor-backend",
+            "mp",
+            "--nnodes",
+            str(len(replica.members)),
+            "--node-rank",
+            str(replica.node_rank(cfg.name)),
+            "--master-addr",
+            head.address.strip("[]"),
+            "--master-port",
+            str(cfg.replica.master_port),
+        )
         if cfg.name != replica.head:
             extra += ("--headless",)
     return dataclasses.replace(cfg, vllm_extra_args=extra + cfg.vllm_extra_args, vllm_env=env)
@@ -161,15 +189,18 @@ def _headless_start(cfg: HostConfig, unit: str) -> str:
     words = vllm_facts.entrypoint(cfg.vllm_version, str(cfg.model_path), package=cfg.vllm_package)
     if words[:2] == ["bin/vllm", "serve"]:
         return unit
-    row = next((r for r in vllm_facts.data()["multinode"].get("headless_launchers", [])
-                if r["package"] == cfg.vllm_package), None)
+    row = next(
+        (r for r in vllm_facts.data()["multinode"].get("headless_launchers", []) if r["package"] == cfg.vllm_package),
+        None,
+    )
     if row is None:
-        raise RenderError(f"{cfg.vllm_package} {cfg.vllm_version}: no way known to start a headless "
-                          "worker (vllm serve --headless); use replica_backend: ray")
+        raise RenderError(
+            f"{cfg.vllm_package} {cfg.vllm_version}: no way known to start a headless "
+            "worker (vllm serve --headless); use replica_backend: ray"
+        )
     venv = f"{cfg.vllm_root}/current"
     old = exec_lines([f"{venv}/{w}" if w.startswith("bin/") else w for w in words])[:2]
-    new = [f"{venv}/{w}" if w.startswith("bin/") else (str(cfg.model_path) if w == "MODEL" else w)
-           for w in row["argv"]]
+    new = [f"{venv}/{w}" if w.startswith("bin/") else (str(cfg.model_path) if w == "MODEL" else w) for w in row["argv"]]
 
     def spell(ws: list[str]) -> str:
         return " ".join(systemd_quote(w) for w in ws)
@@ -180,8 +211,15 @@ def _headless_start(cfg: HostConfig, unit: str) -> str:
     return unit.replace(before, f"ExecStart={spell(new[:3])} \\\n    {spell(new[3:])}", 1)
 
 
-def render_member(replica: Replica, cfg: HostConfig, head: HostConfig, flag_available: FlagCheck, *,
-                  route: Route | None = None, systemd_version: int | None = None) -> list[MemberFile]:
+def render_member(
+    replica: Replica,
+    cfg: HostConfig,
+    head: HostConfig,
+    flag_available: FlagCheck,
+    *,
+    route: Route | None = None,
+    systemd_version: int | None = None,
+) -> list[MemberFile]:
     """Files deploy writes on one member: `cfg` its config, `head` its replica's head's (the
     renderer passes configs whose secrets are masked)."""
     host = cfg.name
@@ -196,6 +234,11 @@ def render_member(replica: Replica, cfg: HostConfig, head: HostConfig, flag_avai
     unit = r.unit_text if host == replica.head else _headless_start(vcfg, r.unit_text)
     out += [MemberFile(r.unit_path, "0644", unit), MemberFile(r.env_path, "0600", r.env_text)]
     if replica.backend == "ray":
-        out.append(MemberFile(f"{UNIT_DIR}/{cfg.unit}.d/10-replica.conf", "0644",
-                              _template("vllm-replica.conf.j2", ray_unit=cfg.ray_unit)))
+        out.append(
+            MemberFile(
+                f"{UNIT_DIR}/{cfg.unit}.d/10-replica.conf",
+                "0644",
+                _template("vllm-replica.conf.j2", ray_unit=cfg.ray_unit),
+            )
+        )
     return out

@@ -13,23 +13,22 @@ Restart order inside a unit: the head's vLLM stops first (it drives the workers)
 worker (venv switched on upgrade, then its Ray node or headless vLLM restarted), then the
 head's Ray node, then the head's vLLM; the unit is ready only when the head serves.
 """
+
 from __future__ import annotations
 
 import shlex
 import time
 from typing import Any, Mapping
 
+from vfleet.config.fleet import Fleet
+from vfleet.config.replicas import Replica
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
 from vfleet.engine.systemd import start
-from vfleet.roles.service import readiness
-from vfleet.roles.replica import _deploy as replica_deploy
 from vfleet.roles.install import venv as vllm_install
-from vfleet.config.fleet import Fleet
-from vfleet.config.replicas import Replica
-from vfleet.roles.rollout import RestartTimes
-from vfleet.roles.rollout import plan_batches
-from vfleet.roles.rollout import Rollout
+from vfleet.roles.replica import _deploy as replica_deploy
+from vfleet.roles.rollout import RestartTimes, Rollout, plan_batches
+from vfleet.roles.service import readiness
 
 __all__ = ["unit_key", "unit_members", "unit_batches", "restart_steps", "unit_keys", "ReplicaRollout"]
 
@@ -105,7 +104,9 @@ class ReplicaRollout(Rollout):
         cfg = mctx.config
         mctx.step_name = ctx_step = f"replica {replica.name}: {action}"
         if action == "stop-vllm":
-            mctx.must(f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}", timeout=float(cfg.shutdown_timeout) + 120)
+            mctx.must(
+                f"systemctl stop -- {q(cfg.unit)}", what=f"stop {cfg.unit}", timeout=float(cfg.shutdown_timeout) + 120
+            )
         elif action == "switch-venv":
             vllm_install.link_current(mctx, cfg, cfg.venv_path)
             replica_deploy.configure_member(mctx, self.fleet, replica)

@@ -3,6 +3,7 @@
 Apart from vfleet/roles/rollout/_rolling.py, which runs the batches: planning is pure (hosts and
 a spec in, lists out), is checked before anything connects (`deploy --batch` validates the
 spec up front) and is timed on its own at fleet scale (benchmarks/render_scale.py)."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ from vfleet.engine.errors import VfleetError
 __all__ = ["plan_batches", "batch_sizes"]
 
 
-def plan_batches(spec: str, hosts: list[str], models: Mapping[str, str] | None = None,
-                 group_sizes: Mapping[str, int] | None = None) -> list[list[str]]:
+def plan_batches(
+    spec: str, hosts: list[str], models: Mapping[str, str] | None = None, group_sizes: Mapping[str, int] | None = None
+) -> list[list[str]]:
     """The hosts in batches of batch_sizes(spec), in inventory order.
 
     With `models` (host -> the model it serves) the spec applies to each model's hosts on
@@ -43,7 +45,7 @@ def _batches(spec: str, hosts: list[str], serving: int | None) -> list[list[str]
     batches, i = [], 0
     for size in batch_sizes(spec, len(hosts)):
         for part in range(0, size, cap or size):
-            batches.append(hosts[i + part:i + min(size, part + (cap or size))])
+            batches.append(hosts[i + part : i + min(size, part + (cap or size))])
         i += size
     return batches
 
@@ -66,7 +68,7 @@ def batch_sizes(spec: str, total: int) -> list[int]:
             raise VfleetError(f"--batch {spec!r}: sizes must be at least 1")
         sizes.append(n)
     out: list[int] = []
-    covered = 0   # a running total: summing `out` each round was quadratic (100,000 batches of 1)
+    covered = 0  # a running total: summing `out` each round was quadratic (100,000 batches of 1)
     while covered < total:
         out.append(min(sizes[min(len(out), len(sizes) - 1)], total - covered))
         covered += out[-1]

@@ -8,6 +8,7 @@ multi-host replica rolls as one unit keyed by its head, whose record holds the w
 restart, so it costs its measured total. A host never measured counts as the slowest measured one:
 an estimate that errs long, not short. Pure functions of the batches and the records (and, at the
 end, of each host's RolloutInfo), so they are tested from data without a host."""
+
 from __future__ import annotations
 
 import math
@@ -17,10 +18,19 @@ from typing import Mapping, Sequence
 from vfleet.roles.rollout._records import RolloutInfo
 from vfleet.roles.service import MeasuredRestart
 
-__all__ = ["LISTED", "Estimate", "duration", "host_cost", "estimate", "expect_line", "measured_of", "spent_s",
-           "total_line"]
+__all__ = [
+    "LISTED",
+    "Estimate",
+    "duration",
+    "host_cost",
+    "estimate",
+    "expect_line",
+    "measured_of",
+    "spent_s",
+    "total_line",
+]
 
-LISTED = 6   # hosts named in one line: a fleet of hundreds gets "+N more", not a page
+LISTED = 6  # hosts named in one line: a fleet of hundreds gets "+N more", not a page
 
 
 def duration(seconds: float) -> str:
@@ -67,7 +77,7 @@ def estimate(batches: Sequence[Sequence[str]], measured: Mapping[str, MeasuredRe
         return Estimate(len(batches), None, {}, unmeasured)
     slowest = max(costs.values())
     total = sum(max(costs.get(h, slowest) for h in batch) for batch in batches if batch)
-    ranked = dict(sorted(costs.items(), key=lambda kv: -kv[1]))   # stable: ties keep batch order
+    ranked = dict(sorted(costs.items(), key=lambda kv: -kv[1]))  # stable: ties keep batch order
     return Estimate(len(batches), total, ranked, unmeasured)
 
 
@@ -81,11 +91,15 @@ def expect_line(est: Estimate) -> str:
     if est.total_s is None or est.stand_in_s is None:
         return "no estimate: no host has a measured restart yet (the first rollout records them)"
     n = est.batches
-    line = (f"expect ~{duration(est.total_s)}: {n} batch{'' if n == 1 else 'es'}; per batch the slowest host's last "
-            f"restart, drain included ({_listed([f'{h} {duration(s)}' for h, s in est.costs.items()])})")
+    line = (
+        f"expect ~{duration(est.total_s)}: {n} batch{'' if n == 1 else 'es'}; per batch the slowest host's last "
+        f"restart, drain included ({_listed([f'{h} {duration(s)}' for h, s in est.costs.items()])})"
+    )
     if est.unmeasured:
-        line += (f"; {_listed(est.unmeasured)} not measured yet: counted as the slowest measured host "
-                 f"({duration(est.stand_in_s)})")
+        line += (
+            f"; {_listed(est.unmeasured)} not measured yet: counted as the slowest measured host "
+            f"({duration(est.stand_in_s)})"
+        )
     return line
 
 
@@ -94,8 +108,14 @@ def measured_of(info: RolloutInfo) -> MeasuredRestart | None:
     when it did not restart (failed, rolled back, not reached)."""
     if info.error is not None or info.restart_s is None:
         return None
-    return MeasuredRestart(restart_s=info.restart_s, ready_s=info.ready_s, stop_s=info.stop_s, drain_s=info.drain_s,
-                           inflight_wait_s=info.inflight_wait_s, undrain_s=info.undrain_s)
+    return MeasuredRestart(
+        restart_s=info.restart_s,
+        ready_s=info.ready_s,
+        stop_s=info.stop_s,
+        drain_s=info.drain_s,
+        inflight_wait_s=info.inflight_wait_s,
+        undrain_s=info.undrain_s,
+    )
 
 
 def spent_s(infos: Sequence[RolloutInfo | None]) -> list[float]:
@@ -110,6 +130,9 @@ def total_line(took_s: float, expected_s: float | None, spent: Sequence[float], 
     n = len(spent)
     hosts = "no host restarted" if not n else f"{n} host{'' if n == 1 else 's'} restarted"
     expected = "no estimate" if expected_s is None else f"expected ~{duration(expected_s)}"
-    head = (f"rollout stopped after {duration(took_s)}, {hosts} ({expected}{'' if expected_s is None else ' for all of it'})"
-            if stopped else f"rollout took {duration(took_s)}, {hosts} ({expected})")
+    head = (
+        f"rollout stopped after {duration(took_s)}, {hosts} ({expected}{'' if expected_s is None else ' for all of it'})"
+        if stopped
+        else f"rollout took {duration(took_s)}, {hosts} ({expected})"
+    )
     return head + (f"; their restarts add up to {duration(sum(spent))}" if n else "")

@@ -22,6 +22,7 @@ the figures and the verdict), and the last lines say where the baseline is, so a
 reuses it as `baseline:` in the gate file.
 
 vfleet.clients.eval is imported by open_gate only: the tests hand EvalGate their own Evaluator."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,11 +32,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Collection, Mapping
 
+from vfleet.config.fleet import Fleet
+from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
-from vfleet.config.fleet import Fleet
-from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout._lines import failed, waiting
 from vfleet.roles.rollout._records import RolloutInfo
 
@@ -44,8 +45,7 @@ if TYPE_CHECKING:
     from vfleet.clients.eval.report import EvalReport
     from vfleet.roles.rollout._rolling import Rollout
 
-__all__ = ["Evaluator", "GateVerdict", "GateRecord", "EvalGate", "open_gate", "refusal", "reports_prefix",
-           "gate_lines"]
+__all__ = ["Evaluator", "GateVerdict", "GateRecord", "EvalGate", "open_gate", "refusal", "reports_prefix", "gate_lines"]
 
 # decoding settings that change the replies themselves: a baseline made with others is not comparable
 REPLY_SETTINGS = ("seed", "max_tokens")
@@ -87,17 +87,30 @@ class GateVerdict:
 
     @classmethod
     def of(cls, cmp: Comparison, baseline: str, candidate: str, reused: bool) -> GateVerdict:
-        where = (f"baseline {baseline} (from the gate file)" if reused else
-                 f"baseline saved in {baseline} (a later run reuses it as `baseline:` in the gate file)")
-        figures = {"score_baseline": cmp.score_a, "score_candidate": cmp.score_b, "score_drop": cmp.score_drop,
-                   "divergence": cmp.divergence, "divergence_signed": cmp.divergence_signed,
-                   "regressed": list(cmp.regressed),
-                   "measured_changes": list(cmp.measured_changes)}
+        where = (
+            f"baseline {baseline} (from the gate file)"
+            if reused
+            else f"baseline saved in {baseline} (a later run reuses it as `baseline:` in the gate file)"
+        )
+        figures = {
+            "score_baseline": cmp.score_a,
+            "score_candidate": cmp.score_b,
+            "score_drop": cmp.score_drop,
+            "divergence": cmp.divergence,
+            "divergence_signed": cmp.divergence_signed,
+            "regressed": list(cmp.regressed),
+            "measured_changes": list(cmp.measured_changes),
+        }
         return cls(cmp.passed, f"{cmp.line()}; {where}", baseline, candidate, figures)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "baseline": self.baseline, "candidate": self.candidate, **self.figures,
-                "line": self.line}
+        return {
+            "passed": self.passed,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            **self.figures,
+            "line": self.line,
+        }
 
 
 @dataclass
@@ -114,8 +127,13 @@ class GateRecord:
     hosts: dict[str, GateVerdict] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "evalset": self.evalset, "thresholds": self.thresholds,
-                "settings": self.settings, "hosts": {h: v.to_dict() for h, v in self.hosts.items()}}
+        return {
+            "file": self.file,
+            "evalset": self.evalset,
+            "thresholds": self.thresholds,
+            "settings": self.settings,
+            "hosts": {h: v.to_dict() for h, v in self.hosts.items()},
+        }
 
     def lines(self) -> list[str]:
         return [f"{host}: {v.line}" for host, v in self.hosts.items()]
@@ -125,8 +143,9 @@ class EvalGate:
     """The BatchGate of vfleet/roles/rollout/_rolling.py: a baseline on each canary before its
     restart (`saved`: one loaded from the gate file instead), its verdict after."""
 
-    def __init__(self, evaluator: Evaluator, record: GateRecord, prefix: str,
-                 saved: tuple[EvalReport, str] | None = None) -> None:
+    def __init__(
+        self, evaluator: Evaluator, record: GateRecord, prefix: str, saved: tuple[EvalReport, str] | None = None
+    ) -> None:
         self.evaluator, self.record, self.prefix, self.saved = evaluator, record, prefix, saved
         self.baselines: dict[str, tuple[EvalReport, str]] = {}
         self.passed: set[str] = set()
@@ -141,13 +160,14 @@ class EvalGate:
         if self.saved is not None:
             self.baselines = {h: self.saved for h in batch}
             return None
-        play.run_step("eval gate: baseline of the canary, drained", lambda ctx: self._baseline(rollout, ctx),
-                      hosts=batch)
+        play.run_step(
+            "eval gate: baseline of the canary, drained", lambda ctx: self._baseline(rollout, ctx), hosts=batch
+        )
         active = set(play.active)
         missing = [h for h in batch if h in active and h not in self.baselines]
         if not missing:
             return None
-        for h in self.baselines:   # drained for their baseline: back in, nothing restarted
+        for h in self.baselines:  # drained for their baseline: back in, nothing restarted
             rollout.undrain(play.contexts[h])
         return f"eval gate: no baseline on {', '.join(missing)}: the canary was not restarted"
 
@@ -155,8 +175,12 @@ class EvalGate:
         """Record one canary's baseline, drained; whatever stops it (the host, the eval, a
         bug), the host is put back in the gateways and the rollout stops before any restart."""
         if ctx.name in rollout.out_of_service:
-            ctx.record("eval gate", "baseline", Status.FAILED, "left drained and not healthy by an earlier run: "
-                       "no baseline to judge it by; not restarted")
+            ctx.record(
+                "eval gate",
+                "baseline",
+                Status.FAILED,
+                "left drained and not healthy by an earlier run: no baseline to judge it by; not restarted",
+            )
             return
         path = self.path("baseline", ctx.name)
         try:
@@ -165,12 +189,13 @@ class EvalGate:
             report = self.evaluator.run(ctx.config, None, self.evaluator.measure(ctx))
             report.save(path)
             problem = report.baseline_problem()
-            if problem:   # e.g. HTTP 401 after a key change: every candidate would "pass" against it
+            if problem:  # e.g. HTTP 401 after a key change: every candidate would "pass" against it
                 raise VfleetError(f"{problem}; see {path}")
         except Exception as exc:  # any failure leaves the canary unjudged: it must not restart
             rollout.undrain(ctx)
-            ctx.record("eval gate", "baseline", Status.FAILED, f"no baseline: {type(exc).__name__}: {exc}; "
-                       "not restarted")
+            ctx.record(
+                "eval gate", "baseline", Status.FAILED, f"no baseline: {type(exc).__name__}: {exc}; not restarted"
+            )
             return
         self.baselines[ctx.name] = (report, path)
         ctx.record("eval gate", path, Status.OK, f"baseline recorded as it serves now, score {report.score}")
@@ -179,18 +204,20 @@ class EvalGate:
     def after(self, rollout: Rollout, batch: list[str]) -> str | None:
         play = rollout.play
         active = set(play.active)
-        judged = [h for h in batch if h in rollout.held and h in active]   # restarted, held drained
-        if play.aborted:   # no step runs any more: unjudged, they go back as a failed restart does
+        judged = [h for h in batch if h in rollout.held and h in active]  # restarted, held drained
+        if play.aborted:  # no step runs any more: unjudged, they go back as a failed restart does
             for h in judged:
                 self._unjudged(rollout, play.contexts[h], play.aborted)
             return None
-        play.run_step("eval gate: the canary against its baseline, drained", lambda ctx: self._judge(rollout, ctx),
-                      hosts=judged)
+        play.run_step(
+            "eval gate: the canary against its baseline, drained", lambda ctx: self._judge(rollout, ctx), hosts=judged
+        )
         regressed = [h for h in judged if h not in self.passed]
         if not regressed:
             return None
-        return (f"eval gate: the canary {', '.join(regressed)} regressed and was rolled back: "
-                "not starting the next batch")
+        return (
+            f"eval gate: the canary {', '.join(regressed)} regressed and was rolled back: not starting the next batch"
+        )
 
     def _unjudged(self, rollout: Rollout, ctx: HostContext, why: str) -> None:
         """A restarted canary the gate cannot judge (the run aborted: no step runs any more)
@@ -206,18 +233,23 @@ class EvalGate:
     def _judge(self, rollout: Rollout, ctx: HostContext) -> None:
         """Evaluate a restarted canary against its baseline: passed, it goes back into the
         gateways; failed (or not evaluated), it goes back to what it served before."""
-        info = ctx.result.get(RolloutInfo)   # noted by the restart it judges
+        info = ctx.result.get(RolloutInfo)  # noted by the restart it judges
         baseline, base_path = self.baselines[ctx.name]
         cand_path = self.path("candidate", ctx.name)
         waiting(ctx, "the eval gate")
         try:
             candidate = self.evaluator.run(ctx.config, baseline, self.evaluator.measure(ctx))
             candidate.save(cand_path)
-            verdict = GateVerdict.of(self.evaluator.judge(baseline, candidate), base_path, cand_path,
-                                     reused=self.saved is not None)
+            verdict = GateVerdict.of(
+                self.evaluator.judge(baseline, candidate), base_path, cand_path, reused=self.saved is not None
+            )
         except Exception as exc:  # a canary that cannot be evaluated is not proven: it goes back
-            verdict = GateVerdict(False, f"eval gate: FAILED: could not evaluate the canary after its restart: "
-                                         f"{type(exc).__name__}: {exc}", base_path, None)
+            verdict = GateVerdict(
+                False,
+                f"eval gate: FAILED: could not evaluate the canary after its restart: {type(exc).__name__}: {exc}",
+                base_path,
+                None,
+            )
         self.record.hosts[ctx.name] = verdict
         if verdict.passed:
             self.passed.add(ctx.name)
@@ -231,16 +263,23 @@ class EvalGate:
         raise HostFailed(f"{verdict.line}; {where}")
 
 
-def refusal(hosts: Mapping[str, HostConfig], baseline: EvalReport | None, item_hashes: Mapping[str, str],
-            settings: Mapping[str, Any], replica_members: Collection[str] = ()) -> str | None:
+def refusal(
+    hosts: Mapping[str, HostConfig],
+    baseline: EvalReport | None,
+    item_hashes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    replica_members: Collection[str] = (),
+) -> str | None:
     """Why these hosts cannot be gated (None: they can): a multi-host replica (its rollback
     restarts only the head), a model served without chat, or a saved baseline that is no
     baseline (items that errored) or that was recorded on another model, over other items
     (`item_hashes`: the eval set's id -> EvalItem.digest) or with other decoding settings."""
     replicas = [h for h in hosts if h in replica_members]
     if replicas:
-        return (f"{replicas[0]} is part of a multi-host replica: a replica's rollback restarts only its head, "
-                "so the gate cannot put a canary replica back; leave the replicas out with --limit")
+        return (
+            f"{replicas[0]} is part of a multi-host replica: a replica's rollback restarts only its head, "
+            "so the gate cannot put a canary replica back; leave the replicas out with --limit"
+        )
     chatless = [h for h, c in hosts.items() if c.serve_completions_only]
     if chatless:
         return f"{chatless[0]} serves /v1/completions only (no chat template): the eval set is chat messages"
@@ -252,22 +291,31 @@ def refusal(hosts: Mapping[str, HostConfig], baseline: EvalReport | None, item_h
     model = baseline.target.get("model")
     other = next((h for h, c in hosts.items() if str(c.served_model_name) != model), None)
     if other is not None:
-        return (f"the baseline was recorded on model {model!r}, {other} serves "
-                f"{hosts[other].served_model_name!r}: --limit the run to hosts of {model!r}, or drop `baseline:`")
+        return (
+            f"the baseline was recorded on model {model!r}, {other} serves "
+            f"{hosts[other].served_model_name!r}: --limit the run to hosts of {model!r}, or drop `baseline:`"
+        )
     hashes = {i.id: getattr(i, "item_hash", None) for i in baseline.items}
     missing = [i for i in item_hashes if i not in hashes]
     if missing:
-        return (f"the baseline has no result for {len(missing)} item(s) of the eval set (first: {missing[0]}): "
-                "record a new one (drop `baseline:`)")
+        return (
+            f"the baseline has no result for {len(missing)} item(s) of the eval set (first: {missing[0]}): "
+            "record a new one (drop `baseline:`)"
+        )
     edited = [i for i, h in item_hashes.items() if hashes[i] != h]
     if edited:
-        return (f"{len(edited)} item(s) of the eval set differ from the baseline's (first: {edited[0]}: messages, "
-                "expectation or max_tokens changed, or the baseline predates item hashes): record a new one "
-                "(drop `baseline:`)")
+        return (
+            f"{len(edited)} item(s) of the eval set differ from the baseline's (first: {edited[0]}: messages, "
+            "expectation or max_tokens changed, or the baseline predates item hashes): record a new one "
+            "(drop `baseline:`)"
+        )
     if not baseline.settings:
         return "the baseline records no decoding settings: record a new one (drop `baseline:`)"
-    changed = [f"{k} {baseline.settings.get(k, 'unset')} -> {settings.get(k, 'unset')}" for k in REPLY_SETTINGS
-               if baseline.settings.get(k) != settings.get(k)]
+    changed = [
+        f"{k} {baseline.settings.get(k, 'unset')} -> {settings.get(k, 'unset')}"
+        for k in REPLY_SETTINGS
+        if baseline.settings.get(k) != settings.get(k)
+    ]
     if changed:
         return f"the baseline was recorded with other decoding settings ({', '.join(changed)}): make them equal"
     return None
@@ -296,8 +344,7 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
     items = load_evalset(config.evalset)
     saved = EvalReport.load(config.baseline) if config.baseline else None
     settings = dataclasses.asdict(config.settings)
-    why = refusal({h: fleet.config(h) for h in hosts}, saved, {i.id: i.digest for i in items}, settings,
-                  fleet.members)
+    why = refusal({h: fleet.config(h) for h in hosts}, saved, {i.id: i.digest for i in items}, settings, fleet.members)
     if why:
         raise VfleetError(f"--gate {path}: {why}")
 
@@ -307,11 +354,16 @@ def open_gate(path: str, fleet: Fleet, hosts: list[str], *, task: str, report: s
         return run_eval(host_target(cfg), items, config.settings, reference=reference, measured=measured)
 
     record = GateRecord(path, config.evalset or "built-in", dataclasses.asdict(config.thresholds), settings)
-    def judge(a: EvalReport, b: EvalReport) -> Comparison:
-        return compare(a, b, config.thresholds, reference_required=True)   # the gate always ran B against A
 
-    return EvalGate(Evaluator(run, judge, host_record), record,
-                    reports_prefix(report, task), (saved, config.baseline) if saved is not None else None)
+    def judge(a: EvalReport, b: EvalReport) -> Comparison:
+        return compare(a, b, config.thresholds, reference_required=True)  # the gate always ran B against A
+
+    return EvalGate(
+        Evaluator(run, judge, host_record),
+        record,
+        reports_prefix(report, task),
+        (saved, config.baseline) if saved is not None else None,
+    )
 
 
 def gate_lines(play: Play) -> list[str]:

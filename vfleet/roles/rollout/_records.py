@@ -5,6 +5,7 @@ Why records rather than dicts under string keys: the rollout's own steps read th
 last lines, the hosts left untried, where each host serves from) and a misspelt key read
 None silently. Each is also a section of the --report JSON (engine/results.py Reported):
 to_dict() gives exactly the keys and values the report always had, absent ones left out."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ class RolloutInfo:
 
     started: bool = False
     from_venv: str | None = None
-    from_version: str | None = None   # what from_venv's marker records: a rollback renders its unit (not reported)
+    from_version: str | None = None  # what from_venv's marker records: a rollback renders its unit (not reported)
     drain_s: float | None = None
     inflight_wait_s: float | None = None
     stop_s: float | None = None
@@ -60,9 +61,16 @@ class RolloutInfo:
         if not self.started:
             return {}
         d: dict[str, Any] = {"from": self.from_venv}
-        for key, value in (("drain_s", self.drain_s), ("inflight_wait_s", self.inflight_wait_s),
-                           ("stop_s", self.stop_s), ("ready_s", self.ready_s), ("restart_s", self.restart_s),
-                           ("error", self.error), ("waiting_for", self.waiting_for), ("waited_s", self.waited_s)):
+        for key, value in (
+            ("drain_s", self.drain_s),
+            ("inflight_wait_s", self.inflight_wait_s),
+            ("stop_s", self.stop_s),
+            ("ready_s", self.ready_s),
+            ("restart_s", self.restart_s),
+            ("error", self.error),
+            ("waiting_for", self.waiting_for),
+            ("waited_s", self.waited_s),
+        ):
             if value is not None:
                 d[key] = value
         if self.rolled_back:
@@ -99,9 +107,16 @@ class RolloutSummary:
         return [*self.lines, *([self.total_line] if self.total_line else [])]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batches": self.batches, "stopped": self.stopped, "converged": self.converged,
-                "serving": self.serving, "drained": self.drained, "lines": self.lines,
-                "expected_s": self.expected_s, "took_s": self.took_s}
+        return {
+            "batches": self.batches,
+            "stopped": self.stopped,
+            "converged": self.converged,
+            "serving": self.serving,
+            "drained": self.drained,
+            "lines": self.lines,
+            "expected_s": self.expected_s,
+            "took_s": self.took_s,
+        }
 
 
 @dataclass(frozen=True)

@@ -10,22 +10,33 @@ Layout: <state_root>/<unit>/{unit,env,venv,model,lora-NAME...,draft} (all but un
 link targets; an empty one: the link did not exist, and restore leaves that link alone since the
 saved unit does not name it). Saving replaces the whole folder in one rename, so a point is
 either the old one or the new one."""
+
 from __future__ import annotations
 
 import posixpath
 import shlex
 from dataclasses import dataclass
 
+from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service import RESTART
 
 q = shlex.quote
 ROOT = "/var/lib/vfleet/rollback"
 
-__all__ = ["ROOT", "RollbackPoint", "folder", "save_command", "restore_command", "parse_saved", "save",
-           "restore", "record_links", "relink_all"]
+__all__ = [
+    "ROOT",
+    "RollbackPoint",
+    "folder",
+    "save_command",
+    "restore_command",
+    "parse_saved",
+    "save",
+    "restore",
+    "record_links",
+    "relink_all",
+]
 
 
 @dataclass(frozen=True)
@@ -65,30 +76,38 @@ def save_command(cfg: HostConfig) -> str:
     d = folder(cfg)
     new = d + ".new"
     unit = q(cfg.unit)
-    return (f"set -e; umask 077; systemctl is-active --quiet -- {unit} || {{ echo state=inactive; exit 0; }}; "
-            f"s=$(systemctl show -p ExecMainStartTimestampMonotonic --value -- {unit}); "
-            f"if [ -f {q(d + '/started')} ] && [ \"$(cat -- {q(d + '/started')})\" = \"$s\" ]; then "
-            f"echo state=kept; {_pending(cfg, d)} else "
-            f"rm -rf -- {q(new)}; mkdir -p -- {q(new)}; "
-            f"cp -a -- {q(cfg.unit_path)} {q(new + '/unit')}; "
-            f"if [ -e {q(cfg.env_file)} ]; then cp -a -- {q(cfg.env_file)} {q(new + '/env')}; fi; "
-            f"readlink -- {q(cfg.current_link)} > {q(new + '/venv')} || true; "
-            f"{record_links(cfg, new)}"
-            f"printf '%s\\n' \"$s\" > {q(new + '/started')}; "
-            f"rm -rf -- {q(d)}; mv -T -- {q(new)} {q(d)}; echo state=saved; fi; "
-            f"echo venv=$(cat -- {q(d + '/venv')}); echo model=$(cat -- {q(d + '/model')})"
-            + "".join(f"; echo link:{label}=$(cat -- {q(d + '/' + label)} 2>/dev/null)"
-                      for label, _ in _links(cfg) if label != "model"))
+    return (
+        f"set -e; umask 077; systemctl is-active --quiet -- {unit} || {{ echo state=inactive; exit 0; }}; "
+        f"s=$(systemctl show -p ExecMainStartTimestampMonotonic --value -- {unit}); "
+        f'if [ -f {q(d + "/started")} ] && [ "$(cat -- {q(d + "/started")})" = "$s" ]; then '
+        f"echo state=kept; {_pending(cfg, d)} else "
+        f"rm -rf -- {q(new)}; mkdir -p -- {q(new)}; "
+        f"cp -a -- {q(cfg.unit_path)} {q(new + '/unit')}; "
+        f"if [ -e {q(cfg.env_file)} ]; then cp -a -- {q(cfg.env_file)} {q(new + '/env')}; fi; "
+        f"readlink -- {q(cfg.current_link)} > {q(new + '/venv')} || true; "
+        f"{record_links(cfg, new)}"
+        f"printf '%s\\n' \"$s\" > {q(new + '/started')}; "
+        f"rm -rf -- {q(d)}; mv -T -- {q(new)} {q(d)}; echo state=saved; fi; "
+        f"echo venv=$(cat -- {q(d + '/venv')}); echo model=$(cat -- {q(d + '/model')})"
+        + "".join(
+            f"; echo link:{label}=$(cat -- {q(d + '/' + label)} 2>/dev/null)"
+            for label, _ in _links(cfg)
+            if label != "model"
+        )
+    )
 
 
 def _pending(cfg: HostConfig, d: str) -> str:
     """For a kept point: do the files on disk still match what the running process started
     from? If not, a killed run changed them and never restarted it: the restart is pending."""
-    same = [f"cmp -s -- {q(d + '/unit')} {q(cfg.unit_path)}",
-            f"{{ [ ! -e {q(d + '/env')} ] || cmp -s -- {q(d + '/env')} {q(cfg.env_file)}; }}",
-            f"[ \"$(readlink -- {q(cfg.current_link)})\" = \"$(cat -- {q(d + '/venv')})\" ]"]
-    same += [f"[ \"$(readlink -- {q(link)})\" = \"$(cat -- {q(d + '/' + label)} 2>/dev/null)\" ]"
-             for label, link in _links(cfg)]
+    same = [
+        f"cmp -s -- {q(d + '/unit')} {q(cfg.unit_path)}",
+        f"{{ [ ! -e {q(d + '/env')} ] || cmp -s -- {q(d + '/env')} {q(cfg.env_file)}; }}",
+        f'[ "$(readlink -- {q(cfg.current_link)})" = "$(cat -- {q(d + "/venv")})" ]',
+    ]
+    same += [
+        f'[ "$(readlink -- {q(link)})" = "$(cat -- {q(d + "/" + label)} 2>/dev/null)" ]' for label, link in _links(cfg)
+    ]
     return f"if {' && '.join(same)}; then echo pending=no; else echo pending=yes; fi;"
 
 
@@ -101,7 +120,8 @@ def record_links(cfg: HostConfig, point_dir: str) -> str:
     """Shell: each link's target into its file in point_dir (`model` always written)."""
     links = [(label, link) for label, link in _links(cfg) if label != "model"]
     return _read_link(cfg.model_path, point_dir + "/model") + "".join(
-        _read_link(link, f"{point_dir}/{label}") for label, link in links)
+        _read_link(link, f"{point_dir}/{label}") for label, link in links
+    )
 
 
 def relink_all(cfg: HostConfig, point_dir: str) -> str:
@@ -120,18 +140,22 @@ def _relink(link: str, target_file: str) -> str:
     a link already there is left alone, so its mtime still says when it last changed; nothing
     recorded (a link added after the point was saved): left alone, the saved unit does not read it."""
     tmp = link + ".vfleet-rollback"
-    return (f"t=$(cat -- {q(target_file)} 2>/dev/null || true); if [ -n \"$t\" ] && [ \"$(readlink -- {q(link)})\" != \"$t\" ]; "
-            f"then ln -sfn -- \"$t\" {q(tmp)} && mv -Tf -- {q(tmp)} {q(link)}; fi")
+    return (
+        f't=$(cat -- {q(target_file)} 2>/dev/null || true); if [ -n "$t" ] && [ "$(readlink -- {q(link)})" != "$t" ]; '
+        f'then ln -sfn -- "$t" {q(tmp)} && mv -Tf -- {q(tmp)} {q(link)}; fi'
+    )
 
 
 def restore_command(cfg: HostConfig) -> str:
     """Put the saved unit, env file and every saved link back, then daemon-reload (no restart)."""
     d = folder(cfg)
-    return (f"set -e; test -f {q(d + '/unit')}; "
-            f"{_put_back(d + '/unit', cfg.unit_path)}; "
-            f"if [ -e {q(d + '/env')} ]; then {_put_back(d + '/env', cfg.env_file)}; fi; "
-            f"{_relink(cfg.current_link, d + '/venv')}; "
-            f"{relink_all(cfg, d)}systemctl daemon-reload")
+    return (
+        f"set -e; test -f {q(d + '/unit')}; "
+        f"{_put_back(d + '/unit', cfg.unit_path)}; "
+        f"if [ -e {q(d + '/env')} ]; then {_put_back(d + '/env', cfg.env_file)}; fi; "
+        f"{_relink(cfg.current_link, d + '/venv')}; "
+        f"{relink_all(cfg, d)}systemctl daemon-reload"
+    )
 
 
 def parse_saved(stdout: str) -> tuple[str, RollbackPoint | None]:
@@ -158,11 +182,13 @@ def save(ctx: HostContext) -> RollbackPoint | None:
     ctx.result.note(point)
     if state == "pending":  # the service step's rolling handler defers it to the batches
         ctx.notify(RESTART)
-    how = {"saved": "saved", "kept": "kept (saved by an earlier run while this process ran)",
-           "pending": "kept, and the files on disk are not what this process started from (an earlier run "
-                      "was stopped before restarting it): restart pending"}[state]
-    ctx.record("rollback point", folder(cfg), Status.OK,
-               f"{how}: {point.describe()}")
+    how = {
+        "saved": "saved",
+        "kept": "kept (saved by an earlier run while this process ran)",
+        "pending": "kept, and the files on disk are not what this process started from (an earlier run "
+        "was stopped before restarting it): restart pending",
+    }[state]
+    ctx.record("rollback point", folder(cfg), Status.OK, f"{how}: {point.describe()}")
     return point
 
 

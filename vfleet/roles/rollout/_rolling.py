@@ -15,6 +15,7 @@ host for the next run (_estimate.py, vfleet/roles/service/_measured_restart.py).
 
 A controller that died mid-run leaves at most a drained host behind; the next run starts by
 undraining every drained host that is healthy, so re-running converges."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,21 +30,20 @@ from typing import Callable, Protocol
 import httpx
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from vfleet.clients import smoke
+from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import FileFact, LinkFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.systemd import start
-from vfleet.roles.gateway import nginx as gateway
-from vfleet.roles.service import measured_restart, readiness, unit as service
-from vfleet.clients import smoke
+from vfleet.roles.gateway import Backend, nginx as gateway
 from vfleet.roles.install import venv as vllm_install
-from vfleet.roles.gateway import Backend
-from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.rollout._batches import plan_batches
 from vfleet.roles.rollout._estimate import estimate, expect_line, measured_of, spent_s, total_line
 from vfleet.roles.rollout._lines import failed, host_lines, waiting
 from vfleet.roles.rollout._records import RestartTimes, RolloutInfo, RolloutSummary
+from vfleet.roles.service import measured_restart, readiness, unit as service
 
 q = shlex.quote
 
@@ -103,7 +103,7 @@ class Rollout:
         self._cond = threading.Condition(self._gw_lock)
         self.backend_names: set[str] = {b.name for b in self.backends}
         self.model_of: dict[str, str] = {b.name: b.model for b in self.backends}
-        self.hosts_of: dict[str, set[str]] = {}   # model -> its hosts, so a drain does not scan the fleet
+        self.hosts_of: dict[str, set[str]] = {}  # model -> its hosts, so a drain does not scan the fleet
         for b in self.backends:
             self.hosts_of.setdefault(b.model, set()).add(b.name)
         self.out_of_service: set[str] = set()  # drained or failed: not serving through the gateways
@@ -131,9 +131,11 @@ class Rollout:
             deadline = time.monotonic() + self.drain_timeout
             while not any(p != ctx.name and p not in self.out_of_service for p in self.peers(ctx.name)):
                 if not self._cond.wait(timeout=max(0.1, deadline - time.monotonic())) and time.monotonic() > deadline:
-                    raise HostFailed(f"{ctx.name} is the last healthy host of model "
-                                     f"{self.model_of.get(ctx.name)!r} behind the gateways: waited "
-                                     f"{time.monotonic() - t0:.0f}s for another to serve, not taking it out")
+                    raise HostFailed(
+                        f"{ctx.name} is the last healthy host of model "
+                        f"{self.model_of.get(ctx.name)!r} behind the gateways: waited "
+                        f"{time.monotonic() - t0:.0f}s for another to serve, not taking it out"
+                    )
             self.out_of_service.add(ctx.name)
             self.drained.add(ctx.name)
             self._apply_drained()
@@ -155,16 +157,25 @@ class Rollout:
         cfg: HostConfig = ctx.config
 
         def probe() -> str:
-            r = ctx.run(f"{q(cfg.vllm_python)} -c {q(INFLIGHT_PROBE)}", stdin=json.dumps({"port": cfg.vllm_port}),
-                        timeout=30)
+            r = ctx.run(
+                f"{q(cfg.vllm_python)} -c {q(INFLIGHT_PROBE)}", stdin=json.dumps({"port": cfg.vllm_port}), timeout=30
+            )
             return r.stdout.strip()
 
-        state = Retrying(stop=stop_after_delay(self.drain_timeout), wait=wait_fixed(0.5),
-                         retry=retry_if_result(lambda s: s.startswith("inflight") and s != "inflight 0"),
-                         retry_error_callback=lambda rs: rs.outcome.result())(probe)
+        state = Retrying(
+            stop=stop_after_delay(self.drain_timeout),
+            wait=wait_fixed(0.5),
+            retry=retry_if_result(lambda s: s.startswith("inflight") and s != "inflight 0"),
+            retry_error_callback=lambda rs: rs.outcome.result(),
+        )(probe)
         if state.startswith("inflight") and state != "inflight 0":
-            ctx.record("drain", "in-flight", Status.OK, f"still {state.split()[1]} after {self.drain_timeout:g}s: "
-                       f"stopping anyway (vLLM's --shutdown-timeout lets them finish)")
+            ctx.record(
+                "drain",
+                "in-flight",
+                Status.OK,
+                f"still {state.split()[1]} after {self.drain_timeout:g}s: "
+                f"stopping anyway (vLLM's --shutdown-timeout lets them finish)",
+            )
         return time.monotonic() - t0
 
     @staticmethod
@@ -205,8 +216,13 @@ class Rollout:
             if not plain or readiness.probe(ctx).startswith("dead"):
                 raise
         limit = float(ctx.config.ready_timeout)
-        ctx.record("ready", ctx.config.unit, Status.OK, f"still loading after {limit:g}s, alive, nothing to roll back "
-                   f"to (a plain restart): waiting up to {limit:g}s more instead of restarting it")
+        ctx.record(
+            "ready",
+            ctx.config.unit,
+            Status.OK,
+            f"still loading after {limit:g}s, alive, nothing to roll back "
+            f"to (a plain restart): waiting up to {limit:g}s more instead of restarting it",
+        )
         return limit + readiness.wait_ready(ctx)
 
     def rollback(self, ctx: HostContext, old_venv: str | None, old_version: str | None) -> bool:
@@ -268,11 +284,15 @@ class Rollout:
         if ctx.name not in self.held:
             info.undrain_s = round(self.undrain(ctx), 2)
         record = measured_of(info)
-        if record is not None:   # it restarted and serves: what the next rollout's estimate reads
+        if record is not None:  # it restarted and serves: what the next rollout's estimate reads
             measured_restart.save(ctx, record)
-        ctx.record("rollout", ctx.name, Status.CHANGED,
-                   f"drain {info.drain_s:.1f}s, in-flight wait {info.inflight_wait_s:.1f}s, "
-                   f"restart {info.restart_s:.1f}s (ready {info.ready_s:.1f}s)")
+        ctx.record(
+            "rollout",
+            ctx.name,
+            Status.CHANGED,
+            f"drain {info.drain_s:.1f}s, in-flight wait {info.inflight_wait_s:.1f}s, "
+            f"restart {info.restart_s:.1f}s (ready {info.ready_s:.1f}s)",
+        )
 
     # -- the run ---------------------------------------------------------------------------
     def converge(self) -> list[str]:
@@ -297,7 +317,7 @@ class Rollout:
 
     def run(self, batch_spec: str, max_fail_percentage: float) -> RolloutSummary:
         healed = self.converge()
-        active = set(self.play.active)   # a list: one scan per host would be quadratic
+        active = set(self.play.active)  # a list: one scan per host would be quadratic
         hosts = [h for h in self.vllm_hosts if h in active]
         sizes: dict[str, int] = {}
         for m in self.model_of.values():
@@ -307,16 +327,22 @@ class Rollout:
         started = time.monotonic()
         stopped = None
         for n, batch in enumerate(batches, 1):
-            gate = self.gate if n == 1 else None   # the first batch is the canary
+            gate = self.gate if n == 1 else None  # the first batch is the canary
             stopped = gate.before(self, batch) if gate else None
             if stopped is None:
                 self.held = set(batch) if gate else set()
-                self.play.run_step(f"rollout batch {n}/{len(batches)}: {', '.join(batch)}", self.one_host,
-                                   hosts=batch, forks=len(batch))
+                self.play.run_step(
+                    f"rollout batch {n}/{len(batches)}: {', '.join(batch)}",
+                    self.one_host,
+                    hosts=batch,
+                    forks=len(batch),
+                )
                 failed = [h for h in batch if self.play.results[h].failed]
                 if failed and 100.0 * len(failed) / len(batch) > max_fail_percentage:
-                    stopped = (f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
-                               f"(> {max_fail_percentage:g}%): not starting the next batch")
+                    stopped = (
+                        f"batch {n}: {len(failed)} of {len(batch)} hosts failed "
+                        f"(> {max_fail_percentage:g}%): not starting the next batch"
+                    )
                 stopped = (gate.after(self, batch) if gate else None) or stopped
             if stopped:
                 self.play.print(f"[bold red]STOP[/]: {stopped}")
@@ -326,8 +352,17 @@ class Rollout:
         took_s = round(time.monotonic() - started, 1)
         serving = {h: self._serving(h) for h in self.vllm_hosts if h in self.play.contexts}
         spent = spent_s([self.play.results[h].get(RolloutInfo) for batch in batches for h in batch])
-        return RolloutSummary(batches, stopped, healed, serving, sorted(self.drained), self.last_lines(stopped),
-                              expected_s, took_s, total_line(took_s, expected_s, spent, stopped=stopped is not None))
+        return RolloutSummary(
+            batches,
+            stopped,
+            healed,
+            serving,
+            sorted(self.drained),
+            self.last_lines(stopped),
+            expected_s,
+            took_s,
+            total_line(took_s, expected_s, spent, stopped=stopped is not None),
+        )
 
     def share_cache(self, first: list[str], later: list[str]) -> None:
         """After the first batch serves and its eval gate passed (a regressed canary stopped the
@@ -337,9 +372,12 @@ class Rollout:
         if self.cache is None or self.play.aborted:
             return
         if self.gate is None:
-            self.play.print("compile cache not shared: no --gate judged the first batch's answers (a cache is "
-                            "reused only after the eval gate passed, docs/compile-cache.md); the later hosts "
-                            "compile their own", markup=False)
+            self.play.print(
+                "compile cache not shared: no --gate judged the first batch's answers (a cache is "
+                "reused only after the eval gate passed, docs/compile-cache.md); the later hosts "
+                "compile their own",
+                markup=False,
+            )
             return
         active = set(self.play.active)
         served = [h for h in first if h in active and not self.play.results[h].failed]
@@ -354,8 +392,9 @@ class Rollout:
         when no host was measured yet (vfleet/roles/rollout/_estimate.py)."""
         if not batches:
             return None
-        measured = self.play.run_step("last measured restarts", measured_restart.read,
-                                      hosts=[h for batch in batches for h in batch])
+        measured = self.play.run_step(
+            "last measured restarts", measured_restart.read, hosts=[h for batch in batches for h in batch]
+        )
         est = estimate(batches, measured)
         self.play.print(expect_line(est), markup=False, soft_wrap=True)
         return None if est.total_s is None else round(est.total_s, 1)

@@ -10,6 +10,7 @@ managed flags, secrets such as any spelling of --api-key, flags the version lack
 features without their opt-in), so a config that did not come through the fleet's load gets
 the same answer; a unit file is world-readable, the key belongs in the 0600 env file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class ArgvError(ValueError):
 @dataclass(frozen=True)
 class VllmArgv:
     argv: list[str]
-    dropped: list[str]          # flags of the config's values this version lacks (shutdown_timeout's: when set)
+    dropped: list[str]  # flags of the config's values this version lacks (shutdown_timeout's: when set)
 
 
 def _accepts(flag_available: FlagCheck) -> Callable[[str, str], bool]:
@@ -79,8 +80,10 @@ def _log_requests_off(cfg: HostConfig, ok: Callable[[str, str], bool], version: 
     for word in (replacement, flag):
         if word and ok(word, version):
             return [word]
-    raise ArgvError(f"disable_log_requests: vLLM {version} takes neither {flag} nor {replacement}; "
-                    f"remove disable_log_requests from the inventory")
+    raise ArgvError(
+        f"disable_log_requests: vLLM {version} takes neither {flag} nor {replacement}; "
+        f"remove disable_log_requests from the inventory"
+    )
 
 
 def _check_extra(cfg: HostConfig, ok: Callable[[str, str], bool]) -> None:

@@ -18,6 +18,7 @@ with the last adapter's word 19 times in 20; with --max-loras 3, 20 of 20 were r
 slot adds zero). The GPU build's Triton kernels return early for slot -1
 (vllm/lora/ops/triton_ops/lora_shrink_op.py: `if lora_id == -1: return`).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -47,8 +48,10 @@ def max_lora_rank(ranks: list[int]) -> int:
     for choice in RANK_CHOICES:
         if choice >= top:
             return choice
-    raise LoraFlagError(f"lora_adapters: rank {top} is above vLLM's largest --max-lora-rank "
-                        f"({RANK_CHOICES[-1]}); retrain the adapter with a smaller r")
+    raise LoraFlagError(
+        f"lora_adapters: rank {top} is above vLLM's largest --max-lora-rank "
+        f"({RANK_CHOICES[-1]}); retrain the adapter with a smaller r"
+    )
 
 
 def lora_slots(cfg: HostConfig) -> int:
@@ -64,9 +67,18 @@ def lora_words(cfg: HostConfig, ok: Callable[[str, str], bool]) -> list[str]:
     version = cfg.vllm_version or ""
     for flag in LORA_FLAGS:
         if not ok(flag, version):
-            raise LoraFlagError(f"lora_adapters: vLLM {version} does not accept {flag}; pin a version "
-                                f"with LoRA support or remove lora_adapters")
+            raise LoraFlagError(
+                f"lora_adapters: vLLM {version} does not accept {flag}; pin a version "
+                f"with LoRA support or remove lora_adapters"
+            )
     rank = max_lora_rank([adapter_rank(cfg, a) for a in cfg.lora_adapters])
     modules = [f"{a.name}={cfg.adapter_path(a.name)}" for a in cfg.lora_adapters]
-    return ["--enable-lora", "--max-loras", str(lora_slots(cfg)), "--max-lora-rank", str(rank),
-            "--lora-modules", *modules]
+    return [
+        "--enable-lora",
+        "--max-loras",
+        str(lora_slots(cfg)),
+        "--max-lora-rank",
+        str(rank),
+        "--lora-modules",
+        *modules,
+    ]

@@ -14,6 +14,7 @@ record or the new one, never half of one. Read back as a fact (a command plus a 
 tested from data files). A file that is missing, cut short, edited into something else or holding
 a value no restart takes reads as "not measured": an estimate is a courtesy, it never stops a
 rollout nor ends in a traceback."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,16 +29,25 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import shell_quote as q
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.facts import gather
-from vfleet.engine.strict_json import loads_strict
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext
+from vfleet.engine.strict_json import loads_strict
 
-__all__ = ["ROOT", "MAX_BYTES", "MAX_S", "MeasuredRestart", "MeasuredRestartFact", "path_for", "save_command",
-           "read", "save"]
+__all__ = [
+    "ROOT",
+    "MAX_BYTES",
+    "MAX_S",
+    "MeasuredRestart",
+    "MeasuredRestartFact",
+    "path_for",
+    "save_command",
+    "read",
+    "save",
+]
 
 ROOT = "/var/lib/vfleet/restarts"
-MAX_BYTES = 4096     # a record is ~200 bytes: more is not one of ours, and is not read whole
-MAX_S = 86400.0      # no restart takes a day: a larger value was edited in, and would skew every estimate
+MAX_BYTES = 4096  # a record is ~200 bytes: more is not one of ours, and is not read whole
+MAX_S = 86400.0  # no restart takes a day: a larger value was edited in, and would skew every estimate
 _SECONDS = ("restart_s", "ready_s", "stop_s", "drain_s", "inflight_wait_s", "undrain_s")
 _TEXTS = ("task", "at")
 
@@ -60,15 +70,17 @@ class MeasuredRestart:
 
     def text(self) -> str:
         """The file's content: the measured values only, one JSON object."""
-        return json.dumps({k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "")},
-                          sort_keys=True) + "\n"
+        return (
+            json.dumps({k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "")}, sort_keys=True)
+            + "\n"
+        )
 
     @classmethod
     def parse(cls, text: str) -> MeasuredRestart | None:
         """The record a file holds; None for an empty, cut or edited file (module doc). Keys
         it does not know are ignored: a newer vfleet may record more."""
         try:
-            data: Any = loads_strict(text, "measured restart")   # no NaN, no 1e400, no "[[[[..." recursion
+            data: Any = loads_strict(text, "measured restart")  # no NaN, no 1e400, no "[[[[..." recursion
         except ValueError:
             return None
         if not isinstance(data, dict) or not _seconds(data.get("restart_s")):
@@ -83,8 +95,9 @@ class MeasuredRestart:
 
 def _seconds(value: Any) -> bool:
     """A duration a restart can take: a number (not a bool), finite, 0 to MAX_S."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and 0 <= value <= MAX_S)
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= MAX_S
+    )
 
 
 @dataclass(frozen=True)
@@ -108,8 +121,7 @@ def path_for(cfg: HostConfig) -> str:
 def save_command(path: str) -> str:
     """Write stdin to `path`: beside it first, then renamed over it (module doc)."""
     tmp = path + ".vfleet-tmp"
-    return (f"set -e; umask 022; mkdir -p -- {q(posixpath.dirname(path))}; cat > {q(tmp)}; "
-            f"mv -f -- {q(tmp)} {q(path)}")
+    return f"set -e; umask 022; mkdir -p -- {q(posixpath.dirname(path))}; cat > {q(tmp)}; mv -f -- {q(tmp)} {q(path)}"
 
 
 def read(ctx: HostContext) -> MeasuredRestart | None:
@@ -122,13 +134,18 @@ def save(ctx: HostContext, record: MeasuredRestart) -> None:
     fails the host: the restart it measures succeeded, and a record not written only makes the
     next estimate count this host as not measured (the step says so in the report)."""
     path = path_for(ctx.config)
-    stamped = dataclasses.replace(record, task=ctx.play.task,
-                                  at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    stamped = dataclasses.replace(
+        record, task=ctx.play.task, at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
     try:
         r = ctx.run(save_command(path), stdin=stamped.text(), timeout=30)
         why = None if r.ok else f"exit {r.exited}: {r.tail()}"
     except VfleetError as exc:
         why = str(exc)
     if why is not None:
-        ctx.record("measured restart", path, Status.OK, f"not recorded ({why}): the next rollout counts "
-                   f"{ctx.name} as not measured")
+        ctx.record(
+            "measured restart",
+            path,
+            Status.OK,
+            f"not recorded ({why}): the next rollout counts {ctx.name} as not measured",
+        )

@@ -4,15 +4,17 @@ a firewall), one SSH round trip per probe, the API key sent on stdin, never in a
 States: 'loading' (port closed: connection refused, the model is still loading), 'unhealthy'
 (/health not 200), 'no-model' (the served name not listed), 'ready'; 'dead' when systemd says
 the unit failed, so a crash fails fast instead of waiting out the timeout."""
+
 from __future__ import annotations
 
 import json
 import shlex
 import time
+
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.config.hostconfig import HostConfig
+from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.roles.triage import failure_journal
 
 q = shlex.quote
@@ -53,8 +55,11 @@ def _probe(ctx: HostContext, unit: str) -> tuple[str, int]:
     it back: a failure to start, not slow loading."""
     cfg: HostConfig = ctx.config
     params = json.dumps({"port": cfg.vllm_port, "model": cfg.served_model_name, "key": cfg.api_key})
-    r = ctx.run(f"systemctl show -p ActiveState,NRestarts -- {q(unit)}; {q(cfg.vllm_python)} -c {q(PROBE)}",
-                stdin=params, timeout=30)
+    r = ctx.run(
+        f"systemctl show -p ActiveState,NRestarts -- {q(unit)}; {q(cfg.vllm_python)} -c {q(PROBE)}",
+        stdin=params,
+        timeout=30,
+    )
     props: dict[str, str] = {}
     lines: list[str] = []
     for ln in r.stdout.splitlines():
@@ -96,12 +101,15 @@ def wait_ready(ctx: HostContext, *, timeout: float | None = None, unit: str | No
         ctx.progress(time.monotonic() - t0, timeout, f"ready? {state.split()[0] if state else state}")
         return state
 
-    retryer = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(2),
-                       retry=retry_if_result(lambda s: not (s == "ready" or s.startswith("dead"))),
-                       retry_error_callback=lambda rs: rs.outcome.result())
+    retryer = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(2),
+        retry=retry_if_result(lambda s: not (s == "ready" or s.startswith("dead"))),
+        retry_error_callback=lambda rs: rs.outcome.result(),
+    )
     state = retryer(attempt)
     if state == "ready":
         return time.monotonic() - t0
     why = "the unit died" if state.startswith("dead") else f"not ready after {timeout:g}s (last: {state})"
-    journal = failure_journal(ctx, unit)     # its class and short next step join the message
+    journal = failure_journal(ctx, unit)  # its class and short next step join the message
     raise HostFailed(f"vLLM on {ctx.name}: {why}{journal.seen()}; journal: {journal.tail()}", journal.data())

@@ -9,6 +9,7 @@ for their target by the filters of vfleet/config/quoting.py; a value that cannot
 safely is a RenderError, never a silently different unit. No secret is in the unit: the API
 key and the Hugging Face token live in the 0600 environment file only.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,11 +18,22 @@ from typing import Mapping
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import QuotingError, env_name
-from vfleet.templates.environment import environment
 from vfleet.roles.service._argv import ArgvError, FlagCheck, VllmArgv, vllm_argv
+from vfleet.templates.environment import environment
 
-__all__ = ["RenderError", "RenderedService", "render_service", "render_unit", "render_env",
-           "env_items", "unit_environment", "exec_lines", "stop_timeout", "ENV_FILE_MODE", "UNIT_FILE_MODE"]
+__all__ = [
+    "RenderError",
+    "RenderedService",
+    "render_service",
+    "render_unit",
+    "render_env",
+    "env_items",
+    "unit_environment",
+    "exec_lines",
+    "stop_timeout",
+    "ENV_FILE_MODE",
+    "UNIT_FILE_MODE",
+]
 
 ENV_FILE_MODE = 0o600
 UNIT_FILE_MODE = 0o644
@@ -61,8 +73,7 @@ def exec_lines(argv: list[str]) -> list[list[str]]:
     MODEL`, three words either way), then one flag (with its value) per line."""
     lines = [list(argv[:3])]
     for word in argv[3:]:
-        if word.startswith("-") or len(lines) == 1 or len(lines[-1]) > 1 \
-                or not lines[-1][0].startswith("-"):
+        if word.startswith("-") or len(lines) == 1 or len(lines[-1]) > 1 or not lines[-1][0].startswith("-"):
             lines.append([word])
         else:
             lines[-1].append(word)
@@ -91,25 +102,39 @@ def unit_environment(cfg: HostConfig) -> list[tuple[str, str]]:
     key (vfleet/roles/compile_cache/_key.py): vLLM 0.20 hashes VLLM_CONFIG_ROOT (from HOME) and
     VLLM_XLA_CACHE_PATH (from XDG_CACHE_HOME) into its torch.compile cache key, so these paths
     must be the same on every host that shares a cache, and must be what the unit says."""
-    return [("HOME", cfg.state_dir), ("XDG_CACHE_HOME", cfg.cache_dir), ("VLLM_CACHE_ROOT", cfg.vllm_cache_root),
-            ("HF_HOME", f"{cfg.cache_dir}/huggingface")]
+    return [
+        ("HOME", cfg.state_dir),
+        ("XDG_CACHE_HOME", cfg.cache_dir),
+        ("VLLM_CACHE_ROOT", cfg.vllm_cache_root),
+        ("HF_HOME", f"{cfg.cache_dir}/huggingface"),
+    ]
 
 
 def _unit_text(cfg: HostConfig, command: VllmArgv, systemd_version: int | None) -> str:
     _check_account("vllm_user", cfg.vllm_user)
     _check_account("vllm_group", cfg.vllm_group)
     if not _ENV_FILE_PATH.fullmatch(cfg.env_file):
-        raise RenderError(f"vllm_env_file: {cfg.env_file!r} must be an absolute path of letters, "
-                          "digits and ._/@+- (systemd's EnvironmentFile= takes no quoting)")
+        raise RenderError(
+            f"vllm_env_file: {cfg.env_file!r} must be an absolute path of letters, "
+            "digits and ._/@+- (systemd's EnvironmentFile= takes no quoting)"
+        )
     steps = systemd_version is not None and systemd_version >= SYSTEMD_RESTART_STEPS_MIN
     ctx = {
-        "served_model_name": cfg.served_model_name, "vllm_version": cfg.vllm_version,
-        "vllm_user": cfg.vllm_user, "vllm_group": cfg.vllm_group, "env_file": cfg.env_file,
-        "service_name": cfg.service_name, "state_dir": cfg.state_dir, "unit_env": unit_environment(cfg),
-        "exec_lines": exec_lines(command.argv), "timeout_stop_sec": _stop_timeout(cfg, command),
-        "restart_sec": RESTART_SEC, "restart_steps": RESTART_STEPS if steps else None,
+        "served_model_name": cfg.served_model_name,
+        "vllm_version": cfg.vllm_version,
+        "vllm_user": cfg.vllm_user,
+        "vllm_group": cfg.vllm_group,
+        "env_file": cfg.env_file,
+        "service_name": cfg.service_name,
+        "state_dir": cfg.state_dir,
+        "unit_env": unit_environment(cfg),
+        "exec_lines": exec_lines(command.argv),
+        "timeout_stop_sec": _stop_timeout(cfg, command),
+        "restart_sec": RESTART_SEC,
+        "restart_steps": RESTART_STEPS if steps else None,
         "restart_max_delay_sec": RESTART_MAX_DELAY_SEC,
-        "start_limit_interval_sec": START_LIMIT_INTERVAL_SEC, "start_limit_burst": START_LIMIT_BURST,
+        "start_limit_interval_sec": START_LIMIT_INTERVAL_SEC,
+        "start_limit_burst": START_LIMIT_BURST,
     }
     try:
         return environment().get_template("vllm.service.j2").render(**ctx)
@@ -152,8 +177,9 @@ def render_env(cfg: HostConfig, nccl_env: Mapping[str, str] | None = None) -> st
     templating, so no error message ever carries their value."""
     for name, secret in (("api_key", cfg.api_key), ("hf_token", cfg.hf_token)):
         if secret is not None and _CONTROL.search(secret):
-            raise RenderError(f"{name} holds a control character such as a newline "
-                              "(its value is not shown); keep it on one line")
+            raise RenderError(
+                f"{name} holds a control character such as a newline (its value is not shown); keep it on one line"
+            )
     items = env_items(cfg, nccl_env)
     try:
         return environment().get_template("vllm.env.j2").render(env_items=items)
@@ -170,12 +196,20 @@ class RenderedService:
     dropped_flags: list[str] = field(default_factory=list)
 
 
-def render_service(cfg: HostConfig, flag_available: FlagCheck, *,
-                   nccl_env: Mapping[str, str] | None = None,
-                   systemd_version: int | None = None) -> RenderedService:
+def render_service(
+    cfg: HostConfig,
+    flag_available: FlagCheck,
+    *,
+    nccl_env: Mapping[str, str] | None = None,
+    systemd_version: int | None = None,
+) -> RenderedService:
     """Unit and environment file of one host, and the inventory flags the version lacks (the
     command line is worked out once for both)."""
     command = _command(cfg, flag_available)
     return RenderedService(
-        unit_path=cfg.unit_path, unit_text=_unit_text(cfg, command, systemd_version),
-        env_path=cfg.env_file, env_text=render_env(cfg, nccl_env), dropped_flags=command.dropped)
+        unit_path=cfg.unit_path,
+        unit_text=_unit_text(cfg, command, systemd_version),
+        env_path=cfg.env_file,
+        env_text=render_env(cfg, nccl_env),
+        dropped_flags=command.dropped,
+    )

@@ -9,6 +9,7 @@ written as given (vLLM 0.32.0 sets min = max when only the max is given,
 vllm/config/speculative.py). A version without --speculative-config is refused (both
 captured help texts, 0.20.0 and 0.32.0, list it).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,8 @@ def speculative_words(cfg: HostConfig, ok: Callable[[str, str], bool]) -> list[s
         return []
     version = cfg.vllm_version or ""
     if not ok(SPECULATIVE_FLAG, version):
-        raise VfleetError(f"speculative_decoding: vLLM {version} does not accept {SPECULATIVE_FLAG}; pin a "
-                          f"version with speculative decoding or remove speculative_decoding")
+        raise VfleetError(
+            f"speculative_decoding: vLLM {version} does not accept {SPECULATIVE_FLAG}; pin a "
+            f"version with speculative decoding or remove speculative_decoding"
+        )
     return [SPECULATIVE_FLAG, json.dumps(speculative_json(cfg), separators=(",", ":"))]

@@ -6,6 +6,7 @@ notified it), which waits until the host serves its model; nothing changed, no r
 In pyinfra's shape: `facts_for` says what to read, `plan` turns the HostConfig, the rendered
 files and those facts into changes (or none), and `configure` only gathers, plans, applies.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,19 +15,30 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from vfleet.config.hostconfig import HostConfig
+from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.changes import Change, apply, command, daemon_reload, file_change, service_changes
 from vfleet.engine.facts import CommandOk, Fact, FileFact, SystemdVersion, UnitFact, gather
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed
 from vfleet.engine.systemd import restart
 from vfleet.roles.service import _measured_restart as measured_restart, _readiness as readiness
-from vfleet.config.hostconfig import HostConfig
 from vfleet.roles.service._render import RenderedService, RenderError, render_service
 from vfleet.roles.service._unit_files import UnitFiles, refusal
-from vfleet.config.vllm_facts import flag_available
 
-__all__ = ["RESTART", "ServiceOutcome", "facts_for", "plan", "render_for", "configure",
-           "write_files", "stop_command", "stop_and_check", "HANDLERS", "ROLLING_HANDLERS"]
+__all__ = [
+    "RESTART",
+    "ServiceOutcome",
+    "facts_for",
+    "plan",
+    "render_for",
+    "configure",
+    "write_files",
+    "stop_command",
+    "stop_and_check",
+    "HANDLERS",
+    "ROLLING_HANDLERS",
+]
 
 q = shlex.quote
 RESTART = "restart vllm"
@@ -53,10 +65,12 @@ class NewerThanProcess:
 
     def command(self) -> str:
         files = " ".join(q(p) for p in self.paths)
-        return (f"s=$(systemctl show -p ExecMainStartTimestamp --value -- {q(self.unit)} 2>/dev/null); "
-                f"if systemctl is-active --quiet -- {q(self.unit)} && [ -n \"$s\" ] && "
-                f"t=$(date -d \"$s\" +%s 2>/dev/null); then echo \"started $t\"; "
-                f"stat -c '%Y %n' -- {files} 2>/dev/null; fi; true")  # links: their own mtime (no -L)
+        return (
+            f"s=$(systemctl show -p ExecMainStartTimestamp --value -- {q(self.unit)} 2>/dev/null); "
+            f'if systemctl is-active --quiet -- {q(self.unit)} && [ -n "$s" ] && '
+            f't=$(date -d "$s" +%s 2>/dev/null); then echo "started $t"; '
+            f"stat -c '%Y %n' -- {files} 2>/dev/null; fi; true"
+        )  # links: their own mtime (no -L)
 
     def process(self, lines: list[str]) -> list[str]:
         words = lines[0].split() if lines else []
@@ -73,13 +87,15 @@ class NewerThanProcess:
 
 def facts_for(cfg: HostConfig, *, diff: bool = False) -> dict[str, Fact]:
     started_from = (cfg.unit_path, cfg.env_file, cfg.current_link) + ((cfg.model_path,) if cfg.model_path else ())
-    return {"user": CommandOk(f"id -u -- {q(cfg.vllm_user)}"),
-            "unit_file": FileFact(cfg.unit_path, with_content=diff),
-            "env_file": FileFact(cfg.env_file),
-            "unit": UnitFact(cfg.unit),
-            "systemd": SystemdVersion(),
-            "newer": NewerThanProcess(cfg.unit, started_from),
-            "unit_files": UnitFiles((cfg.unit,))}
+    return {
+        "user": CommandOk(f"id -u -- {q(cfg.vllm_user)}"),
+        "unit_file": FileFact(cfg.unit_path, with_content=diff),
+        "env_file": FileFact(cfg.env_file),
+        "unit": UnitFact(cfg.unit),
+        "systemd": SystemdVersion(),
+        "newer": NewerThanProcess(cfg.unit, started_from),
+        "unit_files": UnitFiles((cfg.unit,)),
+    }
 
 
 def nccl_decision(host_facts: Mapping[str, Any]) -> dict[str, str]:
@@ -90,8 +106,9 @@ def nccl_decision(host_facts: Mapping[str, Any]) -> dict[str, str]:
 
 def render_for(cfg: HostConfig, facts: Mapping[str, Any], host_facts: Mapping[str, Any]) -> RenderedService:
     try:
-        return render_service(cfg, flag_available, nccl_env=nccl_decision(host_facts),
-                              systemd_version=facts.get("systemd"))
+        return render_service(
+            cfg, flag_available, nccl_env=nccl_decision(host_facts), systemd_version=facts.get("systemd")
+        )
     except RenderError as exc:
         raise HostFailed(f"cannot render the vLLM unit: {exc}") from None
 
@@ -99,8 +116,10 @@ def render_for(cfg: HostConfig, facts: Mapping[str, Any], host_facts: Mapping[st
 def _verify_unit(cfg: HostConfig) -> str:
     """systemd-analyze verify, failing only on lines about this unit (it also reports
     unrelated units of the host)."""
-    return (f"o=$(systemd-analyze verify -- {q(cfg.unit_path)} 2>&1) || "
-            f"{{ printf '%s\\n' \"$o\" | grep -F -- {q(cfg.unit + ':')} && exit 1; }}; exit 0")
+    return (
+        f"o=$(systemd-analyze verify -- {q(cfg.unit_path)} 2>&1) || "
+        f"{{ printf '%s\\n' \"$o\" | grep -F -- {q(cfg.unit + ':')} && exit 1; }}; exit 0"
+    )
 
 
 def file_changes(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str, Any]) -> list[Change]:
@@ -109,10 +128,28 @@ def file_changes(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str,
     why = refusal(cfg, facts["unit_files"]) if "unit_files" in facts else None
     if why:
         raise HostFailed(why)
-    changes = file_change(cfg.unit_path, rendered.unit_text, facts["unit_file"], mode="0644", owner="root",
-                          group="root", action="unit", notify=RESTART, validate=_verify_unit(cfg))
-    changes += file_change(cfg.env_file, rendered.env_text, facts["env_file"], mode="0600", owner="root",
-                           group="root", sensitive=True, action="env", notify=RESTART)
+    changes = file_change(
+        cfg.unit_path,
+        rendered.unit_text,
+        facts["unit_file"],
+        mode="0644",
+        owner="root",
+        group="root",
+        action="unit",
+        notify=RESTART,
+        validate=_verify_unit(cfg),
+    )
+    changes += file_change(
+        cfg.env_file,
+        rendered.env_text,
+        facts["env_file"],
+        mode="0600",
+        owner="root",
+        group="root",
+        sensitive=True,
+        action="env",
+        notify=RESTART,
+    )
     if changes:
         changes.append(daemon_reload())
     return changes
@@ -121,10 +158,14 @@ def file_changes(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str,
 def user_change(cfg: HostConfig) -> Change:
     """Create the service's system user and group (no login, home = the state directory)."""
     u, g = q(cfg.vllm_user), q(cfg.vllm_group)
-    return command("user", cfg.vllm_user, "create system user",
-                   f"getent group -- {g} >/dev/null || groupadd --system -- {g}; "
-                   f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
-                   f"--shell /usr/sbin/nologin -- {u}")
+    return command(
+        "user",
+        cfg.vllm_user,
+        "create system user",
+        f"getent group -- {g} >/dev/null || groupadd --system -- {g}; "
+        f"useradd --system --gid {g} --home-dir {q(cfg.state_dir)} --no-create-home "
+        f"--shell /usr/sbin/nologin -- {u}",
+    )
 
 
 def plan(cfg: HostConfig, rendered: RenderedService, facts: Mapping[str, Any]) -> list[Change]:
@@ -147,8 +188,12 @@ def configure(ctx: HostContext) -> None:
     facts = gather(ctx, facts_for(cfg, diff=ctx.diff))
     rendered = render_for(cfg, facts, ctx.result.facts)
     if rendered.dropped_flags:
-        ctx.record("unit", cfg.unit_path, Status.OK,
-                   f"vLLM {cfg.vllm_version} lacks {', '.join(rendered.dropped_flags)}: not rendered")
+        ctx.record(
+            "unit",
+            cfg.unit_path,
+            Status.OK,
+            f"vLLM {cfg.vllm_version} lacks {', '.join(rendered.dropped_flags)}: not rendered",
+        )
     changes = plan(cfg, rendered, facts)
     apply(ctx, changes)
     active = facts["unit"].active == "active"
@@ -156,9 +201,13 @@ def configure(ctx: HostContext) -> None:
     if not active:
         ctx.notify(RESTART)
     elif RESTART not in ctx.notified and facts["newer"]:
-        ctx.record("service", cfg.unit, Status.OK,
-                   f"{', '.join(facts['newer'])} changed after the running process started (an earlier run "
-                   f"stopped before restarting it): restart owed")
+        ctx.record(
+            "service",
+            cfg.unit,
+            Status.OK,
+            f"{', '.join(facts['newer'])} changed after the running process started (an earlier run "
+            f"stopped before restarting it): restart owed",
+        )
         ctx.notify(RESTART)
     elif RESTART not in ctx.notified:
         ctx.record("service", cfg.unit, Status.OK, "active, nothing changed: not restarted")
@@ -170,12 +219,14 @@ def stop_command(cfg: HostConfig) -> str:
     KillMode=mixed), then print any of them still alive: a worker left holding memory. Per
     unit, not per user: other services of the same user are not this one's leftovers."""
     unit = q(cfg.unit)
-    return (f"below() {{ local c; for c in $(pgrep -P \"$1\"); do echo \"$c\"; below \"$c\"; done; }}; "
-            f"main=$(systemctl show -p MainPID --value -- {unit}); pids=''; "
-            f"[ \"${{main:-0}}\" -gt 0 ] && pids=\"$main $(below \"$main\")\"; "
-            f"systemctl stop -- {unit} || exit $?; "
-            f"for p in $pids; do grep -Eqs '^State:[[:space:]]+[^Z[:space:]]' /proc/$p/status && "
-            f"ps -o pid=,args= -p \"$p\"; done; true")  # a zombie holds no memory
+    return (
+        f'below() {{ local c; for c in $(pgrep -P "$1"); do echo "$c"; below "$c"; done; }}; '
+        f"main=$(systemctl show -p MainPID --value -- {unit}); pids=''; "
+        f'[ "${{main:-0}}" -gt 0 ] && pids="$main $(below "$main")"; '
+        f"systemctl stop -- {unit} || exit $?; "
+        f"for p in $pids; do grep -Eqs '^State:[[:space:]]+[^Z[:space:]]' /proc/$p/status && "
+        f'ps -o pid=,args= -p "$p"; done; true'
+    )  # a zombie holds no memory
 
 
 def stop_and_check(ctx: HostContext) -> float:
@@ -187,8 +238,10 @@ def stop_and_check(ctx: HostContext) -> float:
     took = time.monotonic() - t0
     procs = [ln.strip() for ln in left.splitlines() if ln.strip()]
     if procs:
-        raise HostFailed(f"{cfg.unit} stopped after {took:.0f}s but {len(procs)} of its processes are left: "
-                         f"{'; '.join(procs)[:300]}; kill them before starting it again")
+        raise HostFailed(
+            f"{cfg.unit} stopped after {took:.0f}s but {len(procs)} of its processes are left: "
+            f"{'; '.join(procs)[:300]}; kill them before starting it again"
+        )
     ctx.record("stop", cfg.unit, Status.OK, f"stopped in {took:.1f}s; no process of it left", elapsed_s=took)
     return took
 
@@ -205,10 +258,11 @@ def restart_and_wait(ctx: HostContext) -> None:
     waited = readiness.wait_ready(ctx)
     outcome = ctx.result.get(ServiceOutcome) or ServiceOutcome(was_active=False)
     ctx.result.note(dataclasses.replace(outcome, restarts=outcome.restarts + 1))
-    ctx.result.data["restarts"] = outcome.restarts + 1   # for the report
+    ctx.result.data["restarts"] = outcome.restarts + 1  # for the report
     took = time.monotonic() - t0
-    ctx.record("ready", cfg.unit, Status.OK, f"serving after {waited:.0f}s", elapsed_s=took,
-               data={"ready_s": round(waited, 1)})
+    ctx.record(
+        "ready", cfg.unit, Status.OK, f"serving after {waited:.0f}s", elapsed_s=took, data={"ready_s": round(waited, 1)}
+    )
     measured_restart.save(ctx, measured_restart.MeasuredRestart(restart_s=round(took, 2), ready_s=round(waited, 2)))
     ctx.play.print(f"[{ctx.name}] {cfg.served_model_name} served after {waited:.0f}s", markup=False)
 
@@ -226,7 +280,7 @@ def restart_now_or_defer(ctx: HostContext) -> None:
         ctx.record("service", cfg.unit, Status.SKIPPED, "check mode: would restart in a rolling batch")
         return
     ctx.result.note(dataclasses.replace(outcome, restart_deferred=True))
-    ctx.result.data["restart_deferred"] = True   # for the report
+    ctx.result.data["restart_deferred"] = True  # for the report
     ctx.record("service", cfg.unit, Status.OK, "changed while serving: restart deferred to the rolling batches")
 
 

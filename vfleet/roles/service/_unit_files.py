@@ -15,6 +15,7 @@ The folders are systemd's system unit search path as `systemd-analyze unit-paths
 on Debian 12 (systemd.unit(5), "System Unit Search Path"; /lib/systemd/system on hosts
 without merged /usr).
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -32,10 +33,19 @@ __all__ = ["UNIT_MARKER", "UNIT_SEARCH_PATH", "UnitFiles", "owned_units", "forei
 q = shlex.quote
 UNIT_MARKER = "# Managed by vfleet ("
 UNIT_SEARCH_PATH = (
-    "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
-    "/run/systemd/generator.early", UNIT_DIR, "/etc/systemd/system.attached", "/run/systemd/system",
-    "/run/systemd/system.attached", "/run/systemd/generator", "/usr/local/lib/systemd/system",
-    "/lib/systemd/system", "/usr/lib/systemd/system", "/run/systemd/generator.late",
+    "/etc/systemd/system.control",
+    "/run/systemd/system.control",
+    "/run/systemd/transient",
+    "/run/systemd/generator.early",
+    UNIT_DIR,
+    "/etc/systemd/system.attached",
+    "/run/systemd/system",
+    "/run/systemd/system.attached",
+    "/run/systemd/generator",
+    "/usr/local/lib/systemd/system",
+    "/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/run/systemd/generator.late",
 )
 # How far into a file the header is looked for (templates put it on the first line).
 MARKER_LINES = 5
@@ -62,12 +72,14 @@ class UnitFiles:
 
     def command(self) -> str:
         paths = " ".join(q(posixpath.join(d, u)) for u in self.units for d in UNIT_SEARCH_PATH)
-        return (f"for p in {paths}; do\n"
-                "  if [ -L \"$p\" ]; then k=link; elif [ -f \"$p\" ]; then k=file; "
-                "elif [ -e \"$p\" ]; then k=other; else continue; fi\n"
-                f"  m=no; head -n {MARKER_LINES} -- \"$p\" 2>/dev/null | grep -qF -- {q(UNIT_MARKER)} && m=yes\n"
-                "  printf '%s %s %s\\n' \"$k\" \"$m\" \"$p\"\n"
-                "done; true")
+        return (
+            f"for p in {paths}; do\n"
+            '  if [ -L "$p" ]; then k=link; elif [ -f "$p" ]; then k=file; '
+            'elif [ -e "$p" ]; then k=other; else continue; fi\n'
+            f'  m=no; head -n {MARKER_LINES} -- "$p" 2>/dev/null | grep -qF -- {q(UNIT_MARKER)} && m=yes\n'
+            '  printf \'%s %s %s\\n\' "$k" "$m" "$p"\n'
+            "done; true"
+        )
 
     def parse(self, output: str) -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {u: [] for u in self.units}
@@ -100,8 +112,10 @@ def refusal(cfg: HostConfig, found: Mapping[str, list[Mapping[str, Any]]] | None
     for unit in owned_units(cfg):
         theirs = foreign_files(found, unit)
         if theirs:
-            return (f"service_name {cfg.service_name}: the host already has {theirs[0]}, which vfleet did not "
-                    f"write; a vfleet unit named {unit} would shadow it: choose another service_name")
+            return (
+                f"service_name {cfg.service_name}: the host already has {theirs[0]}, which vfleet did not "
+                f"write; a vfleet unit named {unit} would shadow it: choose another service_name"
+            )
     return None
 
 

@@ -5,6 +5,7 @@ parsers (the pure parsers those facts use, tested from data files), drift (what 
 --check` would change, from hashes the host returns), model (a host's and a gateway's status
 as typed records, with the verdict), collect (the round trip on every host at once, and the
 numbers a --watch round compares with the last), screen (the tables)."""
+
 from __future__ import annotations
 
 from ._collect import Watch, run_round

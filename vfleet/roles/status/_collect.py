@@ -7,6 +7,7 @@ exception; here such a host becomes a row saying why. The network part is parall
 round costs about the slowest host's round trip (bounded by connect_timeout plus
 SCRIPT_TIMEOUT_S), and the rest is parsing, which benchmarks/status_scale.py times for 100
 and 1000 hosts."""
+
 from __future__ import annotations
 
 import time
@@ -33,12 +34,17 @@ class Round:
     taken_at: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": "status", "taken_at": self.taken_at,
-                "hosts": {h.name: h.to_dict() for h in self.hosts},
-                "gateways": {g.name: g.to_dict() for g in self.gateways},
-                "summary": {"hosts": len(self.hosts), "no_answer": sum(1 for h in self.hosts if h.error)
-                            + sum(1 for g in self.gateways if g.error),
-                            "verdicts": dict(Counter(h.verdict.kind for h in self.hosts if not h.error))}}
+        return {
+            "task": "status",
+            "taken_at": self.taken_at,
+            "hosts": {h.name: h.to_dict() for h in self.hosts},
+            "gateways": {g.name: g.to_dict() for g in self.gateways},
+            "summary": {
+                "hosts": len(self.hosts),
+                "no_answer": sum(1 for h in self.hosts if h.error) + sum(1 for g in self.gateways if g.error),
+                "verdicts": dict(Counter(h.verdict.kind for h in self.hosts if not h.error)),
+            },
+        }
 
     @property
     def unanswered(self) -> list[str]:
@@ -92,8 +98,12 @@ def _ask(ctx: HostContext, backends: Sequence[tuple[str, str]]) -> dict[str, Any
     return ask(ctx, probes_for(ctx.config, backends))
 
 
-def build_round(configs: Sequence[HostConfig], facts: Mapping[str, Mapping[str, Any] | None],
-                errors: Mapping[str, str], watch: Watch) -> Round:
+def build_round(
+    configs: Sequence[HostConfig],
+    facts: Mapping[str, Mapping[str, Any] | None],
+    errors: Mapping[str, str],
+    watch: Watch,
+) -> Round:
     """The rows from each host's parsed answers (`facts`, None: no answer, why in `errors`).
     Each round reads the controller's manifests afresh: a model copied again during --watch is
     weights drift from the next round on."""
@@ -108,8 +118,9 @@ def build_round(configs: Sequence[HostConfig], facts: Mapping[str, Mapping[str, 
                 hosts.append(HostStatus(cfg.name, error=why))
             else:
                 files = got.get("files")
-                row = host_status(cfg, got, watch.wanted_for(cfg, files.systemd if files else None),
-                                  watch.previous.get(cfg.name))
+                row = host_status(
+                    cfg, got, watch.wanted_for(cfg, files.systemd if files else None), watch.previous.get(cfg.name)
+                )
                 watch.previous[cfg.name] = row.previous or Previous()
                 hosts.append(row)
         if cfg.is_gateway:
@@ -118,8 +129,7 @@ def build_round(configs: Sequence[HostConfig], facts: Mapping[str, Mapping[str, 
     return Round(hosts, gateways, time.time())
 
 
-def run_round(play: Play, configs: Sequence[HostConfig], backends: Sequence[tuple[str, str]],
-              watch: Watch) -> Round:
+def run_round(play: Play, configs: Sequence[HostConfig], backends: Sequence[tuple[str, str]], watch: Watch) -> Round:
     """Ask every host of the play (in parallel, at most --forks at once), build the rows."""
     got = play.run_step("status", lambda ctx: _ask(ctx, backends))
     errors = {}

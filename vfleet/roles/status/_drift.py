@@ -11,6 +11,7 @@ What it does not cover (docs/status.md): the NCCL_ variables of the environment 
 takes them from preflight's topology, which status does not gather), the service user, a
 venv's contents (only which one is linked), a model given as HOST:/path (its manifest is on
 that host), the Ray units of a multi-host replica, and the gateways' nginx config."""
+
 from __future__ import annotations
 
 import functools
@@ -24,10 +25,9 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.config.vllm_facts import flag_available
 from vfleet.engine.errors import VfleetError
 from vfleet.engine.pathrules import is_host_source
+from vfleet.roles.model_source import MANIFEST_NAME, hub, manifest_id
 from vfleet.roles.service import RenderError, render_env, render_unit
 from vfleet.roles.status._parsers import FileHashes
-from vfleet.roles.model_source import hub
-from vfleet.roles.model_source import MANIFEST_NAME, manifest_id
 from vfleet.roles.weights import copy_name
 
 __all__ = ["Drift", "Wanted", "wanted", "drift", "without_nccl", "controller_manifest_id"]
@@ -66,8 +66,9 @@ def _wanted_manifest(cfg: HostConfig) -> tuple[str | None, str]:
         except VfleetError as e:
             return None, str(e)
         if export is None:
-            return None, (f"{source} is not exported on this controller yet; "
-                          f"`vfleet weights --check` resolves and verifies it")
+            return None, (
+                f"{source} is not exported on this controller yet; `vfleet weights --check` resolves and verifies it"
+            )
         return controller_manifest_id(str(export.folder)), ""
     manifest = controller_manifest_id(source) if _on_controller(source) else None
     return manifest, "no manifest on the controller to compare with"
@@ -121,12 +122,13 @@ def _file(name: str, host_sha: str, want: str | None, changed: list[str], unknow
         return
     if host_sha == "unreadable":
         unknown.append(f"{name}: not readable by the connecting user")
-    elif host_sha != want:   # 'missing' too
+    elif host_sha != want:  # 'missing' too
         changed.append(name)
 
 
-def drift(cfg: HostConfig, want: Wanted, hashes: FileHashes | None, enabled: str | None,
-          venv: str | None, weights: str | None) -> Drift:
+def drift(
+    cfg: HostConfig, want: Wanted, hashes: FileHashes | None, enabled: str | None, venv: str | None, weights: str | None
+) -> Drift:
     """Compare the host's answers with what deploy wants (module doc)."""
     changed: list[str] = []
     unknown: list[str] = []

@@ -13,6 +13,7 @@ changed but not restarted serves the old command line, and the record must say w
 measured. vfleet never puts the API key on a command line (it lives in the 0600 environment
 file; extra_args refuses --api-key), but a unit edited by hand could: any --api-key value is
 masked, and every argument goes through the run's redactor (vfleet/engine/redact.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,18 +24,25 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.config.quoting import shell_quote as q
 from vfleet.engine import redact
 from vfleet.engine.runner import HostContext, Play
-from vfleet.roles.preflight import capacity
-from vfleet.roles.preflight import with_adapters
-from vfleet.roles.preflight import parse_rows
+from vfleet.roles.preflight import capacity, parse_rows, with_adapters
 from vfleet.roles.status._collect import ask
 from vfleet.roles.status._drift import controller_manifest_id
 from vfleet.roles.status._parsers import weights_version
 from vfleet.roles.status._probes import Probe, vllm_probes
 from vfleet.roles.weights import copy_name
 
-__all__ = ["GPU_FIELDS", "host_record", "measured_probes", "parse_argv", "gpu_rows", "planned_weights_gib", "record_of",
-           "served_quantization",
-           "measured_records", "common_record"]
+__all__ = [
+    "GPU_FIELDS",
+    "host_record",
+    "measured_probes",
+    "parse_argv",
+    "gpu_rows",
+    "planned_weights_gib",
+    "record_of",
+    "served_quantization",
+    "measured_records",
+    "common_record",
+]
 
 # name last: parse_rows lets the last column keep a comma a GPU name might hold
 GPU_FIELDS = ["index", "memory.used", "memory.total", "name"]
@@ -68,10 +76,16 @@ def gpu_rows(text: str) -> list[dict[str, str | None]]:
 def measured_probes(cfg: HostConfig) -> dict[str, Probe]:
     """Status's install and weights probes, the main process's argv, the GPUs."""
     status = vllm_probes(cfg)
-    argv = (f"pid=$(systemctl show -p MainPID --value -- {q(cfg.unit)}); "
-            "[ \"${pid:-0}\" -gt 0 ] && tr '\\000' '\\n' < \"/proc/$pid/cmdline\"")
-    return {"install": status["install"], "weights": status["weights"], "argv": Probe(argv, parse_argv),
-            "gpus": Probe(f"nvidia-smi --query-gpu={','.join(GPU_FIELDS)} --format=csv,noheader,nounits", gpu_rows)}
+    argv = (
+        f"pid=$(systemctl show -p MainPID --value -- {q(cfg.unit)}); "
+        "[ \"${pid:-0}\" -gt 0 ] && tr '\\000' '\\n' < \"/proc/$pid/cmdline\""
+    )
+    return {
+        "install": status["install"],
+        "weights": status["weights"],
+        "argv": Probe(argv, parse_argv),
+        "gpus": Probe(f"nvidia-smi --query-gpu={','.join(GPU_FIELDS)} --format=csv,noheader,nounits", gpu_rows),
+    }
 
 
 def _number(value: str | None) -> float | None:
@@ -90,9 +104,14 @@ def planned_weights_gib(cfg: HostConfig, gpu_memory_mib: float | None) -> float 
     folder = Path(str(cfg.model_source or "")).expanduser()
     if not cfg.model_source or not gpu_memory_mib or not (folder / "config.json").is_file():
         return None
-    facts = with_adapters({"model_config": capacity.load_config(folder),
-                           "weights_bytes": capacity.weights_bytes_from_dir(folder),
-                           "gpus": [{"memory_total_mib": int(gpu_memory_mib)}]}, cfg)
+    facts = with_adapters(
+        {
+            "model_config": capacity.load_config(folder),
+            "weights_bytes": capacity.weights_bytes_from_dir(folder),
+            "gpus": [{"memory_total_mib": int(gpu_memory_mib)}],
+        },
+        cfg,
+    )
     plan = capacity.plan_for_host(cfg, facts)
     if plan is None:
         return None
@@ -128,11 +147,18 @@ def record_of(cfg: HostConfig, got: Mapping[str, Any]) -> dict[str, Any]:
         manifest = controller_manifest_id(str(cfg.model_source))
         copy = copy_name(cfg, manifest) if manifest else None
     return measured.record(
-        vllm_version=(got.get("install") or {}).get("vllm_version"), vllm_argv=got.get("argv"),
-        model=cfg.model_name, weights_version=copy, dtype=cfg.dtype, quantization=served_quantization(cfg),
-        kv_cache_dtype=cfg.kv_cache_dtype, gpu_model=", ".join(names) or None, gpu_count=len(gpus) or None,
+        vllm_version=(got.get("install") or {}).get("vllm_version"),
+        vllm_argv=got.get("argv"),
+        model=cfg.model_name,
+        weights_version=copy,
+        dtype=cfg.dtype,
+        quantization=served_quantization(cfg),
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        gpu_model=", ".join(names) or None,
+        gpu_count=len(gpus) or None,
         gpu_memory_used_mib=sum(u for u in used if u is not None) if used and None not in used else None,
-        planned_weights_gib=planned_weights_gib(cfg, min(totals) if totals else None))
+        planned_weights_gib=planned_weights_gib(cfg, min(totals) if totals else None),
+    )
 
 
 def host_record(ctx: HostContext) -> dict[str, Any]:

@@ -5,6 +5,7 @@ The verdict (vfleet/clients/verdict.py) reads the server's gauges as they are no
 preemptions and the TTFT of a window need two readings, so they are known from the second
 round of `--watch` on (`Previous`: the last round's counters), and the TTFT trend from the
 third."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,11 +54,22 @@ class HostStatus:
     previous: Previous | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "unit": self.unit.to_dict() if self.unit else None,
-                "starts_1h": self.starts_1h, "exits_1h": self.exits_1h, "vllm_version": self.vllm_version,
-                "venv": self.venv, "model": self.model, "served": list(self.served), "weights": self.weights,
-                "gateways": dict(self.gateways), "server": dict(self.server), "gpus": list(self.gpus),
-                "drift": self.drift.to_dict() if self.drift else None, **self.verdict.to_dict()}
+        return {
+            "error": self.error,
+            "unit": self.unit.to_dict() if self.unit else None,
+            "starts_1h": self.starts_1h,
+            "exits_1h": self.exits_1h,
+            "vllm_version": self.vllm_version,
+            "venv": self.venv,
+            "model": self.model,
+            "served": list(self.served),
+            "weights": self.weights,
+            "gateways": dict(self.gateways),
+            "server": dict(self.server),
+            "gpus": list(self.gpus),
+            "drift": self.drift.to_dict() if self.drift else None,
+            **self.verdict.to_dict(),
+        }
 
 
 @dataclass
@@ -82,8 +94,14 @@ class GatewayStatus:
         return sorted(h for h, code in self.backends.items() if code != 200 and h not in self.drained)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "nginx": self.nginx, "drained": list(self.drained),
-                "backends": dict(self.backends), "up": self.up, "down": self.down}
+        return {
+            "error": self.error,
+            "nginx": self.nginx,
+            "drained": list(self.drained),
+            "backends": dict(self.backends),
+            "up": self.up,
+            "down": self.down,
+        }
 
 
 def _delta(now: float | None, before: float | None) -> float | None:
@@ -111,24 +129,40 @@ def host_status(cfg: HostConfig, facts: Mapping[str, Any], want: Wanted, prev: P
     utils = [g["util_pct"] for g in gpu if g["util_pct"] is not None]
     window = _window_ttft(values, prev)
     server = {k: values[k] for k in ("running", "waiting", "kv_cache_usage", "preemptions") if k in values}
-    numbers = ServerNumbers(running=values.get("running"), waiting=values.get("waiting"),
-                            kv_cache_usage=values.get("kv_cache_usage"),
-                            preemptions=_delta(values.get("preemptions"), prev and prev.preemptions),
-                            ttft_s=window, ttft_before_s=prev.ttft_window_s if prev else None,
-                            gpu_util_pct=fmean(utils) if utils else None, max_num_seqs=cfg.max_num_seqs)
+    numbers = ServerNumbers(
+        running=values.get("running"),
+        waiting=values.get("waiting"),
+        kv_cache_usage=values.get("kv_cache_usage"),
+        preemptions=_delta(values.get("preemptions"), prev and prev.preemptions),
+        ttft_s=window,
+        ttft_before_s=prev.ttft_window_s if prev else None,
+        gpu_util_pct=fmean(utils) if utils else None,
+        max_num_seqs=cfg.max_num_seqs,
+    )
     return HostStatus(
-        name=cfg.name, unit=unit, starts_1h=journal.get("starts"), exits_1h=journal.get("exits"),
-        vllm_version=install.get("vllm_version"), venv=install.get("venv"), model=cfg.served_model_name,
-        served=served, weights=weights_version(facts.get("weights")), server=server, gpus=gpu,
-        drift=drift(cfg, want, facts.get("files"), unit.enabled if unit else None, install.get("venv"),
-                    facts.get("weights")),
+        name=cfg.name,
+        unit=unit,
+        starts_1h=journal.get("starts"),
+        exits_1h=journal.get("exits"),
+        vllm_version=install.get("vllm_version"),
+        venv=install.get("venv"),
+        model=cfg.served_model_name,
+        served=served,
+        weights=weights_version(facts.get("weights")),
+        server=server,
+        gpus=gpu,
+        drift=drift(
+            cfg, want, facts.get("files"), unit.enabled if unit else None, install.get("venv"), facts.get("weights")
+        ),
         verdict=judge(numbers),
-        previous=Previous(values.get("ttft_sum"), values.get("ttft_count"), values.get("preemptions"), window))
+        previous=Previous(values.get("ttft_sum"), values.get("ttft_count"), values.get("preemptions"), window),
+    )
 
 
 def gateway_status(name: str, facts: Mapping[str, Any]) -> GatewayStatus:
-    return GatewayStatus(name, nginx=facts.get("nginx"), drained=facts.get("drained") or [],
-                         backends=facts.get("backends") or {})
+    return GatewayStatus(
+        name, nginx=facts.get("nginx"), drained=facts.get("drained") or [], backends=facts.get("backends") or {}
+    )
 
 
 def mark_gateways(hosts: list[HostStatus], gateways: list[GatewayStatus]) -> None:

@@ -1,5 +1,6 @@
 """Parsers of what the status probes print (vfleet/roles/status/_probes.py): pure functions of
 text, tested from captured outputs (tests/unit/data/status/) without a host."""
+
 from __future__ import annotations
 
 import json
@@ -9,18 +10,35 @@ from typing import Any
 
 from vfleet.roles.preflight import parse_rows
 
-__all__ = ["UnitState", "key_values", "unit_state", "journal_counts", "installed", "link_target", "weights_version",
-           "gpus", "backend_codes", "drained", "FileHashes", "file_hashes", "STARTED", "PROCESS_EXIT",
-           "RESTART_SCHEDULED", "GPU_MEMORY_FIELDS", "GPU_UTIL_FIELDS", "MARKER_LIMIT"]
+__all__ = [
+    "UnitState",
+    "key_values",
+    "unit_state",
+    "journal_counts",
+    "installed",
+    "link_target",
+    "weights_version",
+    "gpus",
+    "backend_codes",
+    "drained",
+    "FileHashes",
+    "file_hashes",
+    "STARTED",
+    "PROCESS_EXIT",
+    "RESTART_SCHEDULED",
+    "GPU_MEMORY_FIELDS",
+    "GPU_UTIL_FIELDS",
+    "MARKER_LIMIT",
+]
 
 # systemd's journal message ids (src/systemd/sd-messages.h; the catalog's subjects quoted):
-STARTED = "39f53479d3a045ac8e11786248231fbf"            # "A start job for unit @UNIT@ has finished successfully"
-PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"       # "Unit process exited"
+STARTED = "39f53479d3a045ac8e11786248231fbf"  # "A start job for unit @UNIT@ has finished successfully"
+PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"  # "Unit process exited"
 RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"  # "Automatic restarting of a unit has been scheduled"
 
 GPU_MEMORY_FIELDS = ["index", "memory.used", "memory.total"]
 GPU_UTIL_FIELDS = ["index", "utilization.gpu"]
-MARKER_LIMIT = 64 * 1024   # the install marker is a few hundred bytes; more is not ours
+MARKER_LIMIT = 64 * 1024  # the install marker is a few hundred bytes; more is not ours
 
 
 def key_values(text: str) -> dict[str, str]:
@@ -55,18 +73,26 @@ def _int(value: str | None) -> int | None:
 
 def unit_state(text: str) -> UnitState:
     kv = key_values(text)
-    return UnitState(load=kv.get("LoadState") or "unknown", active=kv.get("ActiveState") or "unknown",
-                     sub=kv.get("SubState") or "", enabled=kv.get("UnitFileState") or "",
-                     n_restarts=_int(kv.get("NRestarts")), since=_int(kv.get("StateChangeEpoch")),
-                     now=_int(kv.get("Now")))
+    return UnitState(
+        load=kv.get("LoadState") or "unknown",
+        active=kv.get("ActiveState") or "unknown",
+        sub=kv.get("SubState") or "",
+        enabled=kv.get("UnitFileState") or "",
+        n_restarts=_int(kv.get("NRestarts")),
+        since=_int(kv.get("StateChangeEpoch")),
+        now=_int(kv.get("Now")),
+    )
 
 
 def journal_counts(text: str) -> dict[str, int]:
     """Starts, exits of the main process and scheduled automatic restarts among the
     MESSAGE_ID lines of `journalctl -o cat --output-fields=MESSAGE_ID`."""
     ids = [line.strip() for line in text.splitlines()]
-    return {"starts": ids.count(STARTED), "exits": ids.count(PROCESS_EXIT),
-            "auto_restarts": ids.count(RESTART_SCHEDULED)}
+    return {
+        "starts": ids.count(STARTED),
+        "exits": ids.count(PROCESS_EXIT),
+        "auto_restarts": ids.count(RESTART_SCHEDULED),
+    }
 
 
 def link_target(text: str) -> str | None:
@@ -103,8 +129,14 @@ def gpus(memory_csv: str, util_csv: str) -> list[dict[str, Any]]:
     util = {r["index"]: _number(r.get("utilization.gpu")) for r in parse_rows(util_csv, GPU_UTIL_FIELDS)}
     out = []
     for r in parse_rows(memory_csv, GPU_MEMORY_FIELDS):
-        out.append({"index": r["index"], "memory_used_mib": _number(r.get("memory.used")),
-                    "memory_total_mib": _number(r.get("memory.total")), "util_pct": util.get(r["index"])})
+        out.append(
+            {
+                "index": r["index"],
+                "memory_used_mib": _number(r.get("memory.used")),
+                "memory_total_mib": _number(r.get("memory.total")),
+                "util_pct": util.get(r["index"]),
+            }
+        )
     return out
 
 

@@ -1,6 +1,7 @@
 """The status screen: a table of vLLM hosts (as `kubectl get pods -o wide` is of pods), one of
 gateways, then one line per host whose verdict calls for action, naming the numbers it read.
 Columns and their sources: docs/status.md."""
+
 from __future__ import annotations
 
 import posixpath
@@ -16,8 +17,25 @@ from vfleet.roles.status._model import GatewayStatus, HostStatus
 
 __all__ = ["HOST_COLUMNS", "GATEWAY_COLUMNS", "age", "host_cells", "gateway_cells", "screen"]
 
-HOST_COLUMNS = ("HOST", "UNIT", "SINCE", "STARTS 1h", "VLLM", "VENV", "MODEL", "WEIGHTS", "GATEWAYS", "RUN", "WAIT",
-                "KV", "PREEMPT", "GPU MEM", "GPU UTIL", "DRIFT", "VERDICT")
+HOST_COLUMNS = (
+    "HOST",
+    "UNIT",
+    "SINCE",
+    "STARTS 1h",
+    "VLLM",
+    "VENV",
+    "MODEL",
+    "WEIGHTS",
+    "GATEWAYS",
+    "RUN",
+    "WAIT",
+    "KV",
+    "PREEMPT",
+    "GPU MEM",
+    "GPU UTIL",
+    "DRIFT",
+    "VERDICT",
+)
 GATEWAY_COLUMNS = ("GATEWAY", "NGINX", "UP", "DOWN", "DRAINED")
 NONE = "-"
 
@@ -81,11 +99,25 @@ def host_cells(h: HostStatus) -> list[str]:
     since = age(u.now - u.since) if u and u.now is not None and u.since is not None else NONE
     starts = NONE if h.starts_1h is None else f"{h.starts_1h}" + (f" ({h.exits_1h} exits)" if h.exits_1h else "")
     s = h.server
-    return [h.name, unit, since, starts, h.vllm_version or NONE,
-            posixpath.basename(h.venv.rstrip("/")) if h.venv else NONE, _model(h), h.weights or NONE,
-            _gateways(h.gateways), _num(s.get("running")), _num(s.get("waiting")),
-            _num(s.get("kv_cache_usage"), pct=True), _num(s.get("preemptions")), _gpu_memory(h.gpus),
-            _gpu_util(h.gpus), h.drift.label if h.drift else NONE, h.verdict.kind]
+    return [
+        h.name,
+        unit,
+        since,
+        starts,
+        h.vllm_version or NONE,
+        posixpath.basename(h.venv.rstrip("/")) if h.venv else NONE,
+        _model(h),
+        h.weights or NONE,
+        _gateways(h.gateways),
+        _num(s.get("running")),
+        _num(s.get("waiting")),
+        _num(s.get("kv_cache_usage"), pct=True),
+        _num(s.get("preemptions")),
+        _gpu_memory(h.gpus),
+        _gpu_util(h.gpus),
+        h.drift.label if h.drift else NONE,
+        h.verdict.kind,
+    ]
 
 
 def gateway_cells(g: GatewayStatus) -> list[str]:
@@ -99,7 +131,7 @@ def _table(columns: tuple[str, ...], rows: list[list[str]]) -> Table:
     for c in columns:
         t.add_column(c, no_wrap=True, overflow="ellipsis")
     for r in rows:
-        t.add_row(*(Text(c) for c in r))   # Text: a value is never read as rich markup
+        t.add_row(*(Text(c) for c in r))  # Text: a value is never read as rich markup
     return t
 
 
@@ -109,8 +141,9 @@ def screen(rnd: Round) -> Group:
     if rnd.gateways:
         parts += [Text(""), _table(GATEWAY_COLUMNS, [gateway_cells(g) for g in rnd.gateways])]
     notes = [f"{r.name}: no answer: {r.error}" for r in [*rnd.hosts, *rnd.gateways] if r.error]
-    notes += [f"{h.name}: {h.verdict.line()}" for h in rnd.hosts
-              if not h.error and h.verdict.kind not in (HEALTHY, IDLE)]
+    notes += [
+        f"{h.name}: {h.verdict.line()}" for h in rnd.hosts if not h.error and h.verdict.kind not in (HEALTHY, IDLE)
+    ]
     if notes:
         parts += [Text("")] + [Text(n) for n in notes]
     return Group(*parts)

@@ -5,6 +5,7 @@ _classes.py holds the classes and their next steps, _signals.py the patterns tha
 _memory.py what the out-of-memory lines say (which phase, which numbers), _starts.py where the
 last start begins, _classify.py the rule that picks one class, _logfile.py the bounded reading
 of a saved log, _host.py the one round trip that reads a host's unit state and journal."""
+
 from __future__ import annotations
 
 from ._classify import Verdict, classify_lines, printable

@@ -13,6 +13,7 @@ Lines are cut to signals.MAX_LINE_CHARS before matching (and to SHOW_CHARS when 
 text comes from the host or a file, so it is untrusted: what is shown has its non-printable
 characters (ANSI/OSC escape sequences, control characters) escaped, so a log cannot drive the
 operator's terminal."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ from typing import Any, Sequence
 from ._classes import TriageClass, by_id
 from ._memory import numbers, oom_phase
 from ._scan import LowerText
-from ._starts import last_starts
 from ._signals import ERROR_LIKE, FATAL, HANG, MAX_LINE_CHARS, NCCL_CONTEXT, OOM, Signal, first_hit
+from ._starts import last_starts
 
 __all__ = ["Line", "Verdict", "classify_lines", "printable", "SHOW_CHARS"]
 
@@ -47,7 +48,7 @@ class Line:
 
     def shown(self) -> str:
         t = printable(self.text.rstrip())
-        return t if len(t) <= SHOW_CHARS else t[:SHOW_CHARS - 3] + "..."
+        return t if len(t) <= SHOW_CHARS else t[: SHOW_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,15 @@ class Verdict:
         return f"{self.cls.title}: {self.cls.hint}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class": self.cls.id, "title": self.cls.title, "where": self.where, "numbers": self.numbers,
-                "lines": [{"line": ln.number, "text": ln.shown()} for ln in self.lines],
-                "next_step": self.cls.next_step, "note": self.note}
+        return {
+            "class": self.cls.id,
+            "title": self.cls.title,
+            "where": self.where,
+            "numbers": self.numbers,
+            "lines": [{"line": ln.number, "text": ln.shown()} for ln in self.lines],
+            "next_step": self.cls.next_step,
+            "note": self.note,
+        }
 
 
 def _needles(signals: tuple[Signal, ...]) -> tuple[str, ...]:
@@ -89,8 +96,11 @@ def _first_signal(text: LowerText, lines: Sequence[str], signals: tuple[Signal, 
 
 
 def _nccl_context(text: LowerText, lines: Sequence[str], skip: set[int]) -> list[int]:
-    hits = (i for i in text.lines_with(NCCL_CONTEXT.needles)
-            if i not in skip and NCCL_CONTEXT.search(lines[i], lines[i].lower()))
+    hits = (
+        i
+        for i in text.lines_with(NCCL_CONTEXT.needles)
+        if i not in skip and NCCL_CONTEXT.search(lines[i], lines[i].lower())
+    )
     return [i for _, i in zip(range(MAX_CONTEXT_LINES), hits)]
 
 
@@ -126,7 +136,9 @@ def _classify_start(raw: Sequence[str], first_line: int, note: str) -> Verdict:
     text = LowerText(lines)
     found = _first_signal(text, lines, FATAL) or _first_signal(text, lines, HANG)
     if found is None:
-        return _unknown(text, lines, first_line, note or ("the log is empty" if not any(s.strip() for s in lines) else ""))
+        return _unknown(
+            text, lines, first_line, note or ("the log is empty" if not any(s.strip() for s in lines) else "")
+        )
     class_id, at = found
     deciding, where = [at], ""
     if class_id == OOM:
@@ -135,5 +147,6 @@ def _classify_start(raw: Sequence[str], first_line: int, note: str) -> Verdict:
     if class_id == "nccl":
         deciding += _nccl_context(text, lines, set(deciding))
     shown = [lines[i] for i in deciding]
-    return Verdict(by_id(class_id), tuple(Line(first_line + i, lines[i]) for i in deciding),
-                   numbers(shown), where, note)
+    return Verdict(
+        by_id(class_id), tuple(Line(first_line + i, lines[i]) for i in deciding), numbers(shown), where, note
+    )

@@ -2,6 +2,7 @@
 facts gathered together), then the classifier on the journal when the unit failed or keeps
 restarting. The facts are a command plus a parser each, tested from data files
 (tests/unit/data/triage/host/)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +15,17 @@ from vfleet.engine.systemd import journal_command, journal_lines, one_line
 
 from ._classify import Verdict, classify_lines, printable
 
-__all__ = ["JOURNAL_LINES", "FAILURE_LINES", "UnitHealth", "UnitHealthFact", "JournalFact", "HostTriage",
-           "triage_host", "FailureJournal", "failure_journal"]
+__all__ = [
+    "JOURNAL_LINES",
+    "FAILURE_LINES",
+    "UnitHealth",
+    "UnitHealthFact",
+    "JournalFact",
+    "HostTriage",
+    "triage_host",
+    "FailureJournal",
+    "failure_journal",
+]
 
 # Enough for a start's whole traceback on 8 ranks and the lines before it that tell its phase.
 JOURNAL_LINES = 1000
@@ -25,10 +35,10 @@ FAILURE_LINES = 200
 
 @dataclass(frozen=True)
 class UnitHealth:
-    active: str          # systemd's ActiveState: active, failed, activating, inactive...
-    sub: str             # SubState: running, failed, auto-restart, dead...
-    restarts: int        # NRestarts since the unit was last started by hand
-    result: str          # Result: success, exit-code, signal, oom-kill, timeout...
+    active: str  # systemd's ActiveState: active, failed, activating, inactive...
+    sub: str  # SubState: running, failed, auto-restart, dead...
+    restarts: int  # NRestarts since the unit was last started by hand
+    result: str  # Result: success, exit-code, signal, oom-kill, timeout...
 
     @property
     def read(self) -> bool:
@@ -39,7 +49,9 @@ class UnitHealth:
     @property
     def down(self) -> bool:
         """Failed, or between restarts, or started again after a crash (what triage is for)."""
-        return self.active == "failed" or self.sub == "auto-restart" or (self.active == "activating" and self.restarts > 0)
+        return (
+            self.active == "failed" or self.sub == "auto-restart" or (self.active == "activating" and self.restarts > 0)
+        )
 
     def describe(self) -> str:
         return f"{self.active} ({self.sub}), {self.restarts} restarts, result {self.result}"
@@ -55,8 +67,12 @@ class UnitHealthFact:
     def process(self, lines: list[str]) -> UnitHealth:
         props = dict(ln.strip().partition("=")[::2] for ln in lines if "=" in ln)
         restarts = props.get("NRestarts", "")
-        return UnitHealth(props.get("ActiveState") or "unknown", props.get("SubState") or "unknown",
-                          int(restarts) if restarts.isdigit() else 0, props.get("Result") or "unknown")
+        return UnitHealth(
+            props.get("ActiveState") or "unknown",
+            props.get("SubState") or "unknown",
+            int(restarts) if restarts.isdigit() else 0,
+            props.get("Result") or "unknown",
+        )
 
 
 @dataclass(frozen=True)
@@ -77,7 +93,7 @@ class JournalFact:
 class HostTriage:
     unit: str
     health: UnitHealth
-    verdict: Verdict | None      # None: the unit is not down (or its state unread), nothing to classify
+    verdict: Verdict | None  # None: the unit is not down (or its state unread), nothing to classify
 
 
 def triage_host(ctx: HostContext) -> HostTriage:

@@ -7,6 +7,7 @@ counted in bounded binary chunks, not kept. Past that, counting would take time 
 size, so the lines are numbered from the first one read and the note says so. A file that is not a
 regular file, cannot be read, or holds NUL bytes (binary: a core dump, a compressed journal) is
 refused with one line naming it and what to do."""
+
 from __future__ import annotations
 
 import os
@@ -19,15 +20,15 @@ from vfleet.engine.errors import VfleetError
 __all__ = ["MAX_BYTES", "MAX_COUNT_BYTES", "LogText", "read_log"]
 
 MAX_BYTES = 8 * 1024 * 1024
-MAX_COUNT_BYTES = 256 * 1024 * 1024      # newlines counted before the tail: well under a second
+MAX_COUNT_BYTES = 256 * 1024 * 1024  # newlines counted before the tail: well under a second
 _CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class LogText:
     lines: list[str]
-    first_line: int      # the file's number of lines[0] (1 when the part before was not counted)
-    note: str            # what was left unread, if anything
+    first_line: int  # the file's number of lines[0] (1 when the part before was not counted)
+    note: str  # what was left unread, if anything
 
 
 def _lines_before(f, offset: int, max_count: int) -> tuple[int | None, bool]:
@@ -52,7 +53,7 @@ def read_log(path: str | Path, max_bytes: int = MAX_BYTES, max_count: int = MAX_
     p = Path(path)
     try:
         st = p.stat()
-        if not stat.S_ISREG(st.st_mode):     # checked before open(): a FIFO would block it
+        if not stat.S_ISREG(st.st_mode):  # checked before open(): a FIFO would block it
             raise VfleetError(f"{p}: not a regular file; save the log to a file and pass that")
         with open(p, "rb") as f:
             st = os.fstat(f.fileno())
@@ -65,15 +66,17 @@ def read_log(path: str | Path, max_bytes: int = MAX_BYTES, max_count: int = MAX_
     except OSError as exc:
         raise VfleetError(f"{p}: cannot be read ({exc.strerror or exc}); check its permissions") from None
     if b"\0" in data:
-        raise VfleetError(f"{p}: binary (holds NUL bytes), not a text log; export it as text first "
-                          "(journalctl -u UNIT --no-pager -o cat > FILE)")
+        raise VfleetError(
+            f"{p}: binary (holds NUL bytes), not a text log; export it as text first "
+            "(journalctl -u UNIT --no-pager -o cat > FILE)"
+        )
     # split on newlines only (str.splitlines also splits on form feeds...: the numbers would drift)
     lines = [ln.rstrip("\r") for ln in data.decode("utf-8", "replace").split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
     first, note = (skipped or 0) + 1, ""
     if start:
-        if not at_line_start and lines:      # the first line read is the end of a cut one
+        if not at_line_start and lines:  # the first line read is the end of a cut one
             lines, first = lines[1:], first + (skipped is not None)
         note = f"read the last {max_bytes // _CHUNK} MiB of {st.st_size / _CHUNK:.0f} MiB"
         if skipped is None:

@@ -12,6 +12,7 @@ How the phase is told, most specific first (docs/triage.md):
    weights are in) or "Capturing cudagraphs" -> after loading; "Starting to load model" / "Loading safetensors
    checkpoint shards" -> loading;
 3. else the phase is not in the lines read (class oom-phase-unknown)."""
+
 from __future__ import annotations
 
 import re
@@ -30,14 +31,18 @@ PROGRESS_LOOKBACK = 5000
 _AFTER_FRAMES = re.compile(
     r", in (?:capture_model|capture_end|determine_num_available_blocks|determine_available_memory|"
     r"profile_run|_dummy_run|_dummy_sampler_run|initialize_kv_cache|_initialize_kv_caches|"
-    r"_allocate_kv_cache|initialize_cache)\b|with torch\.cuda\.graph\(")
+    r"_allocate_kv_cache|initialize_cache)\b|with torch\.cuda\.graph\("
+)
 _LOADING_FRAMES = re.compile(
     r", in (?:load_weights|weight_loader|create_weights|make_layers|get_model|load_model|"
     r"process_weights_after_loading)\b|Failed to create unquantized linear weights|"
     # the model being built (its layers' weights allocated): only ever while loading
-    r"/model_executor/models/[\w/]{1,80}\.py\", line \d{1,6}, in (?:__init__|<listcomp>|<lambda>)")
-_LOADED = re.compile(r"Model loading took|Loading model weights took|Loading weights took|"
-                     r"Capturing cudagraphs|Capturing CUDA graph|Capturing the model for CUDA graphs")
+    r"/model_executor/models/[\w/]{1,80}\.py\", line \d{1,6}, in (?:__init__|<listcomp>|<lambda>)"
+)
+_LOADED = re.compile(
+    r"Model loading took|Loading model weights took|Loading weights took|"
+    r"Capturing cudagraphs|Capturing CUDA graph|Capturing the model for CUDA graphs"
+)
 _LOADING = re.compile(r"Starting to load model|Loading safetensors checkpoint shards")
 _GRAPHS = re.compile(r"capture_model|capture_end|torch\.cuda\.graph")
 

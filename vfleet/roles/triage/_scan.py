@@ -4,6 +4,7 @@ Why: calling a pattern per line per signal costs a Python call each, seconds on 
 Here the whole log is lowered once and each word is found with str.find (C speed), keeping
 each word's next position, so the text is walked once per word whatever the number of hits.
 Only the lines found are then matched against the signals' patterns."""
+
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -21,7 +22,7 @@ class LowerText:
         # lowered ("İ" becomes two code points), so offsets of the original lines would drift
         lowered = [line.lower() for line in lines]
         self.text = "\n".join(lowered)
-        self.starts = [0, *accumulate(len(line) + 1 for line in lowered)][:len(lines)]
+        self.starts = [0, *accumulate(len(line) + 1 for line in lowered)][: len(lines)]
 
     def lines_with(self, words: Sequence[str]) -> Iterator[int]:
         """The indexes of the lines that hold any of `words` (lower case), in order, once each."""

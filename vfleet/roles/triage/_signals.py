@@ -11,6 +11,7 @@ issues (docs/triage.md cites them).
 FATAL signals are errors that end a start; HANG signals are warnings that a start or a server
 is stuck (workers waiting on each other), used only when no fatal signal is found. The "oom"
 class is split into its phases by _memory.py."""
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,7 @@ OOM = "oom"
 @dataclass(frozen=True)
 class Signal:
     class_id: str
-    needles: tuple[str, ...]      # lower-case; the line must hold one of them
+    needles: tuple[str, ...]  # lower-case; the line must hold one of them
     pattern: re.Pattern[str]
 
     def search(self, line: str, lower: str) -> bool:
@@ -42,18 +43,27 @@ def _s(class_id: str, needles: str, pattern: str, flags: int = 0) -> Signal:
 # Within one line the first signal of this list that matches wins.
 FATAL: tuple[Signal, ...] = (
     _s("no-kernel", "kernel image", r"no kernel image is available for execution on the device", _I),
-    _s("no-kernel", "cuda capability",
-       r"CUDA capability sm_\d{2,3} is not compatible with the current PyTorch installation"),
+    _s(
+        "no-kernel",
+        "cuda capability",
+        r"CUDA capability sm_\d{2,3} is not compatible with the current PyTorch installation",
+    ),
     _s("no-kernel", "compute capability", r"only supported on GPUs with compute capability of at least \d{1,2}\.\d"),
     _s(OOM, "out of memory|outofmemoryerror", r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError"),
-    _s("kv-cache-too-small", "kv cache",
-       r"larger than the maximum number of tokens that can be stored in KV cache"
-       r"|KV cache is needed, which is larger than the available KV cache memory"),
+    _s(
+        "kv-cache-too-small",
+        "kv cache",
+        r"larger than the maximum number of tokens that can be stored in KV cache"
+        r"|KV cache is needed, which is larger than the available KV cache memory",
+    ),
     _s("kv-cache-too-small", "cache blocks", r"No available memory for the cache blocks"),
     _s("port-in-use", "already in use|eaddrinuse", r"address already in use|EADDRINUSE", _I),
-    _s("chat-template", "chat template|chattemplate",
-       r"ChatTemplateResolutionError|default chat template is no longer allowed"
-       r"|chat template[^\n]{0,300}appears path-like, but doesn't exist"),
+    _s(
+        "chat-template",
+        "chat template|chattemplate",
+        r"ChatTemplateResolutionError|default chat template is no longer allowed"
+        r"|chat template[^\n]{0,300}appears path-like, but doesn't exist",
+    ),
     _s("chat-template", "jinja2.exceptions", r"jinja2\.exceptions\.\w{1,40}"),
     _s("nccl", "nccl", r"NCCL error|nccl(?:SystemError|InternalError|UnhandledCudaError|InvalidUsage|RemoteError)"),
     _s("nccl", "watchdog", r"Watchdog caught collective operation timeout"),
@@ -65,12 +75,19 @@ HANG: tuple[Signal, ...] = (
 )
 
 # Lines worth showing beside an NCCL verdict: the settings its next step asks about.
-NCCL_CONTEXT = _s("nccl", "nccl_|/dev/shm|nccl version|driver version",
-                  r"NCCL_(?:P2P|IB|SHM)_DISABLE|/dev/shm|NCCL version \d|[Dd]river [Vv]ersion")
+NCCL_CONTEXT = _s(
+    "nccl",
+    "nccl_|/dev/shm|nccl version|driver version",
+    r"NCCL_(?:P2P|IB|SHM)_DISABLE|/dev/shm|NCCL version \d|[Dd]river [Vv]ersion",
+)
 
 # The unknown class shows the last of these.
-ERROR_LIKE = _s("unknown", "error|exception|traceback|fatal|killed|fail",
-                r"\b(?:error|exception|traceback|fatal|killed|failed|failure)\b", _I)
+ERROR_LIKE = _s(
+    "unknown",
+    "error|exception|traceback|fatal|killed|fail",
+    r"\b(?:error|exception|traceback|fatal|killed|failed|failure)\b",
+    _I,
+)
 
 
 def first_hit(line: str, signals: tuple[Signal, ...]) -> Signal | None:

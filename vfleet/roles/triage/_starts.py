@@ -11,6 +11,7 @@ start still loading: tests/unit/data/triage/port-in-use-1.log) does the start be
 (https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/api_server.py).
 Both belong to one start, so the banner marks starts only in a log with no systemd line (a
 vLLM log, not a journal)."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,9 @@ _SYSTEMD = ("Started ", re.compile(r"^Started \S|systemd\[1\]: Started \S"))
 _BANNER = ("vLLM API server version", re.compile(r"vLLM API server version \d"))
 
 
-def _spans(lines: Sequence[str], text: str, offsets: list[int], count: int,
-           marker: tuple[str, re.Pattern[str]]) -> list[tuple[int, int]]:
+def _spans(
+    lines: Sequence[str], text: str, offsets: list[int], count: int, marker: tuple[str, re.Pattern[str]]
+) -> list[tuple[int, int]]:
     """Walks back from the end with str.rfind (C speed, whatever the number of lines);
     only the lines holding the marker's word are matched against its pattern."""
     word, pattern = marker
@@ -49,6 +51,6 @@ def last_starts(lines: Sequence[str], count: int = 2) -> list[tuple[int, int]]:
     """(begin, end) of the last `count` starts, the last first; the lines before the first
     start line read count as a start (its beginning was cut). No start line: all the lines."""
     text = "\n".join(lines)
-    offsets = [0, *accumulate(len(line) + 1 for line in lines)][:len(lines)]
+    offsets = [0, *accumulate(len(line) + 1 for line in lines)][: len(lines)]
     spans = _spans(lines, text, offsets, count, _SYSTEMD)
     return spans if len(spans) > 1 or not lines else _spans(lines, text, offsets, count, _BANNER)

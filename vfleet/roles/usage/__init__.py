@@ -2,6 +2,7 @@
 per tenant and model. window (the --since/--until flags), logread (the fact that reads one
 gateway's log and its rotated copies, bounded), summary (lines to rows), collect (every
 gateway in one play)."""
+
 from __future__ import annotations
 
 from ._collect import read_logs

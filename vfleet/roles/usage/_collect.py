@@ -1,6 +1,7 @@
 """Every selected gateway's access log lines for the window, all gateways at once (one round
 trip each, --forks), through the runner's Play: a gateway that cannot be reached or read
 becomes a result saying why instead of an exception."""
+
 from __future__ import annotations
 
 from typing import Sequence

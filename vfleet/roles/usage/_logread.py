@@ -12,6 +12,7 @@ flood the controller, and one byte more than the bound says that the bound was h
 Exit status 3: the log folder or a file cannot be read (the SSH user lacks the rights: nginx
 writes it 0640 www-data:adm); 4: there is no access log (no gateway deployed there, or not
 yet one request)."""
+
 from __future__ import annotations
 
 import posixpath
@@ -23,8 +24,8 @@ from vfleet.engine.fact_protocol import Output
 
 __all__ = ["MAX_BYTES", "NO_LOG", "NOT_READABLE", "LogLines", "AccessLogLines"]
 
-MAX_BYTES = 32 * 2**20   # ~100 000 requests at ~300 bytes a line
-READ_TIMEOUT_S = 120     # zcat of a few large rotated files
+MAX_BYTES = 32 * 2**20  # ~100 000 requests at ~300 bytes a line
+READ_TIMEOUT_S = 120  # zcat of a few large rotated files
 NO_LOG = "no such file: no gateway deployed there, or not one request since"
 NOT_READABLE = "permission denied (nginx writes it 0640 www-data:adm: connect as root, become, or join group adm)"
 
@@ -63,7 +64,7 @@ class AccessLogLines:
             " | sort -k1,1nr | cut -d' ' -f2-"
             ' | while read -r f; do case "$f" in *.gz) zcat -- "$f" ;; *) cat -- "$f" ;; esac; done'
             f" | awk -v s={self.since:.3f} -v u={self.until:.3f} "
-            "'{ i = index($0, \"\\\"msec\\\":\"); if (!i) { print; next } "
+            '\'{ i = index($0, "\\"msec\\":"); if (!i) { print; next } '
             "m = substr($0, i + 7) + 0; if (m >= s && m <= u) print }'"
             f" | head -c {self.max_bytes + 1}"
         )
@@ -78,5 +79,5 @@ class AccessLogLines:
         truncated = len(data.encode()) > self.max_bytes
         lines = data.split("\n")
         if truncated:
-            lines.pop()       # the line the bound cut in two
+            lines.pop()  # the line the bound cut in two
         return LogLines(tuple(line for line in lines if line), truncated)

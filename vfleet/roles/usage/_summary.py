@@ -6,6 +6,7 @@ summary needs or holds a value of the wrong type is counted as skipped (a line c
 disk, a log_format edited by hand), never an error: the rest of the log still tells the story.
 Percentiles are the bench's (vfleet/clients/bench/stats.py `distribution`: statistics.quantiles,
 inclusive, as `vllm bench serve` computes them), so vfleet has one way to compute them."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,15 @@ from vfleet.clients.bench.stats import distribution
 
 __all__ = ["Request", "Row", "Summary", "parse_line", "ttfb_seconds", "summarise"]
 
-NEEDED = {"msec": (int, float), "tenant": str, "model": str, "status": int, "error": str,
-          "request_time": (int, float), "ttfb": str}
+NEEDED = {
+    "msec": (int, float),
+    "tenant": str,
+    "model": str,
+    "status": int,
+    "error": str,
+    "request_time": (int, float),
+    "ttfb": str,
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,14 @@ def parse_line(line: str) -> Request | None:
     for key, kind in NEEDED.items():
         if not isinstance(obj.get(key), kind) or isinstance(obj.get(key), bool):
             return None
-    return Request(float(obj["msec"]), obj["tenant"], obj["model"], obj["error"], float(obj["request_time"]),
-                   ttfb_seconds(obj["ttfb"]))
+    return Request(
+        float(obj["msec"]),
+        obj["tenant"],
+        obj["model"],
+        obj["error"],
+        float(obj["request_time"]),
+        ttfb_seconds(obj["ttfb"]),
+    )
 
 
 def _seconds(ms: float | None) -> float | None:
@@ -81,9 +95,16 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         t, f = distribution(self.times), distribution(self.ttfbs)
-        return {"tenant": self.tenant, "model": self.model, "requests": len(self.times),
-                "errors": dict(sorted(self.errors.items())), "p50_s": _seconds(t["p50"]), "p95_s": _seconds(t["p95"]),
-                "ttfb_p50_s": _seconds(f["p50"]), "ttfb_p95_s": _seconds(f["p95"])}
+        return {
+            "tenant": self.tenant,
+            "model": self.model,
+            "requests": len(self.times),
+            "errors": dict(sorted(self.errors.items())),
+            "p50_s": _seconds(t["p50"]),
+            "p95_s": _seconds(t["p95"]),
+            "ttfb_p50_s": _seconds(f["p50"]),
+            "ttfb_p95_s": _seconds(f["p95"]),
+        }
 
 
 @dataclass

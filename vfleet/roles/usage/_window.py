@@ -1,6 +1,7 @@
 """The time window of `vfleet usage`: --since as a duration back from --until (10m, 2h, 1d) or an
 ISO 8601 time, --until as an ISO time (default now). A time without an offset is UTC, the
 offset the gateways' logs are written in by default (nginx's $time_iso8601 is the host's)."""
+
 from __future__ import annotations
 
 import re
@@ -35,8 +36,9 @@ def _iso(flag: str, text: str) -> float:
     try:
         t = datetime.fromisoformat(text)
     except ValueError:
-        raise VfleetError(f"--{flag}: {text!r} is neither a duration (10m, 2h, 1d) nor an ISO time "
-                          "(2026-12-02T20:00:00+00:00)") from None
+        raise VfleetError(
+            f"--{flag}: {text!r} is neither a duration (10m, 2h, 1d) nor an ISO time (2026-12-02T20:00:00+00:00)"
+        ) from None
     return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 

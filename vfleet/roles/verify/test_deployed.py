@@ -1,5 +1,6 @@
 """testinfra suite for a deployed fleet (run by `vfleet verify`, one pass per host).
 What it asserts is the deployed state an operator relies on, not how vfleet got there."""
+
 from __future__ import annotations
 
 import json

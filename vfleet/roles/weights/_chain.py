@@ -14,6 +14,7 @@ goes first in the next chain (fed by the controller, no longer by the upstream t
 it); a host routed around as slow gets a chain of its own, beside the others', so it holds up
 no one. Nothing is moved into place by a hop that is not whole (_relay.py).
 """
+
 from __future__ import annotations
 
 import threading
@@ -23,7 +24,16 @@ from pathlib import Path
 from typing import Callable
 
 from vfleet.roles.weights._chain_hops import (  # noqa: F401  (the chain's one import for callers)
-    RELAY_SOURCE, Hop, HopResult, header, local_hop, peer_ssh, remote_relay_command, ssh_hop, whole_command)
+    RELAY_SOURCE,
+    Hop,
+    HopResult,
+    header,
+    local_hop,
+    peer_ssh,
+    remote_relay_command,
+    ssh_hop,
+    whole_command,
+)
 from vfleet.roles.weights._chain_round import Event, SlowRule, run_chain  # noqa: F401
 from vfleet.roles.weights._pieces import PieceManifest
 
@@ -55,6 +65,7 @@ def plan(line: list[Hop], results: dict[str, HopResult]) -> list[Chain]:
     piece, by the controller, with the hosts that received one first (no link of the last
     chain is trusted to feed them again). Hosts routed around as slow get their own chain,
     fed by another whole host where there is one."""
+
     def status(h: Hop) -> str:
         return results[h.name].status if h.name in results else "whole"  # a host that held it before
 
@@ -64,10 +75,11 @@ def plan(line: list[Hop], results: dict[str, HopResult]) -> list[Chain]:
     whole = [h for h in line if status(h) == "whole"]
     chains: list[Chain] = []
     if any(status(h) == "bad_piece" for h in main):
-        chains.append((None, [h for h in main if status(h) == "bad_piece"] +
-                       [h for h in main if status(h) != "bad_piece"]))
+        chains.append(
+            (None, [h for h in main if status(h) == "bad_piece"] + [h for h in main if status(h) != "bad_piece"])
+        )
     elif main:
-        before = [h for h in line[:line.index(main[0])] if status(h) == "whole"]
+        before = [h for h in line[: line.index(main[0])] if status(h) == "whole"]
         chains.append((before[-1] if before else None, main))
     if slow:
         used = chains[0][0] if chains else None
@@ -76,9 +88,17 @@ def plan(line: list[Hop], results: dict[str, HopResult]) -> list[Chain]:
     return chains
 
 
-def distribute(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *, attempts: int = 3,
-               bwlimit: float | None = None, on_event: Callable[[Event], None] | None = None,
-               slow: SlowRule | None = SlowRule(), feeder: Hop | None = None) -> Outcome:
+def distribute(
+    model_dir: Path | str,
+    manifest: PieceManifest,
+    hops: list[Hop],
+    *,
+    attempts: int = 3,
+    bwlimit: float | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    slow: SlowRule | None = SlowRule(),
+    feeder: Hop | None = None,
+) -> Outcome:
     """Rounds until every host is whole or failed, at most `attempts`; a host still lacking
     pieces after them is failed with the last reason it gave. A round's chains run at once.
     `feeder`: a host that already holds the copy feeds the first round, not the controller."""
@@ -93,8 +113,9 @@ def distribute(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], 
         got: dict[str, HopResult] = {}
 
         def one(feeder: Hop | None, todo: list[Hop]) -> None:
-            got.update(run_chain(model_dir, manifest, todo, feeder=feeder, bwlimit=bwlimit, on_event=on_event,
-                                 slow=slow))
+            got.update(
+                run_chain(model_dir, manifest, todo, feeder=feeder, bwlimit=bwlimit, on_event=on_event, slow=slow)
+            )
 
         threads = []
         for fed, todo in chains:

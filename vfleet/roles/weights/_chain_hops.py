@@ -11,6 +11,7 @@ reports out (a dead host is told by its own session ending, not guessed from its
 neighbours). The pieces do not pass through the controller's sessions: the controller pipes
 them into the head's FIFO, host i into host i+1's, over ssh (_sync.py's peer options).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.engine.owned_paths import plain_operand
-from vfleet.roles.weights import _relay as relay, _relay_store as relay_store, _relay_wire as relay_wire
 from vfleet.roles.model_source import verify_command
-from vfleet.roles.weights._pieces import PieceManifest
+from vfleet.roles.weights import _relay as relay, _relay_store as relay_store, _relay_wire as relay_wire
 from vfleet.roles.weights._copies import PEER_SSH, finish_command
+from vfleet.roles.weights._pieces import PieceManifest
 
 # what a host runs: the wire format, the store, the relay, as one source (their package
 # imports are skipped there: they run as __main__)
@@ -53,8 +54,10 @@ class Hop:
 
     def _sink_command(self) -> str:
         f = shlex.quote(self.fifo)
-        cmd = (f"n=0; while [ ! -p {f} ]; do n=$((n+1)); if [ $n -gt {int(SINK_WAIT_S / 0.02)} ]; then "
-               f"echo 'no relay reading {shlex.quote(self.name)}' >&2; exit 1; fi; sleep 0.02; done; exec cat > {f}")
+        cmd = (
+            f"n=0; while [ ! -p {f} ]; do n=$((n+1)); if [ $n -gt {int(SINK_WAIT_S / 0.02)} ]; then "
+            f"echo 'no relay reading {shlex.quote(self.name)}' >&2; exit 1; fi; sleep 0.02; done; exec cat > {f}"
+        )
         return f"sudo -n sh -c {shlex.quote(cmd)}" if self.become else cmd
 
     def sink(self) -> tuple[str, ...]:
@@ -94,9 +97,19 @@ def local_hop(name: str, dest: str, python: str = sys.executable, on_whole: str 
     return Hop(name, dest, (python, "-c", relay.BOOT, str(len(RELAY_SOURCE))), (), on_whole)
 
 
-def ssh_hop(name: str, dest: str, *, address: str, user: str | None, port: int, controller_ssh: list[str],
-            peer_ssh: list[str] = PEER_SSH, become: bool = False, on_whole: str | None = None,
-            serve_from: str | None = None) -> Hop:
+def ssh_hop(
+    name: str,
+    dest: str,
+    *,
+    address: str,
+    user: str | None,
+    port: int,
+    controller_ssh: list[str],
+    peer_ssh: list[str] = PEER_SSH,
+    become: bool = False,
+    on_whole: str | None = None,
+    serve_from: str | None = None,
+) -> Hop:
     """A hop reached over ssh, with the controller's connection options from the controller
     and the peer options (_sync.py's, with weights_peer_ssh_key) from the host before it. The
     user and address are proven not to start with '-' (ssh takes no `--` before its host)."""
@@ -104,8 +117,16 @@ def ssh_hop(name: str, dest: str, *, address: str, user: str | None, port: int, 
     target = f"{plain_operand(user, 'ansible_user')}@{address}" if user else address
     at = ["-p", str(int(port)), target]
     sudo = "sudo -n " if become else ""
-    return Hop(name, dest, tuple(controller_ssh + at + [sudo + remote_relay_command()]),
-               tuple(peer_ssh + at), on_whole, serve_from, tuple(controller_ssh + at), become)
+    return Hop(
+        name,
+        dest,
+        tuple(controller_ssh + at + [sudo + remote_relay_command()]),
+        tuple(peer_ssh + at),
+        on_whole,
+        serve_from,
+        tuple(controller_ssh + at),
+        become,
+    )
 
 
 def peer_ssh(key: str | None) -> list[str]:
@@ -117,7 +138,9 @@ def whole_command(staging: str, version: str, user: str | None) -> str:
     shard index) and, only if it passes, its move into .versions. Subshells keep the move
     from running after a failed verify (finish_command starts with `set -e`); the relay's log,
     mark, FIFO and lock beside the staging folder go once the copy is in place."""
-    marks = " ".join(shlex.quote(staging + m) for m in (".vfleet-pieces", ".vfleet-whole", ".vfleet-in", ".vfleet-lock"))
+    marks = " ".join(
+        shlex.quote(staging + m) for m in (".vfleet-pieces", ".vfleet-whole", ".vfleet-in", ".vfleet-lock")
+    )
     return f"( {verify_command(staging)} ) && ( {finish_command(staging, version, user)} ) && rm -f -- {marks}"
 
 
@@ -126,7 +149,16 @@ def header(manifest: PieceManifest, hops: list[Hop], i: int, fed: bool = False) 
     `fed`: hops[0] is a whole host that feeds the chain from its own copy."""
     h = hops[i]
     nxt = {"name": hops[i + 1].name, "argv": list(hops[i + 1].sink())} if i + 1 < len(hops) else None
-    me = {"name": h.name, "dest": h.dest, "serve_from": h.serve_from or h.dest,
-          **({"on_whole": h.on_whole} if h.on_whole else {})}
-    return {"id": manifest.id, "manifest": manifest.as_json(), "me": me, "next": nxt,
-            "input": "self" if fed and i == 0 else "fifo"}
+    me = {
+        "name": h.name,
+        "dest": h.dest,
+        "serve_from": h.serve_from or h.dest,
+        **({"on_whole": h.on_whole} if h.on_whole else {}),
+    }
+    return {
+        "id": manifest.id,
+        "manifest": manifest.as_json(),
+        "me": me,
+        "next": nxt,
+        "input": "self" if fed and i == 0 else "fifo",
+    }

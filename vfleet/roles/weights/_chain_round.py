@@ -11,6 +11,7 @@ out. The hop before it is told to drop its link (`cut`), the slow hop and the ho
 to report and exit (`stop`): the hops before it finish at full speed, those after it resume
 in the next round fed by a whole host, and the slow one gets a chain of its own.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,9 @@ class _Session:
 
     def __init__(self, hop: Hop, head: bytes, on_event: Callable[[Event], None]) -> None:
         self.hop, self.on_event, self.tail = hop, on_event, ""
-        self.proc = subprocess.Popen(list(hop.from_controller), stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            list(hop.from_controller), stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.send(RELAY_SOURCE + head)  # a session already gone shows when it ends without a report
@@ -59,7 +61,7 @@ class _Session:
             line = raw.decode(errors="replace").strip()
             if line.startswith(wire.PREFIX):
                 try:
-                    self.on_event(dict(json.loads(line[len(wire.PREFIX):]), host=self.hop.name))
+                    self.on_event(dict(json.loads(line[len(wire.PREFIX) :]), host=self.hop.name))
                     continue
                 except ValueError:
                     pass
@@ -103,8 +105,13 @@ class _Feed:
     """The controller's stream into the head's FIFO: paced, its blocked time measured."""
 
     def __init__(self, head: Hop) -> None:
-        self.proc = subprocess.Popen(list(head.sink_from_controller()), stdin=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, bufsize=0)
+        self.proc = subprocess.Popen(
+            list(head.sink_from_controller()),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
         self.blocked_s, self.since, self.cut = 0.0, None, threading.Event()
 
     def blocked(self) -> float:
@@ -119,7 +126,7 @@ class _Feed:
             assert self.proc.stdin is not None
             view = memoryview(data)
             while view:
-                view = view[self.proc.stdin.write(view) or 0:]
+                view = view[self.proc.stdin.write(view) or 0 :]
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
@@ -152,9 +159,9 @@ def _feed_pieces(feed: _Feed, pieces: Iterator[tuple[int, int, bytes]], bwlimit:
             return False
         view = memoryview(data)
         for off in range(0, max(1, len(view)), step):
-            if not feed.send(view[off:off + step]):
+            if not feed.send(view[off : off + step]):
                 return False
-            sent += len(view[off:off + step])
+            sent += len(view[off : off + step])
             if bwlimit and (ahead := sent / bwlimit - (time.monotonic() - t0)) > 0:
                 time.sleep(ahead)
     return True
@@ -180,9 +187,16 @@ def needed(manifest: PieceManifest, have: dict[str, bytes], hops: list[Hop]) -> 
     return need.to_bytes((count + 7) // 8, "little")
 
 
-def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *, feeder: Hop | None = None,
-              bwlimit: float | None = None, on_event: Callable[[Event], None] | None = None,
-              slow: SlowRule | None = SlowRule()) -> dict[str, HopResult]:
+def run_chain(
+    model_dir: Path | str,
+    manifest: PieceManifest,
+    hops: list[Hop],
+    *,
+    feeder: Hop | None = None,
+    bwlimit: float | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    slow: SlowRule | None = SlowRule(),
+) -> dict[str, HopResult]:
     """One chain over `hops` in order: start every relay, feed the pieces some hop lacks
     into the first (from the controller, or from `feeder`, a whole host), route around a
     slow hop (`slow`; None: never), collect the reports. `bwlimit` (bytes/s) paces the
@@ -194,8 +208,11 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
     routed: list[str] = []
     routed_at: dict[str, float] = {}
     lock = threading.Condition()
-    watch = Watch([h.name for h in hops], feeder.name if feeder else "controller", slow.window_s, slow.share,
-                  bwlimit) if slow and len(hops) > 1 else None
+    watch = (
+        Watch([h.name for h in hops], feeder.name if feeder else "controller", slow.window_s, slow.share, bwlimit)
+        if slow and len(hops) > 1
+        else None
+    )
 
     def collect(event: Event) -> None:
         with lock:
@@ -217,9 +234,14 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
                     r.status, r.reason = "whole", ""
                 elif r.status not in ("bad_piece", "slow"):
                     r.status = "partial"
-                    r.reason = str(event.get("reason") or (
-                        f"stopped: the chain was cut before {routed[0]}" if event["ended"] == "stopped" and routed
-                        else f"stream {event['ended']}, {event['missing']} pieces missing"))
+                    r.reason = str(
+                        event.get("reason")
+                        or (
+                            f"stopped: the chain was cut before {routed[0]}"
+                            if event["ended"] == "stopped" and routed
+                            else f"stream {event['ended']}, {event['missing']} pieces missing"
+                        )
+                    )
             elif kind == "bad_piece":
                 r.status, r.reason = "bad_piece", event["reason"]
             elif kind == "error":
@@ -227,16 +249,19 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
         if on_event:
             on_event(event)
 
-    sessions = [_Session(h, wire.encode_header(header(manifest, line, i, fed=feeder is not None)), collect)
-                for i, h in enumerate(line)]
+    sessions = [
+        _Session(h, wire.encode_header(header(manifest, line, i, fed=feeder is not None)), collect)
+        for i, h in enumerate(line)
+    ]
     feed = None if feeder else _Feed(hops[0])
     # Feed only once every link is up and every hop said what it holds: pieces sent earlier
     # pile up before the first link still connecting, and a chain of equal links never
     # drains that backlog. A session that ends meanwhile stops the wait: the round goes on
     # and the re-plan deals with it.
     with lock:
-        lock.wait_for(lambda: linked >= set(results) or any(s.proc.poll() is not None for s in sessions),
-                      timeout=SINK_WAIT_S)
+        lock.wait_for(
+            lambda: linked >= set(results) or any(s.proc.poll() is not None for s in sessions), timeout=SINK_WAIT_S
+        )
         want = needed(manifest, have, hops)
 
     def route(name: str, why: str) -> None:
@@ -270,8 +295,14 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
         watch.started = time.monotonic()
         threading.Thread(target=monitor, daemon=True).start()
     if on_event:
-        on_event({"event": "feeding", "host": feeder.name if feeder else "controller",
-                  "pieces": bin(int.from_bytes(want, "little")).count("1"), "bytes": _bytes_of(manifest, want)})
+        on_event(
+            {
+                "event": "feeding",
+                "host": feeder.name if feeder else "controller",
+                "pieces": bin(int.from_bytes(want, "little")).count("1"),
+                "bytes": _bytes_of(manifest, want),
+            }
+        )
     if feed:
         if _feed_pieces(feed, read_pieces(model_dir, manifest, want), bwlimit):
             feed.send(wire.FRAME.pack(wire.END, 0, 0))
@@ -289,8 +320,9 @@ def run_chain(model_dir: Path | str, manifest: PieceManifest, hops: list[Hop], *
             nxt.close()
         r = results.get(s.hop.name, HopResult(s.hop.name, "whole"))
         if r.status == "unreached":
-            r.status, r.reason = "failed", f"lost mid-chain: session ended (exit {rc}) without a report" + (
-                f": {s.tail}" if s.tail else "")
+            r.status, r.reason = (
+                "failed",
+                f"lost mid-chain: session ended (exit {rc}) without a report" + (f": {s.tail}" if s.tail else ""),
+            )
     done.set()
     return results
-

@@ -9,6 +9,7 @@ pieces it verified). Each hop's relay verifies the whole copy as the waves do (_
 this step then switches the live link, as the waves do. A host that already holds the copy
 feeds the chain instead of the controller.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,10 +19,10 @@ from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.results import Status
 from vfleet.engine.runner import HostContext, HostFailed, Play
 from vfleet.engine.transfer import ssh_command
-from vfleet.roles.weights import _chain as chain
 from vfleet.roles.model_source import Payload
-from vfleet.roles.weights._piece_cache import piece_manifest_for
+from vfleet.roles.weights import _chain as chain
 from vfleet.roles.weights._copies import ModelSource, check_space, copy_paths, switch_live_link
+from vfleet.roles.weights._piece_cache import piece_manifest_for
 from vfleet.roles.weights._totals import WeightsTotals
 
 
@@ -36,22 +37,43 @@ def hop_for(ctx: HostContext, payload: Payload, manifest_id: str, *, holder: boo
         sudo = ("sudo", "-n") if s.become else ()
         hop = chain.local_hop(ctx.name, staging, python="python3", on_whole=on_whole)
         return chain.Hop(hop.name, hop.dest, sudo + hop.from_controller, (), on_whole, version, (), s.become)
-    return chain.ssh_hop(ctx.name, staging, address=s.address, user=s.user, port=s.port,
-                         controller_ssh=ssh_command(ctx), peer_ssh=chain.peer_ssh(cfg.weights_peer_ssh_key),
-                         become=s.become, on_whole=on_whole, serve_from=version)
+    return chain.ssh_hop(
+        ctx.name,
+        staging,
+        address=s.address,
+        user=s.user,
+        port=s.port,
+        controller_ssh=ssh_command(ctx),
+        peer_ssh=chain.peer_ssh(cfg.weights_peer_ssh_key),
+        become=s.become,
+        on_whole=on_whole,
+        serve_from=version,
+    )
 
 
-def copy_by_chain(play: Play, names: list[str], payload_of: Callable[[HostConfig], Payload], src: ModelSource,
-                  totals: WeightsTotals, holders: list[str]) -> None:
+def copy_by_chain(
+    play: Play,
+    names: list[str],
+    payload_of: Callable[[HostConfig], Payload],
+    src: ModelSource,
+    totals: WeightsTotals,
+    holders: list[str],
+) -> None:
     """Copy the model to `names` by chain; `holders`: hosts that already hold it."""
     if src.controller_dir is None:  # config/cross_checks.py refuses HOST:/path with the chain
         raise HostFailed(f"weights_distribution chain needs model_source on the controller, not {src.spec}")
     step = payload_of(play.contexts[names[0]].config).step
     t0 = time.monotonic()
     manifest, kept = piece_manifest_for(src.controller_dir, src.manifest_id)
-    play.print(f"{step}: {manifest.piece_count} pieces of {manifest.total_bytes} B, "
-               + ("their hashes kept from an earlier deploy" if kept else
-                  f"hashed in {time.monotonic() - t0:.1f}s (kept for the next deploy)"), markup=False)
+    play.print(
+        f"{step}: {manifest.piece_count} pieces of {manifest.total_bytes} B, "
+        + (
+            "their hashes kept from an earlier deploy"
+            if kept
+            else f"hashed in {time.monotonic() - t0:.1f}s (kept for the next deploy)"
+        ),
+        markup=False,
+    )
 
     def prepare(ctx: HostContext) -> chain.Hop:
         payload = payload_of(ctx.config)
@@ -62,8 +84,14 @@ def copy_by_chain(play: Play, names: list[str], payload_of: Callable[[HostConfig
     hops = [ready[n] for n in names if n in ready]
     if not hops:
         return
-    feeder = next((hop_for(play.contexts[n], payload_of(play.contexts[n].config), src.manifest_id, holder=True)
-                   for n in holders if n in play.active), None)
+    feeder = next(
+        (
+            hop_for(play.contexts[n], payload_of(play.contexts[n].config), src.manifest_id, holder=True)
+            for n in holders
+            if n in play.active
+        ),
+        None,
+    )
     bwlimit = play.contexts[names[0]].config.weights_bwlimit
     fed: list[int] = []
 
@@ -71,8 +99,9 @@ def copy_by_chain(play: Play, names: list[str], payload_of: Callable[[HostConfig
         if event.get("event") == "feeding" and event.get("host") == "controller":
             fed.append(int(event.get("bytes", 0)))
 
-    out = chain.distribute(src.controller_dir, manifest, hops, bwlimit=bwlimit * 1024 if bwlimit else None,
-                           on_event=seen, feeder=feeder)
+    out = chain.distribute(
+        src.controller_dir, manifest, hops, bwlimit=bwlimit * 1024 if bwlimit else None, on_event=seen, feeder=feeder
+    )
     for note in out.notes:
         play.print(f"{step}: {note}")
     totals.controller_bytes_sent += sum(fed)
@@ -83,10 +112,14 @@ def copy_by_chain(play: Play, names: list[str], payload_of: Callable[[HostConfig
         staging = copy_paths(payload_of(ctx.config), src.manifest_id)[2]
         if r.status != "whole":
             raise HostFailed(f"weights chain: {r.reason}; a re-run resumes from the pieces this host verified")
-        ctx.record("copy", staging, Status.CHANGED,
-                   f"by chain: {r.written} of {manifest.piece_count} pieces written, verified, moved into place",
-                   elapsed_s=time.monotonic() - t0, data={"source": "chain", "rounds": r.rounds,
-                                                          "pieces_written": r.written})
+        ctx.record(
+            "copy",
+            staging,
+            Status.CHANGED,
+            f"by chain: {r.written} of {manifest.piece_count} pieces written, verified, moved into place",
+            elapsed_s=time.monotonic() - t0,
+            data={"source": "chain", "rounds": r.rounds, "pieces_written": r.written},
+        )
         switch_live_link(ctx, payload_of(ctx.config), src.manifest_id)
         totals.copies += 1
 

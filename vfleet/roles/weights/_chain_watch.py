@@ -14,6 +14,7 @@ A hop is judged slow when, over the last `window_s`:
   slow from the very start of an unpaced chain sets that best rate itself, and is not told).
 A stopped or hung hop reports nothing: its counters stand still, so it reads as receiving 0.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -96,11 +97,14 @@ class Watch:
         for name in self.order:
             if name in skip:
                 return None
-            if (waits[before] >= BLOCKED_SHARE and waits[name] <= FREE_SHARE
-                    and rates[name] < self.slow_share * ref):
-                return Verdict(name, (
-                    f"{name} is slow: it received {rates[name] / 2**20:.2f} MiB/s over {self.window_s:g} s "
-                    f"(the chain reached {ref / 2**20:.2f}) while {before} waited to send it "
-                    f"{waits[before]:.0%} of the time; routed into a chain of its own, fed after"))
+            if waits[before] >= BLOCKED_SHARE and waits[name] <= FREE_SHARE and rates[name] < self.slow_share * ref:
+                return Verdict(
+                    name,
+                    (
+                        f"{name} is slow: it received {rates[name] / 2**20:.2f} MiB/s over {self.window_s:g} s "
+                        f"(the chain reached {ref / 2**20:.2f}) while {before} waited to send it "
+                        f"{waits[before]:.0%} of the time; routed into a chain of its own, fed after"
+                    ),
+                )
             before = name
         return None

@@ -5,6 +5,7 @@ before a byte is sent, and how hosts reach each other.
 Why a module of its own: the waves (_sync.py) and the chain (_chain_step.py, _chain_hops.py) both make
 copies and must make them the same way; each imports this, and _sync.py picks one of the two, so
 neither imports the other's caller."""
+
 from __future__ import annotations
 
 import posixpath
@@ -16,18 +17,38 @@ from vfleet.engine.changes import apply
 from vfleet.engine.facts import LinkFact, gather
 from vfleet.engine.owned_paths import deep_path, inside, owned_symlink_change
 from vfleet.engine.runner import HostContext, HostFailed
-from vfleet.roles.service import RESTART
 from vfleet.roles.model_source import Payload
+from vfleet.roles.service import RESTART
 
-__all__ = ["VERIFIED_MARK", "PEER_SSH", "ModelSource", "copy_dir_name", "copy_paths", "switch_change",
-           "switch_live_link", "finish_command", "space_command", "space_shortfall", "check_space"]
+__all__ = [
+    "VERIFIED_MARK",
+    "PEER_SSH",
+    "ModelSource",
+    "copy_dir_name",
+    "copy_paths",
+    "switch_change",
+    "switch_live_link",
+    "finish_command",
+    "space_command",
+    "space_shortfall",
+    "check_space",
+]
 
 q = shlex.quote
 VERIFIED_MARK = ".vfleet-verified"
 # ssh between hosts (_sync.py's peer pulls, the chain's links in _chain_hops.py): no prompt, host keys
 # checked, a vanished host ends its link within ~15 s
-PEER_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+PEER_SSH = [
+    "ssh",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    "ServerAliveInterval=5",
+    "-o",
+    "ServerAliveCountMax=3",
+]
 
 
 @dataclass
@@ -59,16 +80,17 @@ def copy_paths(payload: Payload, manifest_id: str) -> tuple[str, str, str]:
     are removed and renamed), the link to be at least two levels deep (it is replaced)."""
     name = copy_dir_name(payload, manifest_id)
     versions, staging = posixpath.join(payload.root, ".versions"), posixpath.join(payload.root, ".staging")
-    return (deep_path(payload.live, payload.live_variable),
-            inside(versions, posixpath.join(versions, name), payload.live_variable),
-            inside(staging, posixpath.join(staging, name), payload.live_variable))
+    return (
+        deep_path(payload.live, payload.live_variable),
+        inside(versions, posixpath.join(versions, name), payload.live_variable),
+        inside(staging, posixpath.join(staging, name), payload.live_variable),
+    )
 
 
 def switch_change(payload: Payload, live: str, version: str, current: str | None) -> list:
     """Point the live link at a verified copy; only a link vfleet made (into model_dir) is
     ever replaced: a model_path naming a system symlink such as /bin fails the host."""
-    return owned_symlink_change(live, version, current, root=payload.root, what=payload.live_variable,
-                                notify=RESTART)
+    return owned_symlink_change(live, version, current, root=payload.root, what=payload.live_variable, notify=RESTART)
 
 
 def switch_live_link(ctx: HostContext, payload: Payload, manifest_id: str) -> None:
@@ -81,14 +103,18 @@ def finish_command(staging: str, version: str, user: str | None) -> str:
     """Hand the verified staging folder to the service user and rename it into .versions.
     Every path after `--`: none is read as an option."""
     owner = f"chown -R -- {q(user + ':')} {q(staging)} 2>/dev/null || true; " if user else ""
-    return (f"set -e; {owner}chmod -R u=rwX,go=rX -- {q(staging)}; touch -- {q(staging + '/' + VERIFIED_MARK)}; "
-            f"mkdir -p -- {q(posixpath.dirname(version))}; rm -rf -- {q(version)}; mv -T -- {q(staging)} {q(version)}")
+    return (
+        f"set -e; {owner}chmod -R u=rwX,go=rX -- {q(staging)}; touch -- {q(staging + '/' + VERIFIED_MARK)}; "
+        f"mkdir -p -- {q(posixpath.dirname(version))}; rm -rf -- {q(version)}; mv -T -- {q(staging)} {q(version)}"
+    )
 
 
 def space_command(staging: str) -> str:
     """Bytes free on the filesystem that holds staging, then bytes already staged (a resume)."""
-    return (f"mkdir -p -- {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
-            f"du -sb -- {q(staging)} | cut -f1")
+    return (
+        f"mkdir -p -- {q(staging)} && df -P -B1 -- {q(staging)} | awk 'NR==2 {{print $4}}' && "
+        f"du -sb -- {q(staging)} | cut -f1"
+    )
 
 
 def space_shortfall(total: int, output: str) -> tuple[int, int, int] | None:
@@ -111,7 +137,9 @@ def check_space(ctx: HostContext, staging: str, total: int) -> None:
     short = space_shortfall(total, ctx.must(space_command(staging), what="free space for the weights").stdout)
     if short:
         need, free, staged = short
-        raise HostFailed(f"not enough disk for the weights in {staging}: needs {_mib(need)} more "
-                         f"({_mib(total)} in all, {_mib(staged)} already staged), {_mib(free)} free; "
-                         f"free space there or set model_dir to a larger disk (the live copy is untouched)",
-                         {"needed_bytes": need, "free_bytes": free, "total_bytes": total})
+        raise HostFailed(
+            f"not enough disk for the weights in {staging}: needs {_mib(need)} more "
+            f"({_mib(total)} in all, {_mib(staged)} already staged), {_mib(free)} free; "
+            f"free space there or set model_dir to a larger disk (the live copy is untouched)",
+            {"needed_bytes": need, "free_bytes": free, "total_bytes": total},
+        )

@@ -12,6 +12,7 @@ What this cannot break: a host checks every piece against this manifest and its 
 against MANIFEST.sha256 (chain.whole_command) before anything serves from it, so a wrong
 entry fails the copy with the chain's one line; it never puts bytes in place.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,14 @@ from pathlib import Path
 
 from vfleet.engine.controller_cache import controller_cache
 from vfleet.engine.errors import VfleetError
-from vfleet.roles.weights._pieces import (DEFAULT_PIECE_SIZE, PieceFile, PieceManifest, canonical_id,
-                                         make_piece_manifest, piece_file_names)
+from vfleet.roles.weights._pieces import (
+    DEFAULT_PIECE_SIZE,
+    PieceFile,
+    PieceManifest,
+    canonical_id,
+    make_piece_manifest,
+    piece_file_names,
+)
 
 
 def _stamps(root: Path) -> list[list]:
@@ -66,8 +73,9 @@ def _write_entry(path: Path, pm: PieceManifest, stamps: list[list]) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def piece_manifest_for(model_dir: Path | str, manifest_id: str,
-                       piece_size: int = DEFAULT_PIECE_SIZE) -> tuple[PieceManifest, bool]:
+def piece_manifest_for(
+    model_dir: Path | str, manifest_id: str, piece_size: int = DEFAULT_PIECE_SIZE
+) -> tuple[PieceManifest, bool]:
     """The piece manifest of the copy `manifest_id` of `model_dir` (whose MANIFEST.sha256
     sync.resolve_payload made), and whether it was kept from an earlier deploy (True) or
     hashed now (False). A file that changed while it was hashed is not kept."""
@@ -82,6 +90,8 @@ def piece_manifest_for(model_dir: Path | str, manifest_id: str,
         if _stamps(root) == stamps:
             _write_entry(path, pm, stamps)
     except OSError as e:
-        raise VfleetError(f"model folder {root}: cannot read {e.filename}: {e.strerror or e}; fix its "
-                          "permissions or let the download that writes it finish, then deploy again") from None
+        raise VfleetError(
+            f"model folder {root}: cannot read {e.filename}: {e.strerror or e}; fix its "
+            "permissions or let the download that writes it finish, then deploy again"
+        ) from None
     return pm, False

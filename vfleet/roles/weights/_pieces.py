@@ -12,6 +12,7 @@ only its last read until the piece's hash is checked (_relay.py), so the piece s
 resume or a bad piece costs, not each hop's delay; each piece costs a frame header (16 bytes),
 one hash and one log line, and a hop holds one piece in memory.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,8 +57,10 @@ class PieceManifest:
         return sum(len(f.sha256) for f in self.files)
 
     def as_json(self) -> dict:
-        return {"piece_size": self.piece_size,
-                "files": [{"path": f.path, "size": f.size, "sha256": list(f.sha256)} for f in self.files]}
+        return {
+            "piece_size": self.piece_size,
+            "files": [{"path": f.path, "size": f.size, "sha256": list(f.sha256)} for f in self.files],
+        }
 
 
 def pieces_of(size: int, piece_size: int) -> int:
@@ -96,8 +99,9 @@ def make_piece_manifest(model_dir: Path | str, piece_size: int = DEFAULT_PIECE_S
     _sync.py's resolve_source does; one that is there is kept (the copy's id is its hash), and
     each host's `sha256sum -c` of it is what finds it stale."""
     if piece_size < MIN_PIECE_SIZE:
-        raise ValueError(f"piece size {piece_size} is below {MIN_PIECE_SIZE} bytes: the frame and hash "
-                         f"overhead would dominate")
+        raise ValueError(
+            f"piece size {piece_size} is below {MIN_PIECE_SIZE} bytes: the frame and hash overhead would dominate"
+        )
     root = Path(model_dir)
     if not (root / MANIFEST_NAME).is_file():
         write_manifest(root)
@@ -108,8 +112,9 @@ def make_piece_manifest(model_dir: Path | str, piece_size: int = DEFAULT_PIECE_S
     return PieceManifest(piece_size, files, canonical_id(piece_size, files))
 
 
-def read_pieces(model_dir: Path | str, manifest: PieceManifest,
-                want: bytes | None = None) -> Iterator[tuple[int, int, bytes]]:
+def read_pieces(
+    model_dir: Path | str, manifest: PieceManifest, want: bytes | None = None
+) -> Iterator[tuple[int, int, bytes]]:
     """(file index, piece index, bytes) for every piece, in order: what the controller feeds.
     `want`: only the pieces its bitmap names (relay_wire.bitmap: a resumed chain sends only
     what some host of it lacks); the others are skipped, never read."""

@@ -26,6 +26,7 @@ at start: the controller sends only pieces some hop lacks), `linked`, `progress`
 PROGRESS_S (bytes in, seconds blocked sending on: how the controller tells a slow hop),
 `bad_piece`, `next_lost`, `done`.
 """
+
 import hashlib
 import os
 import stat
@@ -37,8 +38,7 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 if __name__ != "__main__":  # in the package; on a host the bundle defined these above
     from vfleet.roles.weights._relay_store import Store, check_digest, piece_length
-    from vfleet.roles.weights._relay_wire import (END, FRAME, _me, emit, in_bitmap, piece_index, read_exact,
-                                                 read_header)
+    from vfleet.roles.weights._relay_wire import END, FRAME, _me, emit, in_bitmap, piece_index, read_exact, read_header
 
 BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'vfleet-relay','exec'))"
 PROGRESS_S = 1.0
@@ -49,8 +49,9 @@ class Downstream:
 
     def __init__(self, hop: Dict[str, Any]) -> None:
         self.name = hop["name"]
-        self.proc = subprocess.Popen(hop["argv"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, bufsize=0)
+        self.proc = subprocess.Popen(
+            hop["argv"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0
+        )
         self.fd = self.proc.stdin.fileno() if self.proc.stdin else -1
         self.tail: List[str] = []
         self.reader = threading.Thread(target=self._keep_tail, daemon=True)
@@ -79,7 +80,7 @@ class Downstream:
         t0 = self.since = time.monotonic()
         try:
             while view:
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
             return True
         except (BrokenPipeError, OSError) as exc:
             if self.lost is None:
@@ -135,12 +136,21 @@ class Hop:
         if line == "cut" and self.down is not None:
             self.down.cut()
         elif line == "stop":
-            emit({"event": "done", "ended": "stopped", "missing": None, **self.counts,
-                  "elapsed_s": round(time.monotonic() - self.t0, 3), "whole": False})
+            emit(
+                {
+                    "event": "done",
+                    "ended": "stopped",
+                    "missing": None,
+                    **self.counts,
+                    "elapsed_s": round(time.monotonic() - self.t0, 3),
+                    "whole": False,
+                }
+            )
             os._exit(1)  # pieces logged so far stay verified; a torn log line is ignored on resume
 
     def watch(self, control: IO[bytes], on_eof: Any = None) -> None:
         """Read control lines until the controller ends the stream."""
+
         def run() -> None:
             buf = b""
             while True:
@@ -156,6 +166,7 @@ class Hop:
                     self.command(line.decode(errors="replace").strip())
             if on_eof is not None:
                 on_eof()
+
         threading.Thread(target=run, daemon=True).start()
 
     def report_progress(self) -> None:
@@ -163,8 +174,14 @@ class Hop:
             while self.running:
                 time.sleep(PROGRESS_S)
                 if self.running:
-                    emit({"event": "progress", "in": self.bytes_in,
-                          "wait_out": round(self.down.blocked(), 3) if self.down else 0.0})
+                    emit(
+                        {
+                            "event": "progress",
+                            "in": self.bytes_in,
+                            "wait_out": round(self.down.blocked(), 3) if self.down else 0.0,
+                        }
+                    )
+
         threading.Thread(target=run, daemon=True).start()
 
 
@@ -216,7 +233,7 @@ def receive(hop: Hop, data_in: IO[bytes], manifest: Dict[str, Any], store: Store
             k = data_in.readinto1(buf[got:n])  # type: ignore[attr-defined]
             if not k:
                 return "cut", bad
-            h.update(buf[got:got + k])
+            h.update(buf[got : got + k])
             got += k
             hop.bytes_in += k
             if got < n and bad is None:  # cut-through: all but the piece's last read pass on now
@@ -268,8 +285,11 @@ def serve(header: Dict[str, Any], stdin: IO[bytes]) -> int:
     hop.report_progress()
     try:
         for fi, pi, data in [] if bad else own_pieces(me["serve_from"], manifest, want):
-            bad = check_digest(manifest, fi, pi, hashlib.sha256(data).hexdigest()) \
-                if len(data) == piece_length(manifest, fi, pi) else f"piece {pi} of {manifest['files'][fi]['path']} is short on disk"
+            bad = (
+                check_digest(manifest, fi, pi, hashlib.sha256(data).hexdigest())
+                if len(data) == piece_length(manifest, fi, pi)
+                else f"piece {pi} of {manifest['files'][fi]['path']} is short on disk"
+            )
             if bad or not hop.down or not hop.down.send(FRAME.pack(fi, pi, len(data))) or not hop.down.send(data):
                 break
             sent += 1
@@ -280,8 +300,18 @@ def serve(header: Dict[str, Any], stdin: IO[bytes]) -> int:
     if bad:
         emit({"event": "bad_piece", "reason": bad})
     hop.drop_down()
-    emit({"event": "done", "ended": "served", "missing": 0, "written": 0, "skipped": 0, "served": sent,
-          "elapsed_s": round(time.monotonic() - t0, 3), "whole": bad is None})
+    emit(
+        {
+            "event": "done",
+            "ended": "served",
+            "missing": 0,
+            "written": 0,
+            "skipped": 0,
+            "served": sent,
+            "elapsed_s": round(time.monotonic() - t0, 3),
+            "whole": bad is None,
+        }
+    )
     return 0 if bad is None else 1
 
 
@@ -307,8 +337,14 @@ def relay(stdin: IO[bytes]) -> int:
         try:
             down = Downstream(header["next"])
         except OSError as exc:  # this host cannot reach the next one: the chain is cut here
-            emit({"event": "next_lost", "next": header["next"]["name"], "rc": None,
-                  "reason": f"cannot start the link: {exc}"})
+            emit(
+                {
+                    "event": "next_lost",
+                    "next": header["next"]["name"],
+                    "rc": None,
+                    "reason": f"cannot start the link: {exc}",
+                }
+            )
     hop = Hop(down)
     try:
         data_in = stdin if header["input"] == "stdin" else open_input(me["dest"] + ".vfleet-in", stdin, hop)
@@ -324,8 +360,14 @@ def relay(stdin: IO[bytes]) -> int:
         hop.drop_down()
     missing = store.missing()
     store.close()
-    result: Dict[str, Any] = {"event": "done", "ended": ended, "missing": missing, **hop.counts,
-                              "elapsed_s": round(time.monotonic() - hop.t0, 3), "whole": missing == 0}
+    result: Dict[str, Any] = {
+        "event": "done",
+        "ended": ended,
+        "missing": missing,
+        **hop.counts,
+        "elapsed_s": round(time.monotonic() - hop.t0, 3),
+        "whole": missing == 0,
+    }
     if missing == 0:
         open(store.whole_path, "w").close()
         if me.get("on_whole"):
@@ -335,7 +377,8 @@ def relay(stdin: IO[bytes]) -> int:
                 result["whole"] = False
                 said = r.stderr.decode(errors="replace").strip().splitlines()
                 result["reason"] = f"whole, but its finishing command failed (exit {r.returncode})" + (
-                    f": {said[-1]}" if said else "")
+                    f": {said[-1]}" if said else ""
+                )
     emit(result)
     return 0 if result["whole"] else 1
 

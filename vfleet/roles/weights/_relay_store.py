@@ -4,6 +4,7 @@ of the pieces verified there (_relay.py receives them; _relay_wire.py is the wir
 Self-contained (stdlib only, Python 3.8+, no `from __future__`): chain.RELAY_SOURCE ships it
 to every host between _relay_wire.py and _relay.py.
 """
+
 import fcntl
 import os
 import time
@@ -84,8 +85,15 @@ class Store:
     def held(self) -> bytes:
         """The bitmap of pieces verified here (what the controller plans a resumed chain by)."""
         count = self.first[-1] + len(self.files[-1]["sha256"]) if self.files else 0
-        return bitmap(count, (self.first[fi] + pi for fi, f in enumerate(self.files)
-                              for pi in range(len(f["sha256"])) if self.has(fi, pi)))
+        return bitmap(
+            count,
+            (
+                self.first[fi] + pi
+                for fi, f in enumerate(self.files)
+                for pi in range(len(f["sha256"]))
+                if self.has(fi, pi)
+            ),
+        )
 
     def _fd(self, fi: int) -> int:
         if fi not in self.fds:
@@ -104,7 +112,7 @@ class Store:
         fd = self._fd(fi)
         off, view = pi * self.piece_size, memoryview(data)
         while view:
-            view = view[os.pwrite(fd, view, off):]
+            view = view[os.pwrite(fd, view, off) :]
             off = pi * self.piece_size + len(data) - len(view)
         f = self.files[fi]
         self.log.write(f"{pi} {f['sha256'][pi]} {f['path']}\n")

@@ -12,6 +12,7 @@ Control lines to a hop, on its control stream after the header: `cut` (drop the 
 the next hop: the controller routes around it) and `stop` (report what is held, exit).
 Reports are JSON lines prefixed "VFR " on stderr, the hop's own session with the controller.
 """
+
 import hashlib
 import json
 import struct

@@ -3,6 +3,7 @@
 Kept apart from the copy itself (_sync.py) so that what a run reports is one small, plain
 type: the controller's bytes, the fan-out's waves and the copies made, per model source
 when a run deploys several."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,12 +21,15 @@ class WeightsTotals:
     controller_bytes_sent: int = 0
     waves: int = 0
     copies: int = 0
-    hub_commit: str | None = None   # an hf:// source: the commit its revision resolved to
-    chain_rounds: int = 0           # weights_distribution chain: its rounds (_chain.py)
+    hub_commit: str | None = None  # an hf:// source: the commit its revision resolved to
+    chain_rounds: int = 0  # weights_distribution chain: its rounds (_chain.py)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"controller_bytes_sent": self.controller_bytes_sent, "waves": self.waves,
-                               "copies": self.copies}
+        out: dict[str, Any] = {
+            "controller_bytes_sent": self.controller_bytes_sent,
+            "waves": self.waves,
+            "copies": self.copies,
+        }
         if self.hub_commit:
             out["hub_commit"] = self.hub_commit
         if self.chain_rounds:

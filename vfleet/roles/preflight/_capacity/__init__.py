@@ -19,6 +19,7 @@ with Plan.max_concurrency, not with kv_capacity_tokens.
 The model arithmetic (MoE, MLA, sliding windows) is in vfleet/roles/preflight/_capacity/model.py.
 Units: KiB/GiB are powers of two.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,21 +30,31 @@ from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.strict_json import read_json
-from vfleet.roles.preflight._capacity.model import (  # noqa: F401  (the planner's public names)
-    DTYPE_BYTES, TIED_BY_DEFAULT, ModelShape, activation_bytes_per_token, dtype_bytes,
-    estimate_param_count, estimate_weight_bytes, kv_bytes, kv_bytes_per_request, kv_bytes_per_token,
-    kv_bytes_per_token_per_layer, kv_heads_per_gpu)
-from vfleet.roles.preflight._fact_paths import model_dir
-from vfleet.roles.preflight._capacity.figures import check_cpu_space, check_inputs
 from vfleet.roles.preflight._capacity.draft import Draft, draft_kv_bytes_per_token, draft_of
+from vfleet.roles.preflight._capacity.figures import check_cpu_space, check_inputs
 from vfleet.roles.preflight._capacity.lora import lora_bytes_per_gpu, lora_reserve_bytes
+from vfleet.roles.preflight._capacity.model import (  # noqa: F401  (the planner's public names)
+    DTYPE_BYTES,
+    TIED_BY_DEFAULT,
+    ModelShape,
+    activation_bytes_per_token,
+    dtype_bytes,
+    estimate_param_count,
+    estimate_weight_bytes,
+    kv_bytes,
+    kv_bytes_per_request,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    kv_heads_per_gpu,
+)
 from vfleet.roles.preflight._capacity.quant import weight_bytes, weight_format
+from vfleet.roles.preflight._fact_paths import model_dir
 from vfleet.roles.preflight._model_files import INDEX_LIMIT, index_total_size, read_config
 from vfleet.roles.preflight._safetensors_header import file_weight_bytes
 from vfleet.roles.service import RANK_CHOICES, lora_slots, max_lora_rank
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 # Memory held back per GPU besides weights and KV cache, fitted to vLLM 0.20.0 on an H200 with a
 # Llama-3.1-8B-shaped model (docs/evidence/h200-vllm-0.20.0/README.md: four starts varying
@@ -92,9 +103,14 @@ def weights_bytes_from_dir(path: str | Path) -> int | None:
     return safetensors_weight_bytes(p) if p.is_dir() else None
 
 
-def reserve_bytes(shape: ModelShape, tp: int = 1, max_num_batched_tokens: int | None = None,
-                  max_num_seqs: int | None = None, act_dtype_bytes: int = 2,
-                  enforce_eager: bool = False) -> int:
+def reserve_bytes(
+    shape: ModelShape,
+    tp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    act_dtype_bytes: int = 2,
+    enforce_eager: bool = False,
+) -> int:
     """Per-GPU memory kept for everything but weights and KV (see FIXED_RESERVE_BYTES)."""
     tokens = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
@@ -125,23 +141,35 @@ class Plan:
     suggested_max_num_seqs: int | None
     status: str = "pass"
     warnings: list[str] = field(default_factory=list)
-    lora_bytes_per_gpu: int = 0     # the LoRA adapters' slots (capacity/lora.py)
-    draft_weights_bytes_per_gpu: int = 0     # a speculative draft model's weights
-    draft_kv_bytes_per_token_per_gpu: int = 0   # its KV layers (in kv_bytes_per_token_per_gpu too)
+    lora_bytes_per_gpu: int = 0  # the LoRA adapters' slots (capacity/lora.py)
+    draft_weights_bytes_per_gpu: int = 0  # a speculative draft model's weights
+    draft_kv_bytes_per_token_per_gpu: int = 0  # its KV layers (in kv_bytes_per_token_per_gpu too)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
-         gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
-         max_num_seqs: int | None = None, dtype: str | None = "auto",
-         kv_cache_dtype: str | None = "auto", weights_bytes: int | None = None,
-         block_size: int = DEFAULT_BLOCK_SIZE, reserve: int | None = None,
-         max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
-         kv_cache_memory_bytes: int | None = None, config_label: str = "config.json",
-         quantization: str | None = None, lora: tuple[int, int] | None = None,
-         draft: Draft | None = None) -> Plan:
+def plan(
+    config: dict[str, Any],
+    gpu_memory_mib: int,
+    *,
+    tp: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    dtype: str | None = "auto",
+    kv_cache_dtype: str | None = "auto",
+    weights_bytes: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    reserve: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    enforce_eager: bool = False,
+    kv_cache_memory_bytes: int | None = None,
+    config_label: str = "config.json",
+    quantization: str | None = None,
+    lora: tuple[int, int] | None = None,
+    draft: Draft | None = None,
+) -> Plan:
     """KV capacity of one TP group of identical GPUs, and what fits in it.
 
     weights: safetensors total when known (exact, and right for quantised checkpoints; scaled
@@ -154,10 +182,17 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     `lora`: (max LoRA rank, slots) of a host serving adapters; their stacks (capacity/lora.py)
     come out of the KV cache like the weights. `draft`: a speculative draft's weights and KV
     layers (capacity/draft.py), in the same memory and the same KV pool as the target's."""
-    check_inputs(gpu_memory_mib=gpu_memory_mib, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
-                 weights_bytes=weights_bytes or None, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                 max_num_batched_tokens=max_num_batched_tokens, kv_cache_memory_bytes=kv_cache_memory_bytes or None,
-                 block_size=block_size)
+    check_inputs(
+        gpu_memory_mib=gpu_memory_mib,
+        tp=tp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        weights_bytes=weights_bytes or None,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=kv_cache_memory_bytes or None,
+        block_size=block_size,
+    )
     shape = ModelShape.from_config(config, config_label)
     model_dtype = shape.dtype if (not dtype or dtype == "auto") else dtype
     wb = dtype_bytes(model_dtype)
@@ -177,37 +212,61 @@ def plan(config: dict[str, Any], gpu_memory_mib: int, *, tp: int = 1,
     kv_gpu = int(kv_cache_memory_bytes) if kv_cache_memory_bytes else free_gpu
     tokens = max(0, kv_gpu) // per_tok_gpu // block_size * block_size
     mml = max_model_len or shape.max_position_embeddings
-    per_request = (kv_bytes_per_request(shape, mml, batched, kvb, tp, block_size)
-                   + draft_kv * -(-mml // block_size) * block_size) if mml else None
+    per_request = (
+        (kv_bytes_per_request(shape, mml, batched, kvb, tp, block_size) + draft_kv * -(-mml // block_size) * block_size)
+        if mml
+        else None
+    )
     p = Plan(
-        kv_bytes_per_token=kv_bytes_per_token(shape, kvb), kv_bytes_per_token_per_gpu=per_tok_gpu,
-        weights_bytes=weights, weights_source=source, weights_bytes_per_gpu=math.ceil(weights / tp),
-        gpu_memory_bytes=mem, gpu_memory_utilization=float(gpu_memory_utilization),
-        tensor_parallel_size=tp, budget_bytes_per_gpu=budget, reserve_bytes_per_gpu=res,
-        kv_cache_bytes_per_gpu=max(0, kv_gpu), kv_capacity_tokens=tokens, max_model_len=mml,
+        kv_bytes_per_token=kv_bytes_per_token(shape, kvb),
+        kv_bytes_per_token_per_gpu=per_tok_gpu,
+        weights_bytes=weights,
+        weights_source=source,
+        weights_bytes_per_gpu=math.ceil(weights / tp),
+        gpu_memory_bytes=mem,
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        tensor_parallel_size=tp,
+        budget_bytes_per_gpu=budget,
+        reserve_bytes_per_gpu=res,
+        kv_cache_bytes_per_gpu=max(0, kv_gpu),
+        kv_capacity_tokens=tokens,
+        max_model_len=mml,
         max_num_seqs=max_num_seqs,
         max_concurrency=(tokens * per_tok_gpu / per_request) if per_request else None,
-        suggested_max_model_len=None, suggested_max_num_seqs=None, lora_bytes_per_gpu=lora_gpu,
-        draft_weights_bytes_per_gpu=draft_w, draft_kv_bytes_per_token_per_gpu=draft_kv)
+        suggested_max_model_len=None,
+        suggested_max_num_seqs=None,
+        lora_bytes_per_gpu=lora_gpu,
+        draft_weights_bytes_per_gpu=draft_w,
+        draft_kv_bytes_per_token_per_gpu=draft_kv,
+    )
     if note:
         p.warnings.append(note)
     if kv_cache_memory_bytes and kv_gpu > mem - math.ceil(weights / tp) - res:
         p.status = "fail"
-        p.warnings.append(f"kv_cache_memory_bytes {kv_gpu / GIB:.1f} GiB + weights + reserve exceed the "
-                          f"GPU's {mem / GIB:.1f} GiB: vLLM runs out of memory allocating it")
+        p.warnings.append(
+            f"kv_cache_memory_bytes {kv_gpu / GIB:.1f} GiB + weights + reserve exceed the "
+            f"GPU's {mem / GIB:.1f} GiB: vLLM runs out of memory allocating it"
+        )
     if tokens <= 0:
         p.status = "fail"
         p.warnings.append(
             f"no room for KV cache: weights {weights / GIB:.1f} GiB / TP {tp} + reserve "
-            f"{res / GIB:.1f} GiB exceed {gpu_memory_utilization:g} x {mem / GIB:.1f} GiB per GPU")
+            f"{res / GIB:.1f} GiB exceed {gpu_memory_utilization:g} x {mem / GIB:.1f} GiB per GPU"
+        )
         return p
     if mml:
         _check_fit(p, mml, max_num_seqs)
     return p
 
 
-def _weights(shape: ModelShape, config: dict[str, Any], quantization: str | None, file_bytes: int | None,
-             dense_bytes: int, label: str) -> tuple[int, str, str | None]:
+def _weights(
+    shape: ModelShape,
+    config: dict[str, Any],
+    quantization: str | None,
+    file_bytes: int | None,
+    dense_bytes: int,
+    label: str,
+) -> tuple[int, str, str | None]:
     """(weight bytes vLLM holds, where the figure came from, a warning or None). The files'
     total is what a checkpoint holds, quantized or not; vLLM quantizing at load holds less,
     in the ratio of the two estimates."""
@@ -230,19 +289,27 @@ def _check_fit(p: Plan, mml: int, max_num_seqs: int | None) -> None:
     p.suggested_max_model_len = mml if conc >= 1 else min(mml, p.kv_capacity_tokens)
     if conc < 1:
         p.status = "fail"
-        p.warnings.append(f"max_model_len {mml} exceeds the KV cache ({p.kv_capacity_tokens} tokens): vLLM "
-                          f"refuses to start; use max_model_len <= {p.suggested_max_model_len}")
+        p.warnings.append(
+            f"max_model_len {mml} exceeds the KV cache ({p.kv_capacity_tokens} tokens): vLLM "
+            f"refuses to start; use max_model_len <= {p.suggested_max_model_len}"
+        )
     elif max_num_seqs and max_num_seqs > conc:
         p.status = "warn"
         p.warnings.append(
             f"max_num_seqs {max_num_seqs} x max_model_len {mml} > KV capacity {p.kv_capacity_tokens} "
             f"tokens ({conc:.2f}x concurrency): at full length only {int(conc)} fit, the rest get "
-            f"preempted; suggested max_num_seqs {p.suggested_max_num_seqs}")
+            f"preempted; suggested max_num_seqs {p.suggested_max_num_seqs}"
+        )
 
 
-def cpu_kv_capacity_tokens(config: dict[str, Any], cpu_kvcache_space_gib: float,
-                           kv_cache_dtype: str | None = "auto", dtype: str | None = "auto",
-                           config_label: str = "config.json", draft: Draft | None = None) -> int:
+def cpu_kv_capacity_tokens(
+    config: dict[str, Any],
+    cpu_kvcache_space_gib: float,
+    kv_cache_dtype: str | None = "auto",
+    dtype: str | None = "auto",
+    config_label: str = "config.json",
+    draft: Draft | None = None,
+) -> int:
     """vLLM CPU build: the KV cache is exactly VLLM_CPU_KVCACHE_SPACE GiB, so
     tokens = GiB x 2^30 / KV bytes per token (what it logs as 'CPU KV cache size: N tokens'),
     a speculative draft's layers included (capacity/draft.py)."""
@@ -293,6 +360,7 @@ def parse_max_concurrency_detail(text: str) -> tuple[int, float] | None:
 
 # --- from a host's config and facts -----------------------------------------------------------
 
+
 def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
     """Plan with the host's smallest GPU in the TP group; None without config.json or GPUs."""
     config = facts.get("model_config")
@@ -302,16 +370,24 @@ def plan_for_host(cfg: HostConfig, facts: dict[str, Any]) -> Plan | None:
     mems = [g.get("memory_total_mib") for g in gpus if g.get("memory_total_mib")]
     if not mems:
         return None
-    return plan(config, min(mems), tp=cfg.tensor_parallel_size,
-                gpu_memory_utilization=cfg.gpu_memory_utilization,
-                max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
-                dtype=cfg.dtype, kv_cache_dtype=cfg.kv_cache_dtype,
-                weights_bytes=facts.get("weights_bytes"),
-                max_num_batched_tokens=cfg.max_num_batched_tokens,
-                enforce_eager=cfg.enforce_eager,
-                kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
-                config_label=f"{model_dir(cfg)}/config.json", quantization=cfg.quantization,
-                lora=lora_of(cfg, facts), draft=draft_of(cfg.speculative, facts))
+    return plan(
+        config,
+        min(mems),
+        tp=cfg.tensor_parallel_size,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        max_model_len=cfg.max_model_len,
+        max_num_seqs=cfg.max_num_seqs,
+        dtype=cfg.dtype,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        weights_bytes=facts.get("weights_bytes"),
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        enforce_eager=cfg.enforce_eager,
+        kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
+        config_label=f"{model_dir(cfg)}/config.json",
+        quantization=cfg.quantization,
+        lora=lora_of(cfg, facts),
+        draft=draft_of(cfg.speculative, facts),
+    )
 
 
 def lora_of(cfg: HostConfig, facts: dict[str, Any]) -> tuple[int, int] | None:

@@ -15,6 +15,7 @@ in the same 1 GiB), measured here. The draft runs at the target's TP and KV dtyp
   are in the target's checkpoint already: only their KV;
 - ngram: nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

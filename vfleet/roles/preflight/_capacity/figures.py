@@ -7,6 +7,7 @@ passes with nonsense figures, and the plan's max concurrency becomes the gateway
 So every figure entering `plan` must be a finite number in its range, or the plan refuses with
 one line naming it.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,17 +18,20 @@ from vfleet.roles.preflight._model_files import MAX_CONTEXT, MAX_WEIGHT_BYTES
 
 __all__ = ["check_inputs", "check_cpu_space"]
 
-MAX_GPU_MIB = 1 << 24          # 16 TiB of memory on one GPU: far beyond any
+MAX_GPU_MIB = 1 << 24  # 16 TiB of memory on one GPU: far beyond any
 MAX_TP = 1024
-MAX_SEQS = 10 ** 6
+MAX_SEQS = 10**6
 MAX_BLOCK = 1 << 16
 
 # name: (lowest, highest, what it is); None values are left to the planner's defaults.
 _INT_RANGES: dict[str, tuple[int, int, str]] = {
     "gpu_memory_mib": (1, MAX_GPU_MIB, "the GPU's memory in MiB (nvidia-smi memory.total, or --gpu-memory-mib)"),
     "tp": (1, MAX_TP, "tensor_parallel_size"),
-    "weights_bytes": (1, MAX_WEIGHT_BYTES, "the weights' size in bytes (safetensors index or headers, "
-                                           "or model_size_bytes)"),
+    "weights_bytes": (
+        1,
+        MAX_WEIGHT_BYTES,
+        "the weights' size in bytes (safetensors index or headers, or model_size_bytes)",
+    ),
     "max_model_len": (1, MAX_CONTEXT, "max_model_len"),
     "max_num_seqs": (1, MAX_SEQS, "max_num_seqs"),
     "max_num_batched_tokens": (1, MAX_CONTEXT, "max_num_batched_tokens"),
@@ -41,8 +45,12 @@ def check_inputs(**figures: Any) -> None:
     range, or None where the planner has a default; a one-line VfleetError otherwise."""
     for name, value in figures.items():
         if name == "gpu_memory_utilization":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not 0 < value <= 1:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not 0 < value <= 1
+            ):
                 raise VfleetError(f"plan: gpu_memory_utilization must be a number in (0, 1], got {value!r:.40}")
             continue
         low, high, what = _INT_RANGES[name]
@@ -54,7 +62,13 @@ def check_inputs(**figures: Any) -> None:
 
 def check_cpu_space(gib: Any) -> None:
     """cpu_kvcache_space_gib: a finite number of GiB above 0 (at most MAX_GPU_MIB MiB)."""
-    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not math.isfinite(gib) \
-            or not 0 < gib <= MAX_GPU_MIB / 1024:
-        raise VfleetError(f"plan: cpu_kvcache_space_gib must be a number of GiB above 0 and at most "
-                          f"{MAX_GPU_MIB // 1024}, got {gib!r:.40}")
+    if (
+        isinstance(gib, bool)
+        or not isinstance(gib, (int, float))
+        or not math.isfinite(gib)
+        or not 0 < gib <= MAX_GPU_MIB / 1024
+    ):
+        raise VfleetError(
+            f"plan: cpu_kvcache_space_gib must be a number of GiB above 0 and at most "
+            f"{MAX_GPU_MIB // 1024}, got {gib!r:.40}"
+        )

@@ -25,25 +25,30 @@ buffers, presumably): lora_reserve_bytes keeps 0.5 GiB for the graphs (none with
 enforce_eager) and 0.28 MiB per slot x rank, so the planner stays on its safe side (below
 vLLM) with adapters too.
 """
+
 from __future__ import annotations
 
 from vfleet.roles.preflight._capacity.model import ModelShape
 
 __all__ = ["lora_bytes_per_gpu", "lora_reserve_bytes"]
 
-MIB = 2 ** 20
-LORA_GRAPH_RESERVE_BYTES = 512 * MIB     # the second set of CUDA graphs (0.86 - 0.36 GiB measured)
-LORA_BUFFER_BYTES_PER_SLOT_RANK = 287 * 1024   # 0.28 GiB / (4 slots x rank 256), measured once
+MIB = 2**20
+LORA_GRAPH_RESERVE_BYTES = 512 * MIB  # the second set of CUDA graphs (0.86 - 0.36 GiB measured)
+LORA_BUFFER_BYTES_PER_SLOT_RANK = 287 * 1024  # 0.28 GiB / (4 slots x rank 256), measured once
 
 
 def lora_bytes_per_gpu(shape: ModelShape, rank: int, slots: int, dtype_bytes: int, tp: int = 1) -> int:
     """Bytes of the LoRA stacks on one GPU for `slots` adapters of rank up to `rank`."""
     h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    per_layer = (3 * rank * h + (q + 2 * kv) // tp * rank      # qkv_proj
-                 + rank * q // tp + h * rank)                   # o_proj
+    per_layer = (
+        3 * rank * h
+        + (q + 2 * kv) // tp * rank  # qkv_proj
+        + rank * q // tp
+        + h * rank
+    )  # o_proj
     if shape.intermediate:
         i = shape.intermediate
-        per_layer += 2 * rank * h + 2 * i // tp * rank + rank * i // tp + h * rank   # gate_up, down
+        per_layer += 2 * rank * h + 2 * i // tp * rank + rank * i // tp + h * rank  # gate_up, down
     vocab = shape.vocab or 0
     embeddings = vocab * rank + h * rank + rank * h + vocab // tp * rank
     return slots * dtype_bytes * (shape.layers * per_layer + embeddings)

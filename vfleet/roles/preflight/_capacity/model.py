@@ -15,6 +15,7 @@ Each rule follows how vLLM builds the model, not how the checkpoint is named:
   windowed layer holds at most min(window - 1 + max_num_batched_tokens, max_model_len) tokens per
   request plus one block; full-attention layers hold max_model_len.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,13 +23,28 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vfleet.engine.strict_json import JsonFileError, nonneg_int, positive_int
-from vfleet.roles.preflight._model_files import (MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS, check_config,
-                                                config_view)
+from vfleet.roles.preflight._model_files import (
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_INTERMEDIATE,
+    MAX_LAYERS,
+    check_config,
+    config_view,
+)
 
 DTYPE_BYTES = {
-    "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-    "float32": 4, "float": 4, "fp32": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
 }
 # Model types whose transformers config class defaults tie_word_embeddings to True, so a config.json
 # that omits the key shares the embedding with the LM head (GemmaConfig, Gemma2Config, Gemma3TextConfig;
@@ -54,6 +70,7 @@ def dtype_bytes(dtype: str | None, default: int = 2) -> int:
 @dataclass
 class MoE:
     """Routed and shared experts, and which layers have them."""
+
     experts: int
     intermediate: int
     per_token: int
@@ -67,8 +84,9 @@ class MoE:
         experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
         if experts <= 1:
             return None
-        inter = c.get("moe_intermediate_size") or positive_int(c, "intermediate_size", label, MAX_INTERMEDIATE,
-                                                                fix=MISSING_FIX)
+        inter = c.get("moe_intermediate_size") or positive_int(
+            c, "intermediate_size", label, MAX_INTERMEDIATE, fix=MISSING_FIX
+        )
         shared = (c.get("shared_expert_intermediate_size") or 0) + (c.get("n_shared_experts") or 0) * inter
         first_dense = c.get("first_k_dense_replace") or 0
         freq = c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1
@@ -81,6 +99,7 @@ class MoE:
 @dataclass
 class MLA:
     """DeepSeek's multi-head latent attention dimensions."""
+
     kv_lora_rank: int
     rope_dim: int
     nope_dim: int
@@ -91,8 +110,10 @@ class MLA:
     def from_config(cls, c: dict[str, Any], label: str) -> "MLA | None":
         if c.get("kv_lora_rank") is None:
             return None
-        dims = [nonneg_int(c, k, label, MAX_HIDDEN, required=True, fix=MISSING_FIX)
-                for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")]
+        dims = [
+            nonneg_int(c, k, label, MAX_HIDDEN, required=True, fix=MISSING_FIX)
+            for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        ]
         return cls(c["kv_lora_rank"], dims[0], dims[1], dims[2], c.get("q_lora_rank"))
 
 
@@ -114,6 +135,7 @@ def _sliding_layers(c: dict[str, Any], layers: int) -> int:
 @dataclass
 class ModelShape:
     """The config.json fields the arithmetic needs, with HF's defaults applied."""
+
     layers: int
     heads: int
     kv_heads: int
@@ -144,8 +166,10 @@ class ModelShape:
         hidden = c.get("hidden_size") or 0
         head_dim = c.get("head_dim") or hidden // heads
         if not head_dim:
-            raise JsonFileError(f"{label}: key 'head_dim' is missing and 'hidden_size' "
-                                f"({hidden or 'missing'}) gives none over {heads} heads; {MISSING_FIX}")
+            raise JsonFileError(
+                f"{label}: key 'head_dim' is missing and 'hidden_size' "
+                f"({hidden or 'missing'}) gives none over {heads} heads; {MISSING_FIX}"
+            )
         model_type = c.get("model_type")
         sliding = _sliding_layers(c, layers)
         return cls(
@@ -172,6 +196,7 @@ class ModelShape:
 
 # --- KV bytes ----------------------------------------------------------------------------------
 
+
 def kv_heads_per_gpu(shape: ModelShape, tp: int = 1) -> int:
     """KV heads each GPU stores: split across TP, replicated (>= 1) when TP exceeds them."""
     return max(1, math.ceil(shape.kv_heads / max(1, tp)))
@@ -194,8 +219,14 @@ def kv_bytes(shape: ModelShape, tokens: int, kv_dtype_bytes: int = 2, tp: int = 
     return tokens * kv_bytes_per_token(shape, kv_dtype_bytes, tp)
 
 
-def kv_bytes_per_request(shape: ModelShape, max_model_len: int, max_num_batched_tokens: int,
-                         kv_dtype_bytes: int = 2, tp: int = 1, block_size: int = 16) -> int:
+def kv_bytes_per_request(
+    shape: ModelShape,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    kv_dtype_bytes: int = 2,
+    tp: int = 1,
+    block_size: int = 16,
+) -> int:
     """KV one request of max_model_len tokens reserves, as vLLM's admission check counts it:
     full layers whole blocks of max_model_len, windowed layers
     cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1 blocks."""
@@ -210,11 +241,13 @@ def kv_bytes_per_request(shape: ModelShape, max_model_len: int, max_num_batched_
 
 # --- parameters --------------------------------------------------------------------------------
 
+
 class Module(NamedTuple):
     """One weight of the model as vLLM names it: `params` summed over the module's experts,
     `inputs` its input features (the axis a quantization group runs along), `linear` when it is
     a Linear layer a quantization method may convert (norms, biases, embeddings and the MoE
     router are not: vLLM builds the router without a quant_config)."""
+
     name: str
     params: int
     linear: bool
@@ -226,16 +259,28 @@ def _attention_modules(shape: ModelShape, p: str) -> list[Module]:
     if shape.mla:
         m = shape.mla
         qk = shape.heads * (m.nope_dim + m.rope_dim)
-        q = [Module(f"{p}.q_a_proj", h * m.q_lora_rank, True, h), Module(f"{p}.q_a_layernorm", m.q_lora_rank, False),
-             Module(f"{p}.q_b_proj", m.q_lora_rank * qk, True, m.q_lora_rank)] if m.q_lora_rank \
+        q = (
+            [
+                Module(f"{p}.q_a_proj", h * m.q_lora_rank, True, h),
+                Module(f"{p}.q_a_layernorm", m.q_lora_rank, False),
+                Module(f"{p}.q_b_proj", m.q_lora_rank * qk, True, m.q_lora_rank),
+            ]
+            if m.q_lora_rank
             else [Module(f"{p}.q_proj", h * qk, True, h)]
-        return q + [Module(f"{p}.kv_a_proj_with_mqa", h * (m.kv_lora_rank + m.rope_dim), True, h),
-                    Module(f"{p}.kv_a_layernorm", m.kv_lora_rank, False),
-                    Module(f"{p}.kv_b_proj", m.kv_lora_rank * shape.heads * (m.nope_dim + m.v_dim), True, m.kv_lora_rank),
-                    Module(f"{p}.o_proj", shape.heads * m.v_dim * h, True, shape.heads * m.v_dim)]
+        )
+        return q + [
+            Module(f"{p}.kv_a_proj_with_mqa", h * (m.kv_lora_rank + m.rope_dim), True, h),
+            Module(f"{p}.kv_a_layernorm", m.kv_lora_rank, False),
+            Module(f"{p}.kv_b_proj", m.kv_lora_rank * shape.heads * (m.nope_dim + m.v_dim), True, m.kv_lora_rank),
+            Module(f"{p}.o_proj", shape.heads * m.v_dim * h, True, shape.heads * m.v_dim),
+        ]
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    out = [Module(f"{p}.q_proj", h * q, True, h), Module(f"{p}.k_proj", h * kv, True, h),
-           Module(f"{p}.v_proj", h * kv, True, h), Module(f"{p}.o_proj", q * h, True, q)]
+    out = [
+        Module(f"{p}.q_proj", h * q, True, h),
+        Module(f"{p}.k_proj", h * kv, True, h),
+        Module(f"{p}.v_proj", h * kv, True, h),
+        Module(f"{p}.o_proj", q * h, True, q),
+    ]
     return out + ([Module(f"{p}.qkv_bias", q + 2 * kv, False)] if shape.attention_bias else [])
 
 
@@ -245,13 +290,19 @@ def _mlp_modules(shape: ModelShape, layer: int, p: str) -> list[Module]:
     h, moe = shape.hidden, shape.moe
     if moe is None or layer in moe.dense_layers:
         if not shape.intermediate:
-            raise JsonFileError(f"{shape.label}: key 'intermediate_size' is missing (layer {layer} is a dense "
-                                f"MLP); {MISSING_FIX}")
+            raise JsonFileError(
+                f"{shape.label}: key 'intermediate_size' is missing (layer {layer} is a dense MLP); {MISSING_FIX}"
+            )
         i = shape.intermediate
-        return [Module(f"{p}.gate_proj", h * i, True, h), Module(f"{p}.up_proj", h * i, True, h),
-                Module(f"{p}.down_proj", i * h, True, i)]
-    out = [Module(f"{p}.experts", moe.experts * 3 * h * moe.intermediate, True, h),
-           Module(f"{p}.gate", h * moe.experts, False)]
+        return [
+            Module(f"{p}.gate_proj", h * i, True, h),
+            Module(f"{p}.up_proj", h * i, True, h),
+            Module(f"{p}.down_proj", i * h, True, i),
+        ]
+    out = [
+        Module(f"{p}.experts", moe.experts * 3 * h * moe.intermediate, True, h),
+        Module(f"{p}.gate", h * moe.experts, False),
+    ]
     if moe.shared_intermediate:
         out.append(Module(f"{p}.shared_experts", 3 * h * moe.shared_intermediate, True, h))
     return out
@@ -259,8 +310,11 @@ def _mlp_modules(shape: ModelShape, layer: int, p: str) -> list[Module]:
 
 def _layer_modules(shape: ModelShape, i: int) -> list[Module]:
     p = f"model.layers.{i}"
-    return _attention_modules(shape, f"{p}.self_attn") + _mlp_modules(shape, i, f"{p}.mlp") \
+    return (
+        _attention_modules(shape, f"{p}.self_attn")
+        + _mlp_modules(shape, i, f"{p}.mlp")
         + [Module(f"{p}.layernorms", 2 * shape.hidden, False)]
+    )
 
 
 def grouped_modules(shape: ModelShape) -> list[tuple[Module, int]]:
@@ -269,14 +323,18 @@ def grouped_modules(shape: ModelShape) -> list[tuple[Module, int]]:
     dense or MoE), the final norm and lm_head (unless tied). Grouped because a config may claim
     10,000 layers (model_files.MAX_LAYERS) and the planner runs once per TP x PP layout."""
     if not (shape.hidden and (shape.intermediate or shape.moe) and shape.vocab):
-        raise JsonFileError(f"{shape.label}: the weight estimate needs hidden_size, intermediate_size and "
-                            "vocab_size; add them, or give the weights' size (model_size_bytes, or the "
-                            "safetensors files beside config.json)")
+        raise JsonFileError(
+            f"{shape.label}: the weight estimate needs hidden_size, intermediate_size and "
+            "vocab_size; add them, or give the weights' size (model_size_bytes, or the "
+            "safetensors files beside config.json)"
+        )
     h, vocab = shape.hidden, int(shape.vocab)
     dense = range(shape.layers) if shape.moe is None else sorted(i for i in shape.moe.dense_layers if i < shape.layers)
     kinds = [(min(dense), len(dense))] if dense else []
     if shape.moe is not None and len(dense) < shape.layers:
-        kinds.append((next(i for i in range(shape.layers) if i not in shape.moe.dense_layers), shape.layers - len(dense)))
+        kinds.append(
+            (next(i for i in range(shape.layers) if i not in shape.moe.dense_layers), shape.layers - len(dense))
+        )
     out = [(Module("model.embed_tokens", vocab * h, False), 1)]
     out += [(m, n) for i, n in kinds for m in _layer_modules(shape, i)]
     out.append((Module("model.norm", h, False), 1))
@@ -289,8 +347,11 @@ def weight_modules(shape: ModelShape) -> list[Module]:
     """Every weight of a decoder, one entry per layer, named as in the checkpoint (what an
     ignore list naming one layer's module is matched against; capacity/quant.py)."""
     grouped = grouped_modules(shape)
-    return [m for m, _ in grouped[:1]] + [m for i in range(shape.layers) for m in _layer_modules(shape, i)] \
+    return (
+        [m for m, _ in grouped[:1]]
+        + [m for i in range(shape.layers) for m in _layer_modules(shape, i)]
         + [m for m, _ in grouped if m.name in ("model.norm", "lm_head")]
+    )
 
 
 def estimate_param_count(shape: ModelShape) -> int:

@@ -14,6 +14,7 @@ the LM head (last stage). The stage is planned as a model of that many layers wi
 single-host planner (vfleet/roles/preflight/_capacity/__init__.py plan), weights scaled by the layer share plus
 one vocab x hidden matrix: on the safe side, like the rest of the planner.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,7 @@ class ParallelPlan:
     hosts: int
     multi_host: bool
     fits: bool
-    stage: dict[str, Any] | None            # the busiest stage's Plan (per GPU figures)
+    stage: dict[str, Any] | None  # the busiest stage's Plan (per GPU figures)
     tried: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,34 +78,66 @@ def _hosts_for(tp: int, pp: int, gpus_per_host: int) -> int:
     return n if n == 1 or pp % n == 0 else 1 << 30
 
 
-def plan_parallel(config: dict[str, Any], gpu_memory_mib: int, *, gpus_per_host: int, hosts: int = 1,
-                  weights_bytes: int | None = None, dtype: str | None = "auto", **plan_kwargs: Any) -> ParallelPlan:
+def plan_parallel(
+    config: dict[str, Any],
+    gpu_memory_mib: int,
+    *,
+    gpus_per_host: int,
+    hosts: int = 1,
+    weights_bytes: int | None = None,
+    dtype: str | None = "auto",
+    **plan_kwargs: Any,
+) -> ParallelPlan:
     """The first (fewest GPUs, then fewest stages) TP x PP whose busiest stage passes the
     planner on these GPUs, using at most `hosts` hosts of `gpus_per_host` GPUs each.
     `plan_kwargs` go to capacity.plan (gpu_memory_utilization, max_model_len, max_num_seqs, ...)."""
     from vfleet.roles.preflight._capacity import plan  # the package imports this module's names lazily
 
     if not (1 <= gpus_per_host <= MAX_GPUS_PER_HOST and 1 <= hosts <= MAX_HOSTS):
-        raise VfleetError(f"plan: --gpus-per-host must be 1 to {MAX_GPUS_PER_HOST} and --hosts 1 to {MAX_HOSTS}, "
-                          f"got {gpus_per_host} and {hosts}")
+        raise VfleetError(
+            f"plan: --gpus-per-host must be 1 to {MAX_GPUS_PER_HOST} and --hosts 1 to {MAX_HOSTS}, "
+            f"got {gpus_per_host} and {hosts}"
+        )
     shape = ModelShape.from_config(config, plan_kwargs.get("config_label", "config.json"))
     wb = dtype_bytes(shape.dtype if (not dtype or dtype == "auto") else dtype)
     tried: list[str] = []
-    candidates = sorted(((tp, pp) for tp in range(1, gpus_per_host + 1) if gpus_per_host % tp == 0 and _tp_ok(shape, tp)
-                         for pp in range(1, shape.layers + 1)
-                         if _hosts_for(tp, pp, gpus_per_host) <= hosts),
-                        key=lambda c: (c[0] * c[1], c[1]))
+    candidates = sorted(
+        (
+            (tp, pp)
+            for tp in range(1, gpus_per_host + 1)
+            if gpus_per_host % tp == 0 and _tp_ok(shape, tp)
+            for pp in range(1, shape.layers + 1)
+            if _hosts_for(tp, pp, gpus_per_host) <= hosts
+        ),
+        key=lambda c: (c[0] * c[1], c[1]),
+    )
     for tp, pp in candidates:
         stage_weights = None
         if weights_bytes:
             share = math.ceil(shape.layers / pp) / shape.layers
-            stage_weights = math.ceil(weights_bytes * share) + (int(shape.vocab or 0) * shape.hidden * wb if pp > 1 else 0)
-        p = plan(stage_config(config, pp) if pp > 1 else config, gpu_memory_mib, tp=tp, dtype=dtype,
-                 weights_bytes=stage_weights, **plan_kwargs)
+            stage_weights = math.ceil(weights_bytes * share) + (
+                int(shape.vocab or 0) * shape.hidden * wb if pp > 1 else 0
+            )
+        p = plan(
+            stage_config(config, pp) if pp > 1 else config,
+            gpu_memory_mib,
+            tp=tp,
+            dtype=dtype,
+            weights_bytes=stage_weights,
+            **plan_kwargs,
+        )
         n_hosts = _hosts_for(tp, pp, gpus_per_host)
         if p.status != "fail":
-            return ParallelPlan(tp, pp, tp * pp, tp * pp // n_hosts, n_hosts, n_hosts > 1, True,
-                                p.to_dict(), tried)
+            return ParallelPlan(tp, pp, tp * pp, tp * pp // n_hosts, n_hosts, n_hosts > 1, True, p.to_dict(), tried)
         tried.append(f"TP {tp} x PP {pp}: {p.warnings[0] if p.warnings else p.status}")
-    return ParallelPlan(0, 0, 0, gpus_per_host, 0, hosts > 1, False, None,
-                        tried[-3:] + [f"no TP x PP over {hosts} host(s) of {gpus_per_host} GPUs fits"])
+    return ParallelPlan(
+        0,
+        0,
+        0,
+        gpus_per_host,
+        0,
+        hosts > 1,
+        False,
+        None,
+        tried[-3:] + [f"no TP x PP over {hosts} host(s) of {gpus_per_host} GPUs fits"],
+    )

@@ -27,6 +27,7 @@ What each method stores per Linear weight (vLLM's layers, vllm/model_executor/la
 Embeddings, norms, biases and the MoE router always stay in the model's 16-bit dtype.
 A method not listed here is counted at 16 bits, with a warning (more weight, less KV: the safe side).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,29 +36,30 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vfleet.engine.strict_json import JsonFileError, mapping, positive_int, type_name
-from vfleet.roles.preflight._capacity.model import Module, ModelShape, grouped_modules, weight_modules
+from vfleet.roles.preflight._capacity.model import ModelShape, Module, grouped_modules, weight_modules
 from vfleet.roles.preflight._model_files import config_view
 
 __all__ = ["WeightFormat", "weight_format", "weight_bytes"]
 
 MAX_BITS = 16
 MAX_GROUP = 1 << 20
-MAX_KEEP = 4096          # entries of an ignore list
-MAX_KEEP_LEN = 512       # characters of one entry
-MAX_MATCHES = 500_000    # layers x entries matched one by one (a 200-layer model with 2,500 entries)
+MAX_KEEP = 4096  # entries of an ignore list
+MAX_KEEP_LEN = 512  # characters of one entry
+MAX_MATCHES = 500_000  # layers x entries matched one by one (a 200-layer model with 2,500 entries)
 FIX = "fix quantization_config in the model's config.json"
 
 
 @dataclass(frozen=True)
 class WeightFormat:
     """How one quantization method stores a converted Linear weight."""
+
     method: str
-    bits: int                     # bits of one converted weight
-    group: int | None             # weights sharing a scale: None = one per output channel, 0 = per tensor
-    group_bytes: float            # scale (+ zero point) bytes per group
-    keep: tuple[str, ...] = ()    # module names (substrings) or `re:` patterns that stay 16-bit
-    lm_head: bool = False         # the method converts lm_head too (unless kept)
-    at_load: bool = False         # vLLM quantizes 16-bit files while loading them
+    bits: int  # bits of one converted weight
+    group: int | None  # weights sharing a scale: None = one per output channel, 0 = per tensor
+    group_bytes: float  # scale (+ zero point) bytes per group
+    keep: tuple[str, ...] = ()  # module names (substrings) or `re:` patterns that stay 16-bit
+    lm_head: bool = False  # the method converts lm_head too (unless kept)
+    at_load: bool = False  # vLLM quantizes 16-bit files while loading them
 
     def kept(self, name: str) -> bool:
         return any(re.match(k[3:], name) if k.startswith("re:") else k in name for k in self.keep)
@@ -70,7 +72,6 @@ class WeightFormat:
         groups = 0 if self.group == 0 else m.params / (self.group or m.inputs)
         return m.params * self.bits / 8 + groups * self.group_bytes
 
-
     @property
     def per_layer(self) -> bool:
         """An entry that may name one layer's module (a digit, or a pattern) is matched layer by
@@ -82,9 +83,11 @@ def weight_bytes(shape: ModelShape, fmt: WeightFormat | None, dense_bytes: int) 
     """All weights as vLLM holds them: converted modules at fmt's size, the rest at dense_bytes."""
     per_layer = fmt is not None and fmt.per_layer
     if per_layer and shape.layers * len(fmt.keep) > MAX_MATCHES:
-        raise JsonFileError(f"{shape.label}: quantization_config names {len(fmt.keep)} modules to keep over "
-                            f"{shape.layers} layers, more than the planner matches ({MAX_MATCHES:,} pairs); "
-                            "give the weights' size (model_size_bytes, or the safetensors files beside config.json)")
+        raise JsonFileError(
+            f"{shape.label}: quantization_config names {len(fmt.keep)} modules to keep over "
+            f"{shape.layers} layers, more than the planner matches ({MAX_MATCHES:,} pairs); "
+            "give the weights' size (model_size_bytes, or the safetensors files beside config.json)"
+        )
     modules = [(m, 1) for m in weight_modules(shape)] if per_layer else grouped_modules(shape)
     total = 0.0
     for m, n in modules:
@@ -99,17 +102,24 @@ def _keep(qc: Mapping[str, Any], keys: tuple[str, ...], label: str) -> tuple[str
         value = qc.get(key)
         if value is None:
             continue
-        if not isinstance(value, list) or len(value) > MAX_KEEP or not all(
-                isinstance(v, str) and 0 < len(v) <= MAX_KEEP_LEN for v in value):
-            raise JsonFileError(f"{label}: key 'quantization_config.{key}': expected a list of module names, "
-                                f"got {type_name(value)}; {FIX}")
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_KEEP
+            or not all(isinstance(v, str) and 0 < len(v) <= MAX_KEEP_LEN for v in value)
+        ):
+            raise JsonFileError(
+                f"{label}: key 'quantization_config.{key}': expected a list of module names, "
+                f"got {type_name(value)}; {FIX}"
+            )
         for v in value:
             if v.startswith("re:"):
                 try:
                     re.compile(v[3:])
                 except re.error as exc:
-                    raise JsonFileError(f"{label}: key 'quantization_config.{key}': {v[:60]!r} is not a "
-                                        f"regular expression ({exc}); {FIX}") from None
+                    raise JsonFileError(
+                        f"{label}: key 'quantization_config.{key}': {v[:60]!r} is not a "
+                        f"regular expression ({exc}); {FIX}"
+                    ) from None
         out += value
     return tuple(dict.fromkeys(out))
 
@@ -132,14 +142,24 @@ def _group(size: int) -> int | None:
 def _awq(qc: Mapping[str, Any], label: str) -> WeightFormat:
     bits = _int(qc, ("bits", "w_bit"), label, MAX_BITS, 4)
     zero = qc.get("zero_point", True) is not False
-    return WeightFormat("awq", bits, _group(_int(qc, ("group_size", "q_group_size"), label, MAX_GROUP, 128)),
-                        2 + (bits / 8 if zero else 0), _keep(qc, ("modules_to_not_convert",), label))
+    return WeightFormat(
+        "awq",
+        bits,
+        _group(_int(qc, ("group_size", "q_group_size"), label, MAX_GROUP, 128)),
+        2 + (bits / 8 if zero else 0),
+        _keep(qc, ("modules_to_not_convert",), label),
+    )
 
 
 def _gptq(qc: Mapping[str, Any], label: str) -> WeightFormat:
     bits = _int(qc, ("bits",), label, MAX_BITS, 4)
-    return WeightFormat("gptq", bits, _group(_int(qc, ("group_size",), label, MAX_GROUP, 128)), 2 + bits / 8,
-                        lm_head=qc.get("lm_head") is True)
+    return WeightFormat(
+        "gptq",
+        bits,
+        _group(_int(qc, ("group_size",), label, MAX_GROUP, 128)),
+        2 + bits / 8,
+        lm_head=qc.get("lm_head") is True,
+    )
 
 
 def _compressed_tensors(qc: Mapping[str, Any], label: str) -> WeightFormat | None:
@@ -154,8 +174,12 @@ def _compressed_tensors(qc: Mapping[str, Any], label: str) -> WeightFormat | Non
     block = weights.get("block_structure")
     if strategy == "group":
         group: int | None = positive_int(weights, "group_size", where, MAX_GROUP, fix=FIX)
-    elif strategy == "block" and isinstance(block, list) and len(block) == 2 \
-            and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4096 for b in block):
+    elif (
+        strategy == "block"
+        and isinstance(block, list)
+        and len(block) == 2
+        and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4096 for b in block)
+    ):
         group = block[0] * block[1]
     elif strategy == "channel":
         group = None
@@ -164,18 +188,25 @@ def _compressed_tensors(qc: Mapping[str, Any], label: str) -> WeightFormat | Non
     else:
         return None
     zero = weights.get("symmetric", True) is False
-    return WeightFormat("compressed-tensors", bits, group, 2 + (bits / 8 if zero else 0),
-                        _keep(qc, ("ignore",), label), lm_head=True)
+    return WeightFormat(
+        "compressed-tensors", bits, group, 2 + (bits / 8 if zero else 0), _keep(qc, ("ignore",), label), lm_head=True
+    )
 
 
 def _fp8(qc: Mapping[str, Any], label: str) -> WeightFormat:
     block = qc.get("weight_block_size")
-    if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
-            isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4096 for b in block)):
-        raise JsonFileError(f"{label}: key 'quantization_config.weight_block_size': expected two positive "
-                            f"integers, got {type_name(block)}; {FIX}")
-    return WeightFormat("fp8", 8, block[0] * block[1] if block else 0, 4,
-                        _keep(qc, ("ignored_layers", "modules_to_not_convert"), label))
+    if block is not None and not (
+        isinstance(block, list)
+        and len(block) == 2
+        and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4096 for b in block)
+    ):
+        raise JsonFileError(
+            f"{label}: key 'quantization_config.weight_block_size': expected two positive "
+            f"integers, got {type_name(block)}; {FIX}"
+        )
+    return WeightFormat(
+        "fp8", 8, block[0] * block[1] if block else 0, 4, _keep(qc, ("ignored_layers", "modules_to_not_convert"), label)
+    )
 
 
 def _bitsandbytes(qc: Mapping[str, Any], label: str) -> WeightFormat:
@@ -186,15 +217,22 @@ def _bitsandbytes(qc: Mapping[str, Any], label: str) -> WeightFormat:
     return WeightFormat("bitsandbytes", 4, 64, 1 + 4 / 256 if double else 4, keep)
 
 
-CHECKPOINT_METHODS = {"awq": _awq, "gptq": _gptq, "compressed-tensors": _compressed_tensors,
-                      "compressed_tensors": _compressed_tensors, "fp8": _fp8, "bitsandbytes": _bitsandbytes}
+CHECKPOINT_METHODS = {
+    "awq": _awq,
+    "gptq": _gptq,
+    "compressed-tensors": _compressed_tensors,
+    "compressed_tensors": _compressed_tensors,
+    "fp8": _fp8,
+    "bitsandbytes": _bitsandbytes,
+}
 # `quantization:` values vLLM accepts for an AWQ/GPTQ checkpoint: they pick a kernel, not a size.
 KERNEL_ALIASES = {"awq_marlin": "awq", "gptq_marlin": "gptq", "gptq_marlin_24": "gptq", "marlin": "gptq"}
 FP8_AT_LOAD = WeightFormat("fp8", 8, 0, 4, at_load=True)
 
 
-def weight_format(config: Mapping[str, Any], quantization: str | None,
-                  label: str = "config.json") -> tuple[WeightFormat | None, str | None]:
+def weight_format(
+    config: Mapping[str, Any], quantization: str | None, label: str = "config.json"
+) -> tuple[WeightFormat | None, str | None]:
     """(the format vLLM holds the weights in, or None for 16-bit; a warning when the method is
     not priced here). The checkpoint's quantization_config wins; without one, `quantization:
     fp8` quantizes at load."""
@@ -204,14 +242,18 @@ def weight_format(config: Mapping[str, Any], quantization: str | None,
         parse = CHECKPOINT_METHODS.get(KERNEL_ALIASES.get(method, method))
         fmt = parse(qc, label) if parse else None
         if fmt is None:
-            return None, (f"{label}: quantization_config {method or '(no quant_method)'} is not priced by the "
-                          "planner: weights counted at 16 bits (less KV than vLLM will find); give "
-                          "model_size_bytes or the safetensors files for the exact size")
+            return None, (
+                f"{label}: quantization_config {method or '(no quant_method)'} is not priced by the "
+                "planner: weights counted at 16 bits (less KV than vLLM will find); give "
+                "model_size_bytes or the safetensors files for the exact size"
+            )
         return fmt, None
     quant = str(quantization or "").lower()
     if quant in ("fp8", "fp8_e4m3"):
         return FP8_AT_LOAD, None
     if quant:
-        return None, (f"quantization {quant} at load is not priced by the planner: weights counted at 16 bits "
-                      "(less KV than vLLM will find)")
+        return None, (
+            f"quantization {quant} at load is not priced by the planner: weights counted at 16 bits "
+            "(less KV than vLLM will find)"
+        )
     return None, None

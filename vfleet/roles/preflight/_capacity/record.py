@@ -5,6 +5,7 @@ the planner's max concurrency), which used to fish it back out of the report's `
 string key. Steps now hand each other this record (`result.get(CapacityRecord)`); the report's
 `capacity` and `layout` entries are written from it, unchanged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

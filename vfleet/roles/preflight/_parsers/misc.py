@@ -1,14 +1,25 @@
 """Small host facts: os-release, uname, df (shm, model filesystem), findmnt, env files,
 /etc/nccl.conf, the installed vLLM version, the host's RAM (/proc/meminfo). (The model
 folder's files: _model_files.py and _safetensors_header.py.)"""
+
 from __future__ import annotations
 
 import re
 import shlex
 from typing import Any
 
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "9p", "glusterfs", "ceph",
-              "fuse")  # "fuse" also matches every fuse.* type (fuse.sshfs, fuse.s3fs, fuse.rclone ...)
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "sshfs",
+    "9p",
+    "glusterfs",
+    "ceph",
+    "fuse",
+)  # "fuse" also matches every fuse.* type (fuse.sshfs, fuse.s3fs, fuse.rclone ...)
 
 
 def os_release(output: str) -> dict[str, str] | None:
@@ -52,8 +63,16 @@ def df(output: str) -> list[dict[str, Any]]:
             size, used, avail = int(rest[0]), int(rest[1]), int(rest[2])
         except ValueError:
             continue
-        rows.append({"filesystem": fs, "fstype": fstype, "size": size, "used": used,
-                     "available": avail, "mount": " ".join(rest[4:])})
+        rows.append(
+            {
+                "filesystem": fs,
+                "fstype": fstype,
+                "size": size,
+                "used": used,
+                "available": avail,
+                "mount": " ".join(rest[4:]),
+            }
+        )
     return rows
 
 
@@ -74,8 +93,13 @@ def model_fs(output: str) -> dict[str, Any] | None:
     if not rows:
         return {"path": path, "fstype": None, "free_bytes": None, "mount": None, "network": None}
     r = rows[0]
-    return {"path": path, "fstype": r["fstype"], "free_bytes": r["available"], "mount": r["mount"],
-            "network": is_network_fs(r["fstype"])}
+    return {
+        "path": path,
+        "fstype": r["fstype"],
+        "free_bytes": r["available"],
+        "mount": r["mount"],
+        "network": is_network_fs(r["fstype"]),
+    }
 
 
 def findmnt(output: str) -> dict[str, str] | None:

@@ -29,6 +29,7 @@ Output of the probe, one section per file: `=== <kind> <path>` then each line of
 prefixed with `| ` (so no line of a file can pass for a header); kinds: home, conffile, dropin,
 envfile. Every file is cut at FILE_LIMIT bytes and the whole output at TOTAL_LIMIT.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -42,15 +43,18 @@ FILE_LIMIT = 16384
 TOTAL_LIMIT = 65536
 KINDS = ("home", "conffile", "dropin", "envfile")
 DROPIN_DIRS = ("/etc/systemd/system", "/run/systemd/system")
-NCCL_READS = ("home", "conffile")   # the kinds NCCL parses itself (the rest is systemd's)
+NCCL_READS = ("home", "conffile")  # the kinds NCCL parses itself (the rest is systemd's)
 # NCCL_CONF_FILE of a drop-in's `Environment=` line or of an environment file's line (each printed
 # as `| <line>`); a commented line (`#Environment=...`) sets nothing and is not followed.
-CONF_FILE_SED = (r'''sed -n -e "s/^| *Environment=\(.*[ \"']\)\{0,1\}NCCL_CONF_FILE=[\"']\{0,1\}\([^\"' ]*\).*/\2/p"'''
-                 r''' -e "s/^| *\(export *\)\{0,1\}NCCL_CONF_FILE=[\"']\{0,1\}\([^\"' ]*\).*/\2/p"''')
+CONF_FILE_SED = (
+    r'''sed -n -e "s/^| *Environment=\(.*[ \"']\)\{0,1\}NCCL_CONF_FILE=[\"']\{0,1\}\([^\"' ]*\).*/\2/p"'''
+    r''' -e "s/^| *\(export *\)\{0,1\}NCCL_CONF_FILE=[\"']\{0,1\}\([^\"' ]*\).*/\2/p"'''
+)
 
 
-def probe_command(user: str, unit: str, env_file: str, conf_files: tuple[str, ...] = (),
-                  dropin_dirs: tuple[str, ...] = DROPIN_DIRS) -> str:
+def probe_command(
+    user: str, unit: str, env_file: str, conf_files: tuple[str, ...] = (), dropin_dirs: tuple[str, ...] = DROPIN_DIRS
+) -> str:
     """The probe: `user` the service account, `unit` the vLLM unit's file name, `env_file` the
     environment file vfleet writes (read by its own fact, so skipped here), `conf_files` the
     NCCL_CONF_FILE paths the inventory sets, `dropin_dirs` where systemd looks for the unit's
@@ -60,21 +64,22 @@ def probe_command(user: str, unit: str, env_file: str, conf_files: tuple[str, ..
     dirs = " ".join(q(f"{d}/{unit}.d") for d in dropin_dirs)
     named = "".join(" " + q(p) for p in conf_files)
     return (
-        "emit() { [ -f \"$2\" ] || return 0; printf '=== %s %s\\n' \"$1\" \"$2\"; "
+        'emit() { [ -f "$2" ] || return 0; printf \'=== %s %s\\n\' "$1" "$2"; '
         f"head -c {FILE_LIMIT} -- \"$2\" | sed 's/^/| /'; echo; }}\n"
         "{\n"
         f"home=$(getent passwd {q(user)} | cut -d: -f6)\n"
-        "[ -n \"$home\" ] && emit home \"$home/.nccl.conf\"\n"
-        f"units=$(for d in {dirs}; do for f in \"$d\"/*.conf; do\n"
-        "  emit dropin \"$f\"\n"
-        f"  [ -f \"$f\" ] && head -c {FILE_LIMIT} -- \"$f\" | sed -n 's/^ *EnvironmentFile=-\\{{0,1\\}}//p' |\n"
-        f"    while IFS= read -r p; do [ \"$p\" = {q(env_file)} ] || emit envfile \"$p\"; done\n"
+        '[ -n "$home" ] && emit home "$home/.nccl.conf"\n'
+        f'units=$(for d in {dirs}; do for f in "$d"/*.conf; do\n'
+        '  emit dropin "$f"\n'
+        f'  [ -f "$f" ] && head -c {FILE_LIMIT} -- "$f" | sed -n \'s/^ *EnvironmentFile=-\\{{0,1\\}}//p\' |\n'
+        f'    while IFS= read -r p; do [ "$p" = {q(env_file)} ] || emit envfile "$p"; done\n'
         "done; done)\n"
         "printf '%s\\n' \"$units\"\n"
         f"{{ printf '%s\\n'{named}\n"
         f"  printf '%s\\n' \"$units\" | {CONF_FILE_SED}\n"
-        "} | sort -u | while IFS= read -r p; do [ -n \"$p\" ] && emit conffile \"$p\"; done\n"
-        f"}} | head -c {TOTAL_LIMIT}")
+        '} | sort -u | while IFS= read -r p; do [ -n "$p" ] && emit conffile "$p"; done\n'
+        f"}} | head -c {TOTAL_LIMIT}"
+    )
 
 
 def nccl_conf_lines(lines: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -103,7 +108,7 @@ def _dropin_env(lines: list[str]) -> dict[str, str]:
             continue
         try:
             words = shlex.split(value)
-        except ValueError:       # an unbalanced quote: systemd ignores the line too
+        except ValueError:  # an unbalanced quote: systemd ignores the line too
             continue
         for w in words:
             k, eq, v = w.partition("=")

@@ -4,6 +4,7 @@ Why this parser is fussy: the header carries units (`memory.total [MiB]`) unless
 may carry them too (`143771 MiB`), unsupported values print as `[N/A]` / `[Not Supported]` (they
 mean *unknown*, never 0), and R470 drivers reject the `compute_cap` field outright.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,9 +13,19 @@ from typing import Any
 # The field list of the GPU profile layout (docs/architecture.md); the gather script asks for exactly this
 # so the raw output can be written as the snapshot's query-gpu.csv verbatim.
 FIELDS: list[str] = [
-    "index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "memory.used",
-    "compute_cap", "persistence_mode", "ecc.errors.uncorrected.volatile.total", "power.limit",
-    "temperature.gpu", "clocks.max.sm",
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "driver_version",
+    "memory.total",
+    "memory.used",
+    "compute_cap",
+    "persistence_mode",
+    "ecc.errors.uncorrected.volatile.total",
+    "power.limit",
+    "temperature.gpu",
+    "clocks.max.sm",
 ]
 FIELDS_NO_CC: list[str] = [f for f in FIELDS if f != "compute_cap"]
 
@@ -84,19 +95,21 @@ def parse(output: str, fields: list[str] | None = None) -> list[dict[str, Any]]:
     power_limit_w, temperature_c, clocks_max_sm_mhz."""
     gpus = []
     for r in parse_rows(output, fields):
-        gpus.append({
-            "index": _int(r.get("index")),
-            "name": r.get("name"),
-            "uuid": r.get("uuid"),
-            "bus_id": r.get("pci.bus_id"),
-            "driver_version": r.get("driver_version"),
-            "memory_total_mib": _int(r.get("memory.total")),
-            "memory_used_mib": _int(r.get("memory.used")),
-            "compute_capability": r.get("compute_cap"),
-            "persistence_mode": _persistence(r.get("persistence_mode")),
-            "ecc_uncorrected": _int(r.get("ecc.errors.uncorrected.volatile.total")),
-            "power_limit_w": _number(r.get("power.limit")),
-            "temperature_c": _int(r.get("temperature.gpu")),
-            "clocks_max_sm_mhz": _int(r.get("clocks.max.sm")),
-        })
+        gpus.append(
+            {
+                "index": _int(r.get("index")),
+                "name": r.get("name"),
+                "uuid": r.get("uuid"),
+                "bus_id": r.get("pci.bus_id"),
+                "driver_version": r.get("driver_version"),
+                "memory_total_mib": _int(r.get("memory.total")),
+                "memory_used_mib": _int(r.get("memory.used")),
+                "compute_capability": r.get("compute_cap"),
+                "persistence_mode": _persistence(r.get("persistence_mode")),
+                "ecc_uncorrected": _int(r.get("ecc.errors.uncorrected.volatile.total")),
+                "power_limit_w": _number(r.get("power.limit")),
+                "temperature_c": _int(r.get("temperature.gpu")),
+                "clocks_max_sm_mhz": _int(r.get("clocks.max.sm")),
+            }
+        )
     return gpus

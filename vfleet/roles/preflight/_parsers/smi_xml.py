@@ -4,6 +4,7 @@ The XML schema drifts below the top level across drivers, and shared captures ar
 (not well-formed), so after trying a real XML parser we fall back to pulling the few elements we
 need with regular expressions, one `<gpu>` block at a time.
 """
+
 from __future__ import annotations
 
 import re
@@ -63,27 +64,31 @@ def parse(output: str) -> dict[str, Any]:
             if ecc is None:
                 ecc = g.find("ecc_errors/volatile/total/uncorrectable")  # older schema
             pm = _val(g.findtext("persistence_mode"))
-            result["gpus"].append({
-                "bus_id": g.get("id"),
-                "name": _val(g.findtext("product_name")),
-                "uuid": _val(g.findtext("uuid")),
-                "persistence_mode": None if pm is None else pm == "Enabled",
-                "memory_total_mib": _mib(g.findtext("fb_memory_usage/total")),
-                "ecc_uncorrected": _int(ecc.text if ecc is not None else None),
-            })
+            result["gpus"].append(
+                {
+                    "bus_id": g.get("id"),
+                    "name": _val(g.findtext("product_name")),
+                    "uuid": _val(g.findtext("uuid")),
+                    "persistence_mode": None if pm is None else pm == "Enabled",
+                    "memory_total_mib": _mib(g.findtext("fb_memory_usage/total")),
+                    "ecc_uncorrected": _int(ecc.text if ecc is not None else None),
+                }
+            )
         return result
     blocks = re.split(r"(?=<gpu id=)", text)[1:]
     for b in blocks:
         idm = re.match(r'<gpu id="([^"]+)"', b)
         pm = _val(_tag(b, "persistence_mode"))
-        result["gpus"].append({
-            "bus_id": idm.group(1) if idm else None,
-            "name": _val(_tag(b, "product_name")),
-            "uuid": _val(_tag(b, "uuid")),
-            "persistence_mode": None if pm is None else pm == "Enabled",
-            "memory_total_mib": _mib(_tag(b, "fb_memory_usage/total")),
-            "ecc_uncorrected": _int(_tag(b, "ecc_errors/volatile/dram_uncorrectable")),
-        })
+        result["gpus"].append(
+            {
+                "bus_id": idm.group(1) if idm else None,
+                "name": _val(_tag(b, "product_name")),
+                "uuid": _val(_tag(b, "uuid")),
+                "persistence_mode": None if pm is None else pm == "Enabled",
+                "memory_total_mib": _mib(_tag(b, "fb_memory_usage/total")),
+                "ecc_uncorrected": _int(_tag(b, "ecc_errors/volatile/dram_uncorrectable")),
+            }
+        )
     return result
 
 

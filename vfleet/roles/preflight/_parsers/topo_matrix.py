@@ -7,6 +7,7 @@ columns (sometimes with empty cells), a legend present or not, and `SOC` on old 
 is now `SYS`. Link cells are single tokens, so rows are split on whitespace; only the header needs
 care because its affinity titles contain spaces.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,14 @@ def parse(output: str) -> dict[str, Any] | None:
     lines = [ANSI_RE.sub("", ln).rstrip("\r") for ln in (output or "").splitlines()]
     # The header starts with GPU0 (after optional whitespace); a row for GPU0 does too, but its
     # next token is a link code ("X").
-    header_i = next((i for i, ln in enumerate(lines) if ln.split()[:1] == ["GPU0"]
-                     and (len(ln.split()) == 1 or not LINK_RE.match(ln.split()[1]))), None)
+    header_i = next(
+        (
+            i
+            for i, ln in enumerate(lines)
+            if ln.split()[:1] == ["GPU0"] and (len(ln.split()) == 1 or not LINK_RE.match(ln.split()[1]))
+        ),
+        None,
+    )
     if header_i is None:
         return None
     header = lines[header_i]
@@ -56,15 +63,15 @@ def parse(output: str) -> dict[str, Any] | None:
 
     rows: dict[str, list[str]] = {}
     extras: dict[str, list[str]] = {}
-    for ln in lines[header_i + 1:]:
+    for ln in lines[header_i + 1 :]:
         toks = ln.split()
         if not toks or toks[0] not in col_set:
             if ln.strip().startswith(("Legend", "NIC Legend")):
                 break
             continue
-        cells = [normalize_link(c) for c in toks[1:1 + len(columns)]]
+        cells = [normalize_link(c) for c in toks[1 : 1 + len(columns)]]
         rows[toks[0]] = cells
-        extras[toks[0]] = toks[1 + len(columns):]
+        extras[toks[0]] = toks[1 + len(columns) :]
 
     legend = {}
     for ln in lines:
