@@ -33,7 +33,7 @@ from pathlib import Path
 
 import openai
 
-from tests.integration.gateway_access_env import Outcome, Stream, chat
+from tests.integration.gateway_clients import Outcome, Stream, chat
 
 THREADS = 4
 REPO = Path(__file__).resolve().parents[2]

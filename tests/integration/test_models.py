@@ -1,6 +1,6 @@
 """Two models behind one gateway on the lab: lab1 and lab4 serve the tiny CPU model as tiny-a
 (a max_tokens ceiling of 8, also routed as /v1/a/...), lab2 serves it as tiny-b, lab3 is the
-gateway (lab4: tests/integration/fourth_host.py). Each model is a child group of `vllm` with
+gateway (lab4: fourth_host.py; helpers: models_env.py). Each model is a child group of `vllm` with
 its variables in the group's vars, the Ansible way. One deploy brings both up; then through
 the real nginx: routing by the model field, a long stream that arrives event by event and
 whole, /v1/models, the 404 and 400 bodies, a restart that refuses to
@@ -10,7 +10,7 @@ models that fails no request and never touches tiny-b's host.
 Then the proof of issue 24 (a gateway a company hands to its teams), through the official
 OpenAI SDK as an application uses it: three tenants with keys, limits and model lists, tiny-a
 as tiny-b's fallback, a key rotated under load, TLS, `vfleet usage`, and vLLM's key found in no
-answer, gateway file or log (helpers: tests/integration/gateway_access_env.py). About 3-4
+answer, gateway file or log (helpers: gateway_access_env.py, gateway_clients.py). About 3-4
 minutes of lab time, most of it lab2's vLLM starting again after the fallback test."""
 
 from __future__ import annotations
@@ -21,66 +21,33 @@ import time
 
 import httpx
 import pytest
-import yaml
 
-from tests.integration.deploy_env import API_KEY, run_report, vfleet, write_deploy_inventory
-from tests.integration.fourth_host import lab_inventory_with_lab4, retire
+from tests.integration.deploy_env import API_KEY, run_report, vfleet
 from tests.integration.gateway_access_env import (
     ACCESS_LOG,
     GATEWAY_JS,
-    HELLO,
     NOISY_PER_MIN,
     NOISY_RATE,
     TLS_KEY,
     Access,
-    Outcome,
-    Stream,
-    chat,
-    fixed,
-    http_client,
-    key_path,
     lab_host,
     new_key,
     on_host,
-    p95,
     remote_files,
-    wait_until,
 )
-from tests.integration.noisy_flood import NoisyFlood
-from tests.integration.test_rollout import gateway_url
+from tests.integration.gateway_clients import HELLO, Stream, chat, http_client, p95, wait_until
+from tests.integration.models_env import alone_and_beside_flood, main_pid, side_by_side_figures, two_models_deployed
 from vfleet.clients.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.integration
 
-MODELS = {
-    "tiny_a": (("lab1", "lab4"), {"served_model_name": "tiny-a", "gateway_max_tokens": 8, "gateway_route_prefix": "a"}),
-    "tiny_b": (("lab2",), {"served_model_name": "tiny-b"}),
-}
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-
-
-def _two_models(lab_inv, dest):
-    """The deploy inventory with `vllm` split into one child group per model."""
-    path = write_deploy_inventory(lab_inv, dest)
-    data = yaml.safe_load(path.read_text())
-    hosts = data["all"]["children"]["vllm"].pop("hosts")
-    data["all"]["children"]["vllm"]["children"] = {
-        group: {"hosts": {h: hosts[h] for h in members}, "vars": vars} for group, (members, vars) in MODELS.items()
-    }
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 @pytest.fixture(scope="module")
 def two(lab, tmp_path_factory):
-    work = tmp_path_factory.mktemp("models")
-    inv = _two_models(lab_inventory_with_lab4(lab, work), work)
-    code, report, out = run_report("deploy", inv, work / "deploy.json", timeout=2400)
-    try:
-        assert code == 0, out[-4000:]
-        yield {"inv": inv, "work": work, "report": report, "url": gateway_url(inv)}
-    finally:
-        retire(inv)
+    with two_models_deployed(lab, tmp_path_factory.mktemp("models")) as fleet:
+        yield fleet
 
 
 def test_one_deploy_brings_up_both_models(two):
@@ -145,13 +112,6 @@ def test_models_list_unknown_model_and_ceiling(two):
         assert r.status_code == 200  # tiny-b has no ceiling
 
 
-def _main_pid(inv, host: str) -> str:
-    out = vfleet(
-        "run", "--inventory", str(inv), "--limit", host, "--command", "systemctl show -p MainPID --value vllm.service"
-    ).stdout
-    return next(ln.split()[1] for ln in out.splitlines() if ln.startswith(f"[{host}] "))
-
-
 def test_restart_refuses_a_models_only_host(two):
     inv = two["inv"]
     code, report, out = run_report(
@@ -172,7 +132,7 @@ def test_restart_refuses_a_models_only_host(two):
 @pytest.mark.soak
 def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(two):
     inv = two["inv"]
-    before = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
+    before = {h: main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
     # a steady stream with pauses per model (the 2-core lab boots the restarted host meanwhile)
     loads = {
         model: LoadGenerator(two["url"], model, API_KEY, concurrency=1, max_tokens=8, pause_s=1.5).start()
@@ -195,21 +155,14 @@ def test_rolling_restart_of_a_two_host_model_fails_no_request_of_either_model(tw
         assert load["requests"] >= 10 and load["failed"] == 0 and load["truncated"] == 0, (model, load)
     # tiny-b's one host was never drained nor restarted: same process, no rollout entry
     assert "rollout" not in report["hosts"]["lab2"]
-    after = {h: _main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
+    after = {h: main_pid(inv, h) for h in ("lab1", "lab2", "lab4")}
     assert after["lab2"] == before["lab2"]
     assert after["lab1"] != before["lab1"] and after["lab4"] != before["lab4"]
 
 
-# ---- issue 24: tenants, limits, fallback, TLS, usage (helpers: gateway_access_env.py) ----
+# ---- issue 24: tenants, limits, fallback, TLS, usage (helpers: gateway_*.py, models_env.py) ----
 # After the soak test on purpose: a module fixture is torn down at the module's end, so the
 # tenants' gateway must not be up while the rolling restart above runs.
-QUIET_THREADS, QUIET_EACH = 3, 8  # one quiet turn: 24 chats of 32 tokens each, under a second on the lab
-# Turns alone and beside the flood, ABBA: 1152 requests a side. The p95 of 384 was decided by the
-# ~12 hiccups of the lab's 2 cores that landed in each side's tail: with no flood at all, ratios
-# of 0.89-1.06 (client) and 0.97-1.33 (the gateway's own request times) in three runs.
-ROUNDS = 48
-QUIET_TOKENS = 32
-FLOOD_PER_S = 20 * NOISY_RATE  # the noisy tenant's flood: 20x its rate, from a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -217,12 +170,8 @@ def access(two):
     """The gateway with three tenants (gateway_access_env.TENANTS) and tiny-a as tiny-b's
     fallback, applied with `vfleet gateway` (only nginx re-rendered and reloaded: ~5 s); at
     the end today's gateway is applied again the same way."""
-    acc = Access.create(two["inv"], two["work"] / "access", two["url"])
-    try:
-        acc.apply(acc.inv)
+    with Access.applied(two["inv"], two["work"] / "access", two["url"]) as acc:
         yield acc
-    finally:
-        acc.apply(acc.base)
 
 
 def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
@@ -231,49 +180,10 @@ def test_a_noisy_tenant_gets_429s_and_the_quiet_tenants_p95_holds(access):
     beside-alone, ROUNDS of each, every turn alike but for the flood: the machine's drift and
     hiccups fall on both sides, and each p95 is of every turn's requests pooled. Also printed:
     how many quiet requests ran beside one of the noisy tenant's admitted requests. ~2 min."""
-    quiet = access.sdk("quiet")
-
-    def quiet_turn(flooded: bool) -> list[Outcome]:
-        if flooded:
-            flood.on()
-        time.sleep(0.3)  # the flood's threads are under way (or would be)
-        try:
-            # 32 tokens each (ignore_eos): a reply of a few tokens is over in a few ms, and its p95
-            # measures the machine's scheduling more than the gateway
-            return fixed(
-                lambda: chat(quiet, "tiny-b", QUIET_TOKENS, extra_body={"ignore_eos": True}), QUIET_THREADS, QUIET_EACH
-            )
-        finally:
-            if flooded:
-                flood.off()
-
-    alone, beside = [], []
-    started = time.monotonic()
-    flood = NoisyFlood(access.url, key_path(access.key_dir, "noisy"), "tiny-b", FLOOD_PER_S)
-    try:
-        for turn in range(ROUNDS):
-            first_alone = turn % 2 == 0
-            alone += quiet_turn(False) if first_alone else []
-            beside += quiet_turn(True)
-            alone += [] if first_alone else quiet_turn(False)
-    finally:
-        noise, secs, flood_cpu = flood.close()
-        wall = time.monotonic() - started
+    alone, beside, noise, secs, flood_cpu, wall = alone_and_beside_flood(access)
     refused, admitted = [o for o in noise if o.status == 429], [o for o in noise if o.status == 200]
     base, flooded = p95(alone), p95(beside)
-    overlapped = [q for q in beside if any(a.sent < q.sent + q.took and q.sent < a.sent + a.took for a in admitted)]
-    figures = {
-        "quiet_p95_alone_s": round(base, 3),
-        "quiet_requests_alone": len(alone),
-        "quiet_p95_beside_noise_s": round(flooded, 3),
-        "quiet_requests_beside": len(beside),
-        "ratio": round(flooded / base, 3),
-        "noisy_sent_per_s": round(len(noise) / secs, 1),
-        "noisy_429": len(refused),
-        "noisy_200": len(admitted),
-        "noisy_client_cpu_s": round(flood_cpu, 1),
-        "quiet_beside_an_admitted_noisy_request": len(overlapped),
-    }
+    figures = side_by_side_figures(alone, beside, noise, secs, flood_cpu)
     print(f"\nissue 24, tenants side by side: {json.dumps(figures)}")
     access.figures.update(noisy_429=len(refused), quiet_tiny_b=len(alone + beside))
     failed = [(o.status, o.detail) for o in alone + beside if o.status != 200]
@@ -315,7 +225,7 @@ def test_a_rotated_key_takes_effect_on_reload_and_no_request_drops(access):
     """The quiet tenant's key file rewritten and `vfleet gateway` applied while a thread sends
     chats with the old key (tiny-a, ~5/s): 200s, then 401s, nothing else; vLLM not restarted.
     ~20 s."""
-    pid = _main_pid(access.base, "lab1")
+    pid = main_pid(access.base, "lab1")
     old = access.sdk("quiet")
     with Stream(lambda: chat(old, "tiny-a", 2), interval=0.2) as stream:
         time.sleep(1)
@@ -335,7 +245,7 @@ def test_a_rotated_key_takes_effect_on_reload_and_no_request_drops(access):
     assert late and set(late) == {401}, f"sent after the reload: {late}"
     now = {"new key": chat(access.sdk("quiet"), "tiny-a", 2), "old key": chat(old, "tiny-a", 2)}
     assert {k: o.status for k, o in now.items()} == {"new key": 200, "old key": 401}, now
-    assert _main_pid(access.base, "lab1") == pid, "vLLM was restarted"
+    assert main_pid(access.base, "lab1") == pid, "vLLM was restarted"
 
 
 def test_a_model_without_hosts_falls_back_and_comes_back(access):

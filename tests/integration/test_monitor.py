@@ -8,7 +8,8 @@ on lab3's loopback: Prometheus sees nginx_up 1 and the request counter move with
 through the gateway, and stopping nginx or the exporter fires GatewayDown (both restarted).
 Each vLLM host runs Debian's prometheus-node-exporter with vfleet's GPU readings (nvidia-smi's
 query mode, here the simulated GPUs): Prometheus's `gpu` job has, for lab1 and lab2, what the
-host's nvidia-smi says, and a driver that stops answering on lab2 fires GpuUnavailable."""
+host's nvidia-smi says, and a driver that stops answering on lab2 fires GpuUnavailable.
+Helpers (the inventory, Prometheus's API, a wait): tests/integration/monitor_env.py."""
 
 from __future__ import annotations
 
@@ -16,14 +17,24 @@ import hashlib
 import json
 import shlex
 import time
-from pathlib import Path
-from typing import Any, Callable
 
 import httpx
 import pytest
-import yaml
 
 from tests.integration.deploy_env import API_KEY, changed_targets, run_report, vfleet
+from tests.integration.monitor_env import (
+    FAST,
+    MONITOR_HOST,
+    firing,
+    gateway_requests,
+    get,
+    gpu_series,
+    host_gpus,
+    query,
+    up_hosts,
+    wait_for,
+    write_monitor_inventory,
+)
 from vfleet.config.hostconfig import HostConfig
 from vfleet.config.monitoring import Thresholds
 from vfleet.config.variables import SCHEMA
@@ -37,9 +48,7 @@ from vfleet.roles.monitoring._verdict_rules import VERDICT_ALERTS
 
 pytestmark = pytest.mark.integration
 
-MONITOR_HOST = "lab3"  # the deployed fleet's gateway also runs Prometheus (3 lab hosts)
 STOPPED = "lab2"
-FAST = {"monitoring_scrape_interval": "5s", "monitoring_down_for": "10s"}
 TARGETS = "prometheus config /etc/prometheus/targets/vllm.json"
 GPU_TARGETS = "prometheus config /etc/prometheus/targets/gpu.json"
 RULES = "prometheus config /etc/prometheus/rules/vllm-alerts.yml"  # per-host max_num_seqs in the verdict alerts
@@ -59,32 +68,6 @@ RESET = (
     "/etc/prometheus/rules /etc/prometheus/prometheus.yml /etc/default/prometheus "
     "/etc/default/prometheus-nginx-exporter"
 )
-
-
-def write_monitor_inventory(deploy_inv: Path, dest: Path, drop: tuple[str, ...] = ()) -> Path:
-    """The deploy inventory plus a monitoring group (MONITOR_HOST), less the vLLM hosts in `drop`."""
-    data = yaml.safe_load(deploy_inv.read_text())
-    children = data["all"]["children"]
-    for name in drop:
-        children["vllm"]["hosts"].pop(name)
-    children["monitoring"] = {"vars": dict(FAST), "hosts": {MONITOR_HOST: {}}}
-    dest.write_text(yaml.safe_dump(data, sort_keys=False))
-    return dest
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
-    """probe() until it returns something truthy; fail with the last value after `timeout`."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except httpx.HTTPError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    pytest.fail(f"{what}: not within {timeout:.0f}s (last: {last!r})")
 
 
 @pytest.fixture(scope="module")
@@ -122,21 +105,6 @@ def monitored(deployed, tmp_path_factory):
         f"systemctl disable --now {GPU_UNITS}",
         timeout=120,
     )
-
-
-def get(api: str, path: str, **params: str) -> Any:
-    r = httpx.get(f"{api}/{path}", params=params, timeout=10)
-    r.raise_for_status()
-    return r.json()["data"]
-
-
-def up_hosts(api: str) -> dict[str, str]:
-    """host label -> health of each active vllm target."""
-    return {
-        t["labels"]["host"]: t["health"]
-        for t in get(api, "targets")["activeTargets"]
-        if t["labels"].get("job") == "vllm"
-    }
 
 
 def test_first_run_scrapes_every_vllm_host(monitored):
@@ -262,14 +230,6 @@ def test_targets_follow_the_inventory(monitored, tmp_path):
     wait_for(f"{STOPPED} a target again", lambda: up_hosts(api) == {"lab1": "up", "lab2": "up"}, timeout=60)
 
 
-def firing(api: str, alert: str) -> set[str]:
-    return {
-        a["labels"]["host"]
-        for a in get(api, "alerts")["alerts"]
-        if a["labels"]["alertname"] == alert and a["state"] == "firing"
-    }
-
-
 def stop_until_it_fires(
     monitored: dict, host: str, unit: str, alert: str, figure: str, health_url: str, ready_s: float, resolve_s: float
 ) -> None:
@@ -312,15 +272,6 @@ def test_stopping_a_host_fires_host_down(monitored):
     )
 
 
-def query(api: str, promql: str) -> dict[str, float]:
-    """host label -> value of each series of an instant query."""
-    return {r["metric"]["host"]: float(r["value"][1]) for r in get(api, "query", query=promql)["result"]}
-
-
-def gateway_requests(api: str) -> float | None:
-    return query(api, 'nginx_http_requests_total{job="gateway"}').get(MONITOR_HOST)
-
-
 def test_the_gateways_exporter_is_scraped_and_counts_requests(monitored):
     api, gw = monitored["api"], monitored["hosts"][MONITOR_HOST]
     wait_for(
@@ -352,31 +303,6 @@ def test_stopping_nginx_or_its_exporter_fires_gateway_down(monitored, unit):
         60,
         resolve_s=90,
     )
-
-
-def host_gpus(inv: Path, host: str, tmp: Path) -> dict[str, float]:
-    """GPU index -> memory.total in bytes, as the host's (simulated) nvidia-smi says it."""
-    code, report, out = run_report(
-        "run",
-        inv,
-        tmp / f"smi-{host}.json",
-        "--limit",
-        host,
-        "--quiet",
-        "--command",
-        "nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits",
-    )
-    assert code == 0, out[-2000:]
-    rows = [ln.split(", ") for ln in report["hosts"][host]["steps"][-1]["data"]["stdout"].splitlines() if ln]
-    return {i: float(mib) * 1024 * 1024 for i, mib in rows}
-
-
-def gpu_series(api: str, promql: str) -> dict[tuple[str, str], float]:
-    """(host, gpu) -> value of each series of an instant query on the gpu job."""
-    return {
-        (r["metric"]["host"], r["metric"]["gpu"]): float(r["value"][1])
-        for r in get(api, "query", query=promql)["result"]
-    }
 
 
 def test_gpu_readings_of_each_vllm_host_reach_prometheus(monitored, tmp_path):

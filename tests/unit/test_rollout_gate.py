@@ -7,108 +7,33 @@ compares them by the thresholds of EVAL_API (score drop 0.03, divergence 0.10). 
 checked is the gate's decision and what it makes the rollout do: baseline and candidate
 evaluated with the host drained, the canary passed (the others roll) or rolled back (only
 the canary, the other batches never start, exit non-zero, one line naming what regressed),
-and what it keeps with the run (reports beside --report, the report's "gate" section)."""
+and what it keeps with the run (reports beside --report, the report's "gate" section). What is
+refused before anything changes is in test_rollout_gate_refusals, the CLI in test_rollout_gate_cli."""
 
 from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from invoke import Context
-from invoke.exceptions import Exit
 from rich.console import Console
 
-import vfleet.roles.rollout as rollout_face
-from tests.unit.configs import LAB_VARS, host_config
-from vfleet.cli import deploy as deploy_task, rollout as rollout_task
+from tests.unit.rollout_gate_cases import IDS, Report, fleet_of, report
 from vfleet.cli.common import backends, make_play
 from vfleet.cli.options import TaskOptions
-from vfleet.clients.eval.report import EvalReport
-from vfleet.config.fleet import Fleet
-from vfleet.config.variables import SCHEMA
-from vfleet.engine.errors import VfleetError
-from vfleet.engine.inventory import load_inventory
 from vfleet.engine.report import report_dict
 from vfleet.engine.runner import HostFailed
-from vfleet.roles.install import _venv as vllm_install
-from vfleet.roles.rollout import _gate as gate_role, _rolling as rolling
-from vfleet.roles.rollout._gate import EvalGate, Evaluator, GateRecord, gate_lines, refusal, reports_prefix
-from vfleet.roles.rollout._records import RestartTimes, RestoredUntried, RolloutInfo, RolloutSummary
+from vfleet.roles.rollout import _rolling as rolling
+from vfleet.roles.rollout._gate import EvalGate, Evaluator, GateRecord, gate_lines
+from vfleet.roles.rollout._records import RestartTimes, RolloutInfo
 from vfleet.roles.service import _measured_restart as measured_restart
 
 MAX_DROP, MAX_DIVERGENCE = 0.03, 0.10
-IDS = ["capital-france", "add-small", "json-person", "count-three"]
-HASHES = {i: f"hash-{i}" for i in IDS}  # EvalItem.digest of each item of the eval set
 
 
-# -- EvalReport-shaped data and a judge over it ------------------------------------------------
-@dataclass
-class Report:
-    """What the gate reads of an EvalReport: target, settings, items, score; save(path)."""
-
-    data: dict[str, Any]
-
-    @property
-    def target(self) -> dict:
-        return self.data["target"]
-
-    @property
-    def settings(self) -> dict:
-        return self.data["settings"]
-
-    @property
-    def items(self) -> list:
-        return [type("Item", (), item) for item in self.data["items"]]
-
-    def baseline_problem(self) -> str | None:
-        return EvalReport.baseline_problem(self)  # the real check, over these items
-
-    @property
-    def score(self) -> float:
-        judged = [i for i in self.data["items"] if i["passed"] is not None]
-        return sum(i["passed"] for i in judged) / len(judged)
-
-    def save(self, path: str) -> None:
-        Path(path).write_text(json.dumps(self.data))
-
-
-def report(
-    model: str = "tiny",
-    failing: tuple[str, ...] = (),
-    divergence: float | None = None,
-    max_tokens: int = 24,
-    error: str | None = None,
-) -> Report:
-    items = [
-        {
-            "id": i,
-            "reply": "Lyon." if i in failing else "ok",
-            "passed": i not in failing,
-            "divergence": divergence,
-            "error": error,
-            "token_ids": [] if error else [7, 8],
-            "item_hash": HASHES[i],
-        }
-        for i in IDS
-    ]
-    return Report(
-        {
-            "target": {"base_url": "http://x:8000", "model": model, "label": "x"},
-            "settings": {"seed": 0, "max_tokens": max_tokens, "top_logprobs": 5, "concurrency": 1},
-            "measured": {},
-            "items": items,
-            "created": "2026-12-02T16:00:00",
-        }
-    )
-
-
+# -- a judge over EvalReport-shaped data -------------------------------------------------------
 @dataclass
 class Comparison:
     passed: bool
@@ -164,16 +89,6 @@ class Recorded(rolling.Rollout):
     def rollback(self, ctx, old_venv, old_version) -> bool:
         self.calls.append(("rollback", ctx.name, old_venv, old_version))
         return True
-
-
-def fleet_of(tmp_path: Path, models: dict[str, str], **more: Any) -> Fleet:
-    hosts = {h: {"model_name": m} for h, m in models.items()}
-    data = {
-        "all": {"vars": {**LAB_VARS, "ansible_connection": "local", **more}, "children": {"vllm": {"hosts": hosts}}}
-    }
-    path = tmp_path / "inventory.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return Fleet.of(load_inventory(path, schema=SCHEMA))
 
 
 @pytest.fixture
@@ -364,169 +279,3 @@ def test_several_models_in_the_canary_batch_are_judged_per_host(run_gated):
     assert summary.stopped.startswith("eval gate: the canary gpu3 regressed")
     verdicts = report_dict(play)["gate"]["hosts"]
     assert verdicts["gpu1"]["passed"] and not verdicts["gpu3"]["passed"]
-
-
-# -- what is refused before anything changes ---------------------------------------------------
-def test_the_baseline_keeps_only_what_the_host_said_of_its_live_record():
-    live = {
-        "vllm_version": "0.31.0",
-        "vllm_argv": ["vllm", "serve"],
-        "model": "tiny",
-        "dtype": "bfloat16",
-        "quantization": None,
-        "kv_cache_dtype": "auto",
-        "planned_weights_gib": 15.0,
-        "gpu_count": 1,
-    }
-    assert gate_role.baseline_measured(live) == {
-        "vllm_version": "0.31.0",
-        "vllm_argv": ["vllm", "serve"],
-        "gpu_count": 1,
-    }
-
-
-def test_refusals_name_the_host_and_the_fix():
-    tiny, chatless = host_config(name="gpu1"), host_config({"serve_completions_only": True}, name="gpu2")
-    settings = {"seed": 0, "max_tokens": 24}
-    assert refusal({"gpu1": tiny}, None, HASHES, settings) is None
-    assert refusal({"gpu1": tiny}, report(), HASHES, settings) is None
-    assert "part of a multi-host replica" in refusal({"gpu1": tiny}, None, HASHES, settings, {"gpu1", "gpu9"})
-    assert refusal({"gpu2": chatless}, None, HASHES, settings).startswith("gpu2 serves /v1/completions only")
-    other = refusal({"gpu1": tiny}, report("llama"), HASHES, settings)
-    assert other == (
-        "the baseline was recorded on model 'llama', gpu1 serves 'tiny': --limit the run to hosts "
-        "of 'llama', or drop `baseline:`"
-    )
-    assert "no result for 1 item(s) of the eval set (first: new-item)" in refusal(
-        {"gpu1": tiny}, report(), {**HASHES, "new-item": "h"}, settings
-    )
-    assert refusal({"gpu1": tiny}, report(max_tokens=64), HASHES, settings) == (
-        "the baseline was recorded with other decoding settings (max_tokens 64 -> 24): make them equal"
-    )
-
-
-def test_a_saved_baseline_that_errored_was_edited_or_lacks_settings_is_refused():
-    tiny, settings = host_config(name="gpu1"), {"seed": 0, "max_tokens": 24}
-    errored = refusal({"gpu1": tiny}, report(error="HTTP 401: invalid API key"), HASHES, settings)
-    assert errored.startswith(
-        "the baseline is no baseline: 4 of 4 item(s) have no usable reply (first: "
-        "capital-france: error HTTP 401: invalid API key)"
-    )
-    edited = refusal({"gpu1": tiny}, report(), {**HASHES, "add-small": "hash-of-the-new-prompt"}, settings)
-    assert edited.startswith(
-        "1 item(s) of the eval set differ from the baseline's (first: add-small: messages, "
-        "expectation or max_tokens changed"
-    )
-    bare = report()
-    bare.data["settings"] = {}
-    assert refusal({"gpu1": tiny}, bare, HASHES, settings) == (
-        "the baseline records no decoding settings: record a new one (drop `baseline:`)"
-    )
-    unset = report()
-    del unset.data["settings"]["seed"]
-    assert "(seed unset -> 0)" in refusal({"gpu1": tiny}, unset, HASHES, settings)
-
-
-def test_the_reports_go_beside_the_run_report_or_into_the_current_directory(tmp_path, monkeypatch):
-    assert reports_prefix("/var/runs/up.json", "upgrade") == "/var/runs/up-gate"
-    monkeypatch.chdir(tmp_path)
-    prefix = reports_prefix(None, "deploy")
-    assert prefix.startswith(str(tmp_path / "vfleet-deploy-gate-2"))
-    gate = EvalGate(Evaluator(None, None, None), GateRecord("g", "built-in", {}, {}), prefix)
-    assert gate.path("baseline", "gpu1") == prefix + "-baseline-gpu1.json"
-    assert gate.path("candidate", "a/b c") == prefix + "-candidate-a_b_c.json"
-
-
-# -- the CLI -----------------------------------------------------------------------------------
-@pytest.fixture
-def inventory(tmp_path) -> Path:
-    path = tmp_path / "inventory.yaml"
-    data = {
-        "all": {
-            "vars": {**LAB_VARS, "ansible_connection": "local"},
-            "children": {"vllm": {"hosts": {"gpu1": None, "gpu2": None}}},
-        }
-    }
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def test_deploy_gate_without_batch_is_refused_with_the_fix(inventory, capsys):
-    for task in (deploy_task.deploy, deploy_task.service_task):
-        with pytest.raises(Exit) as exc:
-            task(Context(), inventory=str(inventory), gate="eval.yaml")
-        assert exc.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err == [
-            "error: --gate eval.yaml needs --batch: the gate judges the first batch (the canary) "
-            "before the others restart; add --batch 1"
-        ]
-
-
-def test_a_bad_gate_file_stops_upgrade_before_anything_changes(inventory, capsys, monkeypatch):
-    ran: list[str] = []
-    monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: ran.append(ctx.name))
-
-    def bad(path, fleet, hosts, **kw):
-        raise VfleetError(f"--gate {path}: max_divergence: -1 is less than the minimum of 0")
-
-    monkeypatch.setattr(rollout_face, "open_gate", bad)  # where `vfleet upgrade` looks it up
-    with pytest.raises(Exit) as exc:
-        rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml")
-    assert exc.value.code == 2 and ran == []
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "error: --gate eval.yaml: max_divergence: -1 is less than the minimum of 0"
-    ]
-
-
-def test_upgrade_hands_the_gate_to_its_rollout(inventory, monkeypatch):
-    seen: dict[str, Any] = {}
-    sentinel = object()
-    monkeypatch.setattr(vllm_install, "install_venv", lambda ctx, **kw: None)
-    monkeypatch.setattr(
-        rollout_face, "open_gate", lambda path, fleet, hosts, **kw: seen.update(hosts=hosts, **kw) or sentinel
-    )
-    monkeypatch.setattr(
-        rolling.Rollout, "run", lambda self, *a: seen.update(gate=self.gate) or RolloutSummary([], None, [], {}, [])
-    )
-    rollout_task.upgrade(Context(), inventory=str(inventory), gate="eval.yaml", report="/tmp/x.json")
-    assert seen == {"hosts": ["gpu1", "gpu2"], "task": "upgrade", "report": "/tmp/x.json", "gate": sentinel}
-
-
-@pytest.mark.parametrize("task", ["upgrade", "deploy", "service"])
-def test_help_names_the_gate(task, tmp_path):
-    p = subprocess.run(
-        [sys.executable, "-m", "vfleet.cli", task, "--help"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=120,
-    )
-    assert p.returncode == 0, p.stderr
-    flat = " ".join(p.stdout.split())
-    assert "--gate=STRING" in flat and "the first batch is a canary" in flat, flat
-
-
-def test_untried_hosts_get_their_files_back_even_when_the_play_aborted(tmp_path, monkeypatch):
-    """After an abort run_step refuses every step; the hosts never restarted must still lose the
-    new unit, env and weights link on disk, each with its result in the report."""
-    from vfleet.cli import deploy_steps
-
-    fleet = fleet_of(tmp_path, {"a1": "m1", "a2": "m1", "b2": "m2"})
-    play = make_play("deploy", fleet, fleet.vllm_hosts, TaskOptions(), console=Console(file=io.StringIO()))
-    play.aborted = "1 of 4 hosts failed (25% > max_fail_percentage 0%): stopping the run"
-
-    def restore(ctx) -> str:
-        if ctx.name == "b2":
-            raise HostFailed("ssh: connection reset")
-        return "the rollback point of 2026-12-02T16:00"
-
-    monkeypatch.setattr(deploy_steps.rollback_point, "restore", restore)
-    deploy_steps._restore_untried(play, ["a1", "a2", "b2"])
-    for host in ("a1", "a2"):
-        assert play.results[host].get(RestoredUntried) is not None
-        assert "the rollback point of 2026-12-02T16:00 put back" in play.results[host].steps[-1].message
-    assert play.results["b2"].failed
-    assert "putting its saved point back failed: ssh: connection reset" in play.results["b2"].steps[-1].message
-    deploy_steps.step_smoke(play, fleet)  # refused after an abort: the run goes on to its report
-    assert report_dict(play)["hosts"]["a1"]

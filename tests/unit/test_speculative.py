@@ -160,7 +160,7 @@ def test_acceptance_is_read_from_vllms_own_counters():
 
 
 def test_the_capacity_check_counts_the_drafts_bytes_per_token():
-    from vfleet.roles.preflight._checks import check_capacity
+    from vfleet.roles.preflight._capacity_checks import check_capacity
 
     cfg = host_config(spec(method="draft_model", source="/d", num_speculative_tokens=3))
     facts = {

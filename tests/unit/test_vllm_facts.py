@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.preflight_cases import config
 from vfleet.config import vllm_facts as vf
-from vfleet.roles.preflight import _checks as checks
+from vfleet.roles.preflight import _gpu_checks as checks
 
 HELPS = {v: (Path(vf.DATA_FILE).parent / f"vllm-{v}-help.txt").read_text() for v in ("0.20.0", "0.32.0")}
 

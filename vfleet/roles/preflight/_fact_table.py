@@ -1,7 +1,8 @@
 """The preflight fact table: one class per host probe, each a shell `command` plus a parser of
 its output, in the engine's fact protocol (vfleet/engine/fact_protocol.py: they read their
 command's whole Output, and the ones that can hang on a wedged driver bound themselves), and
-`facts_for(cfg)`, the facts a host's preflight gathers.
+`facts_for(cfg)`, the facts a host's preflight gathers. The base class is in _fact_base.py, the
+facts that read the model folder in _model_fact_table.py.
 
 A fact is built from the typed values it looks at (the model folder, the env file, the venv's
 python), so its command is fixed when it is made; the parser reads only its own output.
@@ -12,48 +13,19 @@ from __future__ import annotations
 import posixpath
 import shlex
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from vfleet.config.hostconfig import HostConfig
 from vfleet.engine.fact_protocol import Output
-from vfleet.engine.strict_json import loads_strict, mapping
 from vfleet.roles.service import UnitFiles, owned_units
 
-from . import _model_facts as model_facts, _model_files as model_files, _safetensors_header as safetensors_header
+# The base and the model-folder facts are imported from here too (_facts.py, tests): keep them.
+from ._fact_base import COMMAND_TIMEOUT_S, NVSMI_GUARD, PreflightFact
 from ._fact_paths import model_dir
+from ._model_fact_table import ModelConfig, ModelFiles, TokenizerConfig, Weights
 from ._parsers import misc, nccl_sources, nvidia_smi_table, query_gpu_csv, smi_xml, topo_matrix
 
-NVSMI_GUARD = 'command -v nvidia-smi >/dev/null 2>&1 || { echo "nvidia-smi: command not found" >&2; exit 127; }'
-# A wedged driver can make nvidia-smi (and anything that loads CUDA or walks PCIe) hang for
-# minutes; one hung probe must not hold the whole preflight. Healthy hosts answer far below this.
-COMMAND_TIMEOUT_S = 20
-
-
 # --- fact classes -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PreflightFact:
-    """A command and a parser of its stdout. `name` labels its section of the gathered output,
-    `key` names its value in the facts dict, `snapshot_file` the file in a host snapshot folder
-    when the raw output belongs to the GPU profile."""
-
-    name: ClassVar[str] = ""
-    key: ClassVar[str] = ""
-    snapshot_file: ClassVar[str | None] = None
-    timeout_s: ClassVar[int | None] = None
-
-    def command(self) -> str:
-        raise NotImplementedError
-
-    def parse(self, output: str) -> Any:
-        raise NotImplementedError
-
-    def process_output(self, out: Output | None) -> Any:
-        """Default: a failed or missing command means the fact is unknown (None)."""
-        if out is None or out.rc != 0:
-            return None
-        return self.parse(out.stdout)
 
 
 @dataclass(frozen=True)
@@ -298,83 +270,6 @@ class FlashinferKernels(PreflightFact):
 
     def parse(self, output: str) -> Any:
         return misc.flashinfer_kernels(output)
-
-
-def bounded_cat(path: str, limit: int) -> str:
-    """`cat` of a regular file, at most limit + 1 bytes (one more than allowed, so the parser
-    sees an oversized file as one): a FIFO would block `cat` forever, a huge file would fill the
-    gather's output. A path that is not a regular file exits 1, as a missing one does."""
-    p = shlex.quote(path)
-    return f"[ -f {p} ] || exit 1\nhead -c {limit + 1} {p}"
-
-
-def _sized(output: str, label: str, limit: int) -> bytes:
-    data = output.encode("utf-8", "surrogatepass")
-    if len(data) > limit:
-        raise model_files.JsonFileError(f"{label}: more than the {limit // 2**20} MiB such a file can be; fix the file")
-    return data
-
-
-@dataclass(frozen=True)
-class ModelConfig(PreflightFact):
-    """config.json, read bounded and parsed strictly (_model_files.py); the checks on its keys
-    run when the facts are assembled, so a snapshot's copy gets them too."""
-
-    name, key = "model_config", "model_config"
-    model_dir: str
-
-    def command(self) -> str:
-        return bounded_cat(self.model_dir + "/config.json", model_files.CONFIG_LIMIT)
-
-    def parse(self, output: str) -> Any:
-        label = posixpath.join(self.model_dir, "config.json")
-        return dict(mapping(loads_strict(_sized(output, label, model_files.CONFIG_LIMIT), label), label))
-
-
-@dataclass(frozen=True)
-class ModelFiles(PreflightFact):
-    """Top-level names in the model directory (custom code, chat_template.jinja)."""
-
-    name, key = "model_files", "model_files"
-    model_dir: str
-
-    def command(self) -> str:
-        d = shlex.quote(self.model_dir)
-        # one name more than allowed, so the parser sees an oversized folder as one
-        return f"[ -d {d} ] || exit 2\nls -1A {d} | head -n {model_facts.MAX_FOLDER_ENTRIES + 1}"
-
-    def parse(self, output: str) -> Any:
-        return model_facts.model_files(output, self.model_dir)
-
-
-@dataclass(frozen=True)
-class TokenizerConfig(PreflightFact):
-    """tokenizer_config.json, reduced to whether it carries a chat template."""
-
-    name, key = "tokenizer_config", "tokenizer_config"
-    model_dir: str
-
-    def command(self) -> str:
-        return bounded_cat(self.model_dir + "/tokenizer_config.json", model_files.TOKENIZER_CONFIG_LIMIT)
-
-    def parse(self, output: str) -> Any:
-        label = posixpath.join(self.model_dir, "tokenizer_config.json")
-        return model_files.parse_tokenizer_meta(_sized(output, label, model_files.TOKENIZER_CONFIG_LIMIT), label)
-
-
-@dataclass(frozen=True)
-class Weights(PreflightFact):
-    """Safetensors headers only (8-byte length + JSON), never tensor data: the probe and its
-    parser are in _safetensors_header.py."""
-
-    name, key = "weights", "weights"
-    model_dir: str
-
-    def command(self) -> str:
-        return safetensors_header.probe_command(self.model_dir)
-
-    def parse(self, output: str) -> Any:
-        return safetensors_header.parse_probe(output, self.model_dir)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """NCCL variables the vLLM service picks up from files vfleet does not write: the service user's
 ~/.nccl.conf, the file NCCL_CONF_FILE names, the vLLM unit's systemd drop-ins and the environment
 files they add (the `nccl_sources` fact, parsers/nccl_sources.py). /etc/nccl.conf and vfleet's
-own environment file are check `nccl.env`'s (_checks.py).
+own environment file are check `nccl.env`'s (_topology_checks.py).
 
 Why: a variable left there by someone's script changes how NCCL talks between the GPUs without
 anything in the inventory saying so, and the symptom (an init that hangs, half the all-reduce
