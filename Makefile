@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh Debian 12 machine (as root):
 #   make demo   builds the lab fleet, deploys vLLM behind nginx, smoke-checks, prints the recap
-#   make test   unit + integration tests against the lab (what .ci/run calls)
+#   make test   ruff (format and lint), then unit + integration tests against the lab
 #   make soak   the long runs under load (rolling restarts under back-to-back clients): before
 #               resolving anything that touches rollouts
 #   make ci     what .ci/run calls: make test's tests and the soak runs that guard rollouts
@@ -19,7 +19,7 @@ APT_PACKAGES = systemd-container openssh-server openssh-client nginx libnginx-mo
 APT_NO_RECOMMENDS = prometheus prometheus-nginx-exporter prometheus-node-exporter
 LAB_INVENTORY ?= /var/lib/vfleet-lab/inventory.yaml
 
-.PHONY: setup apt venv demo test ci soak unit integration lab-down clean
+.PHONY: setup apt venv demo lint test ci soak unit integration lab-down clean
 
 setup: apt venv
 
@@ -42,10 +42,15 @@ DEMO_STARTED := $(shell date +%s.%N)
 demo: setup
 	VFLEET_DEMO_STARTED=$(DEMO_STARTED) $(BIN)/python -m vfleet.lab.demo
 
-test: setup
+# One formatter and linter for the tree (pyproject.toml [tool.ruff]): seconds, so before the tests.
+lint: venv
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: setup lint
 	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak" tests
 
-ci: setup
+ci: setup lint
 	$(BIN)/python -m pytest -q -ra --durations=15 -m "not soak or ci" tests
 
 soak: setup
