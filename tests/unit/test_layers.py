@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "vfleet"
@@ -217,24 +218,18 @@ def test_every_role_names_its_offer_and_keeps_the_rest_private():
 
 def role_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
     """Role package -> the role packages it imports, at module level or inside functions."""
-    edges: dict[str, set[str]] = {r: set() for r in ROLE_PACKAGES}
-    first: dict[tuple[str, str], Import] = {}
-    for imp in ALL_IMPORTS:
+
+    def edge(imp: Import) -> tuple[str, str] | None:
         mine, theirs = role_of(imp.source), role_of(imp.target)
-        if mine and theirs and mine != theirs and not imp.type_only:
-            edges[mine].add(theirs)
-            first.setdefault((mine, theirs), imp)
-    return edges, first
+        return (mine, theirs) if mine and theirs and mine != theirs and not imp.type_only else None
+
+    return import_graph(ROLE_PACKAGES, edge)
 
 
 def test_role_packages_import_each_other_in_one_direction():
     """No import between role packages runs back up, lazy ones included: each face can load
     every module of its role without meeting itself half-initialised."""
-    edges, first = role_graph()
-    cycle = find_cycle(edges)
-    if cycle:
-        steps = [f"{first[(a, b)].where()}: role {a} imports role {b}" for a, b in zip(cycle, cycle[1:])]
-        raise AssertionError("role packages import each other in a circle:\n" + "\n".join(steps))
+    assert_no_cycle(*role_graph(), "role packages import each other in a circle", "role {a} imports role {b}")
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -259,25 +254,39 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def module_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
-    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+def import_graph(
+    nodes, edge_of: Callable[[Import], tuple[str, str] | None]
+) -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    """{node: the nodes it imports}, each edge `edge_of(import)` (None: not an edge), and the
+    first import that made each edge (where a failure points)."""
+    edges: dict[str, set[str]] = {n: set() for n in nodes}
     first: dict[tuple[str, str], Import] = {}
     for imp in ALL_IMPORTS:
-        if not imp.module_level or imp.type_only or imp.target == imp.source:
-            continue
-        if imp.target not in MODULES:
-            continue
-        edges[imp.source].add(imp.target)
-        first.setdefault((imp.source, imp.target), imp)
+        edge = edge_of(imp)
+        if edge:
+            edges[edge[0]].add(edge[1])
+            first.setdefault(edge, imp)
     return edges, first
 
 
-def test_module_imports_form_no_cycle():
-    edges, first = module_graph()
+def assert_no_cycle(edges: dict[str, set[str]], first: dict[tuple[str, str], Import], what: str, step: str) -> None:
+    """Fail naming each import of a cycle (`step` formatted with the edge's a and b)."""
     cycle = find_cycle(edges)
     if cycle:
-        steps = [f"{first[(a, b)].where()}: {a} imports {b}" for a, b in zip(cycle, cycle[1:])]
-        raise AssertionError("module-level imports form a cycle:\n" + "\n".join(steps))
+        steps = [f"{first[(a, b)].where()}: " + step.format(a=a, b=b) for a, b in zip(cycle, cycle[1:])]
+        raise AssertionError(f"{what}:\n" + "\n".join(steps))
+
+
+def module_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    def edge(imp: Import) -> tuple[str, str] | None:
+        executed = imp.module_level and not imp.type_only
+        return (imp.source, imp.target) if executed and imp.target != imp.source and imp.target in MODULES else None
+
+    return import_graph(MODULES, edge)
+
+
+def test_module_imports_form_no_cycle():
+    assert_no_cycle(*module_graph(), "module-level imports form a cycle", "{a} imports {b}")
 
 
 def test_the_checks_catch_what_they_are_for():
